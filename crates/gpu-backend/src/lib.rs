@@ -1,0 +1,117 @@
+//! The GPU backend interface: everything one partition does on an accelerator, as
+//! one call over plain slices, plus the CPU reference implementation of it.
+//!
+//! One call per partition (not one per kernel) is the shape the C2 history settled
+//! on (phases 6–8): the scheduler takes the GPU lock once, the backend keeps `a, b,
+//! c` and `h` on the device between the NTTs and the H MSM, and its results come back
+//! as a handful of points. The CPU reference implements the same call so that every
+//! GPU result can be checked against it and so that a machine without a GPU proves.
+//!
+//! Architecture invariant: this crate knows nothing of circuits, synthesis or
+//! parameters files. Its inputs are `Abc`, bases and the split scalars that
+//! `prep_msm` produced; its outputs are group elements.
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+pub use cuzk_alloc::Abc;
+pub use cuzk_msm_cpu::SplitScalars;
+
+mod cpu;
+pub mod lock;
+pub mod ntt;
+
+pub use cpu::CpuBackend;
+
+/// What a backend offers; checked by the scheduler before work is handed to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Short name, e.g. `cpu` or `cuda`.
+    pub name: String,
+    /// Largest NTT domain, as log2 of its size.
+    pub max_log_domain: u32,
+    /// Whether `PartitionJob::b_g2` may be `Some` (the backend does the G2 MSM too).
+    pub g2: bool,
+    /// The devices the backend drives (empty for the CPU backend).
+    pub devices: Vec<DeviceInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub total_memory: u64,
+    pub free_memory: u64,
+}
+
+/// One MSM over a query whose scalars `prep_msm` already split into zeros (dropped),
+/// ones (summed by plain addition) and a tail (Pippenger).
+#[derive(Clone, Copy, Debug)]
+pub struct SplitMsm<'a, G> {
+    /// The query's bases, in the split's index space (dense inputs, then dense aux).
+    pub bases: &'a [G],
+    pub split: &'a SplitScalars,
+}
+
+/// Everything the accelerator does for one partition.
+#[derive(Debug)]
+pub struct PartitionJob<'a> {
+    /// The evaluations from synthesis, consumed: the backend may free them as soon
+    /// as they are on the device.
+    pub abc: Abc,
+    /// The h query: `domain - 1` bases where `domain` is `abc.len()` rounded up to a
+    /// power of two.
+    pub h_bases: &'a [G1Affine],
+    /// The l query over the aux assignment (full density).
+    pub l: SplitMsm<'a, G1Affine>,
+    /// The a query over inputs (full density) and the dense aux.
+    pub a: SplitMsm<'a, G1Affine>,
+    /// The b query in G1 over dense inputs and dense aux.
+    pub b_g1: SplitMsm<'a, G1Affine>,
+    /// The b query in G2; `Some` only when the backend offers G2 and the run wants it
+    /// on the device instead of the CPU `b_g2_msm` stage.
+    pub b_g2: Option<SplitMsm<'a, G2Affine>>,
+}
+
+/// The sums the partition's proof is assembled from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionResult {
+    pub h: G1Projective,
+    pub l: G1Projective,
+    pub a: G1Projective,
+    pub b_g1: G1Projective,
+    pub b_g2: Option<G2Projective>,
+}
+
+/// Errors of a backend. Variants say which stage failed and why.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("the NTT domain 2^{log} exceeds what this backend supports (2^{max})")]
+    DomainTooLarge { log: u32, max: u32 },
+    #[error("a, b and c have different lengths ({a}, {b}, {c})")]
+    AbcShape { a: usize, b: usize, c: usize },
+    #[error("the {query} query has {got} bases but the circuit needs {want}")]
+    BaseCount { query: &'static str, got: usize, want: usize },
+    #[error("this backend does not offer {0}")]
+    Unsupported(&'static str),
+    #[error("MSM failed: {0}")]
+    Msm(#[from] cuzk_msm_cpu::MsmError),
+    #[error("device error: {0}")]
+    Device(String),
+}
+
+/// A backend: the accelerator half of a partition.
+pub trait GpuBackend: Send + Sync {
+    fn capabilities(&self) -> Capabilities;
+
+    /// Computes H from `a, b, c` and the MSMs H, L, A, B_G1 (and B_G2 if asked).
+    fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError>;
+}
+
+/// Log2 of the NTT domain for `n` constraints (the next power of two).
+pub fn log_domain(n: usize) -> u32 {
+    n.max(1).next_power_of_two().trailing_zeros()
+}
+
+#[doc(hidden)]
+pub fn _assert_object_safe(_: &dyn GpuBackend) {}
+
+#[allow(dead_code)]
+fn _types(_: (&G2Affine, &Scalar)) {}
