@@ -13,6 +13,12 @@
 
 use blstrs::Scalar;
 
+pub mod dealloc;
+pub mod throttle;
+
+pub use dealloc::{DeallocPolicy, InlineDealloc, Released};
+pub use throttle::{NoThrottle, Raised, ThrottleControl};
+
 /// Evaluations of the A, B and C polynomials over the constraint domain, one value
 /// per constraint (public-input constraints included), as produced by synthesis and
 /// consumed by the H computation. Not yet padded to the NTT domain.

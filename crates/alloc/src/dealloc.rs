@@ -1,0 +1,158 @@
+//! Deallocation policies: what happens to a stage's large buffers once the next stage
+//! is done with them.
+//!
+//! Freeing is not free at this scale. Dropping a 4 GiB `Vec` is an `munmap`, and each
+//! `munmap` interrupts every core that may cache the mapping (a TLB shootdown). The C2
+//! history tried three answers: free where the buffer dies (the caller pays the
+//! `munmap`), a detached thread per free (the caller pays nothing, but concurrent
+//! `munmap`s turned into shootdown storms that slowed synthesis), and one bounded
+//! dealloc thread (Phase 11). Which is best depends on the machine, so the scheduler
+//! hands every large buffer to a [`DeallocPolicy`] instead of dropping it, and the
+//! policy is chosen at run time (plugins implement the others).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::HeapSize;
+
+/// An owned buffer of any type, type-erased into "run its destructor", with the bytes
+/// it holds and a label for logs (`"abc"`, `"witness"`).
+///
+/// Dropping a `Released` frees the buffer on the dropping thread, so a policy that
+/// loses one (an error, a panic) still frees it rather than leaking it.
+pub struct Released {
+    free: Option<Box<dyn FnOnce() + Send>>,
+    bytes: usize,
+    label: &'static str,
+}
+
+impl Released {
+    /// Takes ownership of `value`; `bytes` is what freeing it returns to the system.
+    pub fn new<T: Send + 'static>(value: T, bytes: usize, label: &'static str) -> Self {
+        Self {
+            free: Some(Box::new(move || drop(value))),
+            bytes,
+            label,
+        }
+    }
+
+    /// Like [`Released::new`], counting the bytes with [`HeapSize`].
+    pub fn of<T: HeapSize + Send + 'static>(value: T, label: &'static str) -> Self {
+        let bytes = value.heap_size();
+        Self::new(value, bytes, label)
+    }
+
+    /// Bytes the buffer holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// What the buffer is, for logs.
+    pub fn label(&self) -> &'static str {
+        self.label
+    }
+
+    /// Frees the buffer now, on this thread. A panicking destructor is contained
+    /// (freeing must never take the caller down).
+    pub fn free(mut self) {
+        self.run();
+    }
+
+    /// The destructor, its byte count and label: for adapters that move the buffer
+    /// somewhere a `Released` cannot go (across a plugin boundary).
+    pub fn into_parts(mut self) -> (Box<dyn FnOnce() + Send>, usize, &'static str) {
+        let free = self.free.take().unwrap_or_else(|| Box::new(|| ()));
+        (free, self.bytes, self.label)
+    }
+
+    fn run(&mut self) {
+        if let Some(free) = self.free.take() {
+            let _ = catch_unwind(AssertUnwindSafe(free));
+        }
+    }
+}
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        self.run();
+    }
+}
+
+impl std::fmt::Debug for Released {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Released")
+            .field("label", &self.label)
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+/// Decides on which thread, and when, released buffers are freed.
+pub trait DeallocPolicy: Send + Sync {
+    /// Hands a buffer over; it is freed now or later, here or elsewhere. May block
+    /// (back-pressure) but never fails: a policy that cannot queue frees inline.
+    fn release(&self, buf: Released);
+
+    /// Returns once every buffer released before the call has been freed.
+    fn drain(&self);
+}
+
+/// Frees on the calling thread, at once: the baseline every other policy is measured
+/// against, and the only one that adds no thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InlineDealloc;
+
+impl DeallocPolicy for InlineDealloc {
+    fn release(&self, buf: Released) {
+        buf.free();
+    }
+
+    fn drain(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn released_frees_exactly_once_by_every_path() {
+        let n = Arc::new(AtomicUsize::new(0));
+        Released::new(Counted(n.clone()), 8, "t").free();
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+        drop(Released::new(Counted(n.clone()), 8, "t"));
+        assert_eq!(n.load(Ordering::SeqCst), 2);
+        let (free, bytes, label) = Released::new(Counted(n.clone()), 8, "t").into_parts();
+        assert_eq!((bytes, label), (8, "t"));
+        assert_eq!(n.load(Ordering::SeqCst), 2, "into_parts must not free");
+        free();
+        assert_eq!(n.load(Ordering::SeqCst), 3);
+        InlineDealloc.release(Released::new(Counted(n.clone()), 8, "t"));
+        assert_eq!(n.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn released_counts_heap_bytes_and_contains_panics() {
+        let v: Vec<u64> = Vec::with_capacity(33);
+        let r = Released::of(v, "v");
+        assert_eq!((r.bytes(), r.label()), (33 * 8, "v"));
+        r.free();
+
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("destructor panicked");
+            }
+        }
+        // A panicking destructor must not unwind out of free (or out of Drop).
+        Released::new(Bomb, 0, "bomb").free();
+        drop(Released::new(Bomb, 0, "bomb"));
+    }
+}
