@@ -1,0 +1,98 @@
+//! The few operations the MSM needs from a curve, so one batch-affine implementation serves
+//! G1 (coordinates in Fp) and G2 (coordinates in Fp2).
+
+use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Group};
+
+/// A short Weierstrass curve `y² = x³ + b` over `F` as blstrs represents it: affine points
+/// for the inputs, projective points for sums.
+pub(crate) trait MsmCurve: 'static {
+    /// The coordinate field (Fp for G1, Fp2 for G2).
+    type F: Field;
+    type Affine: Copy + Send + Sync;
+    type Projective: Copy + Send + Sync;
+
+    /// The coordinates of `p`, or `None` for the identity (blst's all-zero encoding).
+    fn coords(p: &Self::Affine) -> Option<(Self::F, Self::F)>;
+    /// The affine point with these coordinates (not checked to be on the curve).
+    fn from_coords(x: Self::F, y: Self::F) -> Self::Affine;
+    fn identity() -> Self::Projective;
+    /// `acc += p`, correct for every input (doubling, inverses, identity).
+    fn add_affine(acc: &mut Self::Projective, p: &Self::Affine);
+    fn add(acc: &mut Self::Projective, p: &Self::Projective);
+    fn double(p: &Self::Projective) -> Self::Projective;
+}
+
+/// BLS12-381 G1.
+pub(crate) struct G1;
+/// BLS12-381 G2.
+pub(crate) struct G2;
+
+impl MsmCurve for G1 {
+    type F = Fp;
+    type Affine = G1Affine;
+    type Projective = G1Projective;
+
+    #[inline(always)]
+    fn coords(p: &G1Affine) -> Option<(Fp, Fp)> {
+        if bool::from(p.is_identity()) {
+            None
+        } else {
+            Some((p.x(), p.y()))
+        }
+    }
+    #[inline(always)]
+    fn from_coords(x: Fp, y: Fp) -> G1Affine {
+        G1Affine::from_raw_unchecked(x, y, false)
+    }
+    fn identity() -> G1Projective {
+        G1Projective::identity()
+    }
+    #[inline(always)]
+    fn add_affine(acc: &mut G1Projective, p: &G1Affine) {
+        *acc += p;
+    }
+    #[inline(always)]
+    fn add(acc: &mut G1Projective, p: &G1Projective) {
+        *acc += p;
+    }
+    #[inline(always)]
+    fn double(p: &G1Projective) -> G1Projective {
+        p.double()
+    }
+}
+
+impl MsmCurve for G2 {
+    type F = Fp2;
+    type Affine = G2Affine;
+    type Projective = G2Projective;
+
+    #[inline(always)]
+    fn coords(p: &G2Affine) -> Option<(Fp2, Fp2)> {
+        if bool::from(p.is_identity()) {
+            None
+        } else {
+            Some((p.x(), p.y()))
+        }
+    }
+    #[inline(always)]
+    fn from_coords(x: Fp2, y: Fp2) -> G2Affine {
+        G2Affine::from_raw_unchecked(x, y, false)
+    }
+    fn identity() -> G2Projective {
+        G2Projective::identity()
+    }
+    #[inline(always)]
+    fn add_affine(acc: &mut G2Projective, p: &G2Affine) {
+        *acc += p;
+    }
+    #[inline(always)]
+    fn add(acc: &mut G2Projective, p: &G2Projective) {
+        *acc += p;
+    }
+    #[inline(always)]
+    fn double(p: &G2Projective) -> G2Projective {
+        p.double()
+    }
+}
