@@ -20,6 +20,7 @@ pub mod lock;
 pub mod ntt;
 
 pub use cpu::CpuBackend;
+pub use ntt::compute_h;
 
 /// What a backend offers; checked by the scheduler before work is handed to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +86,8 @@ pub struct PartitionResult {
 pub enum BackendError {
     #[error("the NTT domain 2^{log} exceeds what this backend supports (2^{max})")]
     DomainTooLarge { log: u32, max: u32 },
+    #[error("the NTT input has {got} elements but the domain has {want}")]
+    NttLength { got: usize, want: usize },
     #[error("a, b and c have different lengths ({a}, {b}, {c})")]
     AbcShape { a: usize, b: usize, c: usize },
     #[error("the {query} query has {got} bases but the circuit needs {want}")]

@@ -1,0 +1,356 @@
+//! The CPU reference backend: the same call as a GPU backend, computed with this
+//! crate's NTT and `cuzk-msm-cpu`. Every GPU result is checked against it, and a
+//! machine without a GPU proves with it.
+
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G2Affine};
+use cuzk_msm_cpu::{msm_g1, split_msm_g1, split_msm_g2};
+
+use crate::{
+    compute_h, log_domain, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionResult,
+    SplitMsm,
+};
+
+/// [`GpuBackend`] on the CPU, on a pool the scheduler owns.
+#[derive(Clone, Debug)]
+pub struct CpuBackend {
+    pool: Arc<rayon::ThreadPool>,
+}
+
+impl CpuBackend {
+    pub fn new(pool: Arc<rayon::ThreadPool>) -> Self {
+        Self { pool }
+    }
+}
+
+/// A split MSM's bases must cover the split's index space (`split_msm_*` accepts a
+/// longer base vector, so this does too).
+fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), BackendError> {
+    let want = m.split.num_bases();
+    if m.bases.len() < want {
+        return Err(BackendError::BaseCount {
+            query,
+            got: m.bases.len(),
+            want,
+        });
+    }
+    Ok(())
+}
+
+impl GpuBackend for CpuBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: "cpu".to_owned(),
+            max_log_domain: crate::ntt::MAX_LOG_DOMAIN,
+            g2: true,
+            devices: Vec::new(),
+        }
+    }
+
+    fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        let PartitionJob {
+            abc,
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+        } = job;
+        // Every shape is checked before any work, so a bad job fails in microseconds.
+        if !abc.is_consistent() {
+            return Err(BackendError::AbcShape {
+                a: abc.a.len(),
+                b: abc.b.len(),
+                c: abc.c.len(),
+            });
+        }
+        let want_h = (1usize << log_domain(abc.len())) - 1;
+        if h_bases.len() != want_h {
+            return Err(BackendError::BaseCount {
+                query: "h",
+                got: h_bases.len(),
+                want: want_h,
+            });
+        }
+        check_split::<G1Affine>("l", &l)?;
+        check_split::<G1Affine>("a", &a)?;
+        check_split::<G1Affine>("b_g1", &b_g1)?;
+        if let Some(b_g2) = &b_g2 {
+            check_split::<G2Affine>("b_g2", b_g2)?;
+        }
+
+        let pool = &*self.pool;
+        let _span = tracing::info_span!("prove_partition", backend = "cpu").entered();
+        // compute_h consumes abc (b and c die inside it, a with the gather of h), and
+        // h dies right after its MSM: the partition's big buffers are gone before the
+        // query MSMs start.
+        let h_scalars = compute_h(abc, pool)?;
+        let h = {
+            let _span = tracing::info_span!("h_msm").entered();
+            msm_g1(h_bases, &h_scalars, pool)?
+        };
+        drop(h_scalars);
+        let l = {
+            let _span = tracing::info_span!("l_msm").entered();
+            split_msm_g1(l.bases, l.split, pool)?
+        };
+        let a = {
+            let _span = tracing::info_span!("a_msm").entered();
+            split_msm_g1(a.bases, a.split, pool)?
+        };
+        let b_g1 = {
+            let _span = tracing::info_span!("b_g1_msm").entered();
+            split_msm_g1(b_g1.bases, b_g1.split, pool)?
+        };
+        let b_g2 = match b_g2 {
+            Some(m) => {
+                let _span = tracing::info_span!("b_g2_msm").entered();
+                Some(split_msm_g2(m.bases, m.split, pool)?)
+            }
+            None => None,
+        };
+        Ok(PartitionResult {
+            h,
+            l,
+            a,
+            b_g1,
+            b_g2,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use blstrs::{G1Projective, G2Projective, Scalar};
+    use cuzk_alloc::{Abc, Density};
+    use cuzk_msm_cpu::{prep_msm, SplitScalars};
+    use ff::Field;
+    use group::{Curve, Group};
+    use rand::Rng;
+    use rand_chacha::ChaCha8Rng;
+    use rand_core::SeedableRng;
+
+    use super::*;
+    use crate::ntt::tests::{bellperson_h, random};
+
+    fn pool() -> Arc<rayon::ThreadPool> {
+        Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .expect("test pool"),
+        )
+    }
+
+    /// Witness-like scalars: zeros, ones and random values mixed, never all zero.
+    fn witness(rng: &mut ChaCha8Rng, n: usize) -> Vec<Scalar> {
+        let mut v: Vec<Scalar> = (0..n)
+            .map(|_| match rng.gen_range(0..4) {
+                0 => Scalar::ZERO,
+                1 => Scalar::ONE,
+                _ => Scalar::random(&mut *rng),
+            })
+            .collect();
+        if let Some(first) = v.first_mut() {
+            *first = Scalar::random(&mut *rng);
+        }
+        v
+    }
+
+    fn density(rng: &mut ChaCha8Rng, n: usize) -> Density {
+        let mut d = Density::new(0);
+        for i in 0..n {
+            d.push(i == 0 || rng.gen_bool(0.6));
+        }
+        d
+    }
+
+    /// The scalars of a query in its base index space: the inputs with their bit set,
+    /// then the aux with theirs.
+    fn query_scalars(
+        inputs: &[Scalar],
+        input_density: Option<&Density>,
+        aux: &[Scalar],
+        aux_density: Option<&Density>,
+    ) -> Vec<Scalar> {
+        let pick = |v: &[Scalar], d: Option<&Density>| -> Vec<Scalar> {
+            v.iter()
+                .enumerate()
+                .filter(|(i, _)| d.map(|d| d.get(*i)).unwrap_or(true))
+                .map(|(_, s)| *s)
+                .collect()
+        };
+        let mut s = pick(inputs, input_density);
+        s.extend(pick(aux, aux_density));
+        s
+    }
+
+    fn naive<G: Group<Scalar = Scalar>>(bases: &[G], scalars: &[Scalar]) -> G {
+        bases.iter().zip(scalars).map(|(b, s)| *b * s).sum()
+    }
+
+    struct Query<G> {
+        bases: Vec<G>,
+        split: SplitScalars,
+        want: G,
+    }
+
+    fn query<G: Group<Scalar = Scalar>>(
+        rng: &mut ChaCha8Rng,
+        inputs: &[Scalar],
+        input_density: Option<&Density>,
+        aux: &[Scalar],
+        aux_density: Option<&Density>,
+        pool: &rayon::ThreadPool,
+    ) -> Query<G> {
+        let scalars = query_scalars(inputs, input_density, aux, aux_density);
+        let bases: Vec<G> = (0..scalars.len()).map(|_| G::random(&mut *rng)).collect();
+        let split = prep_msm(inputs, input_density, aux, aux_density, pool).unwrap();
+        assert_eq!(split.num_bases(), bases.len());
+        let want = naive(&bases, &scalars);
+        Query { bases, split, want }
+    }
+
+    fn to_affine1(v: &[G1Projective]) -> Vec<G1Affine> {
+        v.iter().map(|p| p.to_affine()).collect()
+    }
+
+    #[test]
+    fn prove_partition_equals_naive_sums() {
+        let pool = pool();
+        let backend = CpuBackend::new(pool.clone());
+        let mut rng = ChaCha8Rng::seed_from_u64(10);
+        for (constraints, num_inputs, num_aux) in [(1, 1, 1), (5, 2, 7), (33, 3, 40), (100, 4, 90)]
+        {
+            let inputs = witness(&mut rng, num_inputs);
+            let aux = witness(&mut rng, num_aux);
+            let (a_aux, b_in, b_aux) = (
+                density(&mut rng, num_aux),
+                density(&mut rng, num_inputs),
+                density(&mut rng, num_aux),
+            );
+            let l = query::<G1Projective>(&mut rng, &[], None, &aux, None, &pool);
+            let a = query::<G1Projective>(&mut rng, &inputs, None, &aux, Some(&a_aux), &pool);
+            let b1 =
+                query::<G1Projective>(&mut rng, &inputs, Some(&b_in), &aux, Some(&b_aux), &pool);
+            let b2 =
+                query::<G2Projective>(&mut rng, &inputs, Some(&b_in), &aux, Some(&b_aux), &pool);
+            let abc = Abc {
+                a: random(&mut rng, constraints),
+                b: random(&mut rng, constraints),
+                c: random(&mut rng, constraints),
+            };
+            let h_scalars = bellperson_h(&abc);
+            let h_bases: Vec<G1Projective> = (0..h_scalars.len())
+                .map(|_| G1Projective::random(&mut rng))
+                .collect();
+            let want_h = naive(&h_bases, &h_scalars);
+
+            let (h_aff, l_aff, a_aff, b1_aff) = (
+                to_affine1(&h_bases),
+                to_affine1(&l.bases),
+                to_affine1(&a.bases),
+                to_affine1(&b1.bases),
+            );
+            let b2_aff: Vec<G2Affine> = b2.bases.iter().map(|p| p.to_affine()).collect();
+            for with_g2 in [true, false] {
+                let job = PartitionJob {
+                    abc: abc.clone(),
+                    h_bases: &h_aff,
+                    l: SplitMsm {
+                        bases: &l_aff,
+                        split: &l.split,
+                    },
+                    a: SplitMsm {
+                        bases: &a_aff,
+                        split: &a.split,
+                    },
+                    b_g1: SplitMsm {
+                        bases: &b1_aff,
+                        split: &b1.split,
+                    },
+                    b_g2: with_g2.then_some(SplitMsm {
+                        bases: &b2_aff,
+                        split: &b2.split,
+                    }),
+                };
+                let got = backend.prove_partition(job).unwrap();
+                assert_eq!(
+                    got,
+                    PartitionResult {
+                        h: want_h,
+                        l: l.want,
+                        a: a.want,
+                        b_g1: b1.want,
+                        b_g2: with_g2.then_some(b2.want),
+                    },
+                    "{constraints} constraints, g2 {with_g2}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_errors_before_any_work() {
+        let pool = pool();
+        let backend = CpuBackend::new(pool.clone());
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let aux = witness(&mut rng, 6);
+        let l = query::<G1Projective>(&mut rng, &[], None, &aux, None, &pool);
+        let l_aff = to_affine1(&l.bases);
+        let h_aff = to_affine1(&[G1Projective::generator(); 7]);
+        let abc = |len_c: usize| Abc {
+            a: vec![Scalar::ONE; 5],
+            b: vec![Scalar::ONE; 5],
+            c: vec![Scalar::ONE; len_c],
+        };
+        let job = |abc: Abc, h: &'static str, l_len: usize| PartitionJob {
+            abc,
+            h_bases: if h == "short" { &h_aff[..6] } else { &h_aff },
+            l: SplitMsm {
+                bases: &l_aff[..l_len],
+                split: &l.split,
+            },
+            a: SplitMsm {
+                bases: &l_aff,
+                split: &l.split,
+            },
+            b_g1: SplitMsm {
+                bases: &l_aff,
+                split: &l.split,
+            },
+            b_g2: None,
+        };
+        assert!(matches!(
+            backend.prove_partition(job(abc(4), "ok", 6)),
+            Err(BackendError::AbcShape { a: 5, b: 5, c: 4 })
+        ));
+        assert!(matches!(
+            backend.prove_partition(job(abc(5), "short", 6)),
+            Err(BackendError::BaseCount {
+                query: "h",
+                got: 6,
+                want: 7
+            })
+        ));
+        assert!(matches!(
+            backend.prove_partition(job(abc(5), "ok", 5)),
+            Err(BackendError::BaseCount {
+                query: "l",
+                got: 5,
+                want: 6
+            })
+        ));
+        assert!(backend.prove_partition(job(abc(5), "ok", 6)).is_ok());
+    }
+
+    #[test]
+    fn capabilities_describe_the_cpu() {
+        let caps = CpuBackend::new(pool()).capabilities();
+        assert_eq!(caps.name, "cpu");
+        assert_eq!(caps.max_log_domain, 32);
+        assert!(caps.g2);
+        assert!(caps.devices.is_empty());
+    }
+}
