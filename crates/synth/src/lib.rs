@@ -2,8 +2,181 @@
 //! only computes the witness and evaluates `a = A·w`, `b = B·w`, `c = C·w` with a
 //! parallel sparse matrix-vector product.
 //!
-//! (API contract; implementation in progress.)
+//! # Why compile the shape
+//!
+//! bellperson synthesizes every proof the same way: each `enforce` builds three
+//! `LinearCombination`s (heap-allocated, sorted, merged), evaluates them against the
+//! assignment so far, and updates three density trackers. For a PoRep partition that
+//! is ~130 million constraints of allocation-heavy, single-threaded work per proof,
+//! although the combinations are the same for every proof of a circuit shape: only the
+//! values of the variables change. So the combinations are recorded once ([`compile`])
+//! into compressed-sparse-row matrices over a small deduplicated coefficient table,
+//! with the densities, which depend on the shape alone. Each later proof runs the
+//! circuit through a constraint system that keeps the allocated values and skips the
+//! combinations ([`synthesize_witness`]), then multiplies the matrices by the witness
+//! on many cores ([`spmv_parallel`]). Field arithmetic is exact, so summing terms in
+//! another order gives the same `a, b, c` as bellperson, bit for bit.
+//!
+//! The cost of the split: a circuit whose constraints depend on the witness (not just
+//! its values) would be evaluated with the wrong shape. Such circuits are not sound
+//! Groth16 circuits, but to catch a mis-keyed cache the witness system still counts
+//! constraints and variables, and a mismatch is [`SynthError::ShapeMismatch`].
+//!
+//! Architecture invariant: `synth` knows nothing about proving keys, GPUs or the
+//! scheduler; it turns circuits into `R1cs`, `Witness` and `Abc` and nothing else. It
+//! owns no threads: the caller passes the pool.
 
 #![forbid(unsafe_code)]
 
+mod r1cs;
+mod record;
+mod spmv;
+mod witness;
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, SynthesisError};
+use blstrs::Scalar;
+use ff::Field;
+
 pub use cuzk_alloc::{Abc, Density, Witness};
+pub use r1cs::R1cs;
+pub use spmv::{check_witness, spmv_parallel, NoThrottle, Throttle};
+
+/// The errors of synthesis.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// The circuit's own code returned an error (typically a missing assignment).
+    #[error("During synthesis, the circuit failed: {0}")]
+    Circuit(#[from] SynthesisError),
+    /// A witness or an `a, b, c` does not have the compiled circuit's shape: the circuit
+    /// differs from the one that was compiled.
+    #[error("During synthesis, the circuit's shape differed from the compiled one: {actual} {what} in this proof, {compiled} compiled")]
+    ShapeMismatch {
+        /// `"inputs"`, `"aux variables"` or `"constraints"`.
+        what: &'static str,
+        compiled: usize,
+        actual: usize,
+    },
+    /// `a[i] · b[i] ≠ c[i]` (see [`check_witness`]).
+    #[error("the witness does not satisfy constraint {constraint}")]
+    Unsatisfied { constraint: usize },
+    /// A count outgrew the 32-bit indices of the CSR matrices (2^31 inputs or aux
+    /// variables, 2^32 variables or non-zeros in one matrix).
+    #[error("During synthesis, the circuit outgrew 32-bit matrix indices: {count} {what}")]
+    TooLarge { what: &'static str, count: usize },
+    /// A constraint used a variable that was not allocated (bellperson panics here).
+    #[error(
+        "During synthesis, constraint {constraint} used {variable:?}, which was never allocated"
+    )]
+    UnknownVariable { constraint: usize, variable: Index },
+    /// `ConstraintSystem::extend` was called with (or on) a system without the leading
+    /// ONE input that bellperson's `extend` drops (bellperson panics here).
+    #[error(
+        "During synthesis, a constraint system was extended with one that has no leading ONE input"
+    )]
+    ExtendWithoutOne,
+}
+
+/// An error noticed inside `enforce` or `extend`, which cannot return one; kept in
+/// the constraint system and reported when synthesis ends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Deferred {
+    UnknownVariable { constraint: usize, variable: Index },
+    TooLarge { what: &'static str, count: usize },
+    ExtendWithoutOne,
+}
+
+impl From<Deferred> for SynthError {
+    fn from(d: Deferred) -> Self {
+        match d {
+            Deferred::UnknownVariable {
+                constraint,
+                variable,
+            } => SynthError::UnknownVariable {
+                constraint,
+                variable,
+            },
+            Deferred::TooLarge { what, count } => SynthError::TooLarge { what, count },
+            Deferred::ExtendWithoutOne => SynthError::ExtendWithoutOne,
+        }
+    }
+}
+
+/// A circuit's compiled shape and the witness of the synthesis that compiled it.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub r1cs: R1cs,
+    pub witness: Witness,
+}
+
+/// One synthesis pass recording shape and witness together (the first proof of a
+/// shape). Slower than [`synthesize_witness`]: it builds every linear combination.
+/// Memory: 8 bytes per non-zero, 12 per constraint, plus the witness.
+#[tracing::instrument(name = "synthesis", skip_all, fields(compile = true))]
+pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<Compiled, SynthError> {
+    let mut cs = record::Recorder::new();
+    cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    cs.finish()
+}
+
+/// Witness only: `alloc`/`alloc_input` record values, `enforce` is skipped (only
+/// counted). The witness vectors grow as synthesis goes; when the shape is known, use
+/// [`synthesize_witness_for`].
+#[tracing::instrument(name = "synthesis", skip_all)]
+pub fn synthesize_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, SynthError> {
+    run_witness(circuit, witness::WitnessCs::new()).map(witness::WitnessCs::into_witness)
+}
+
+/// [`synthesize_witness`] for a circuit of a compiled shape: the witness vectors are
+/// allocated at their final size up front (no reallocation, no spare capacity on a
+/// multi-gigabyte witness), and the result is checked against the shape, the number of
+/// constraints included.
+#[tracing::instrument(name = "synthesis", skip_all)]
+pub fn synthesize_witness_for<C: Circuit<Scalar>>(
+    r1cs: &R1cs,
+    circuit: C,
+) -> Result<Witness, SynthError> {
+    let cs = witness::WitnessCs::with_capacity(r1cs.num_inputs(), r1cs.num_aux());
+    let cs = run_witness(circuit, cs)?;
+    let constraints = cs.constraints + cs.input.len();
+    let witness = cs.into_witness();
+    check_shape(r1cs, &witness)?;
+    if constraints != r1cs.num_constraints() {
+        return Err(SynthError::ShapeMismatch {
+            what: "constraints",
+            compiled: r1cs.num_constraints(),
+            actual: constraints,
+        });
+    }
+    Ok(witness)
+}
+
+fn run_witness<C: Circuit<Scalar>>(
+    circuit: C,
+    mut cs: witness::WitnessCs,
+) -> Result<witness::WitnessCs, SynthError> {
+    cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    match cs.error {
+        Some(e) => Err(e.into()),
+        None => Ok(cs),
+    }
+}
+
+/// Checks that a witness has the R1cs's shape: as many inputs (ONE included) and aux
+/// variables.
+pub fn check_shape(r1cs: &R1cs, witness: &Witness) -> Result<(), SynthError> {
+    for (what, compiled, actual) in [
+        ("inputs", r1cs.num_inputs(), witness.input.len()),
+        ("aux variables", r1cs.num_aux(), witness.aux.len()),
+    ] {
+        if compiled != actual {
+            return Err(SynthError::ShapeMismatch {
+                what,
+                compiled,
+                actual,
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! The recording constraint system: one synthesis pass that keeps both the shape
+//! (every linear combination, as CSR rows) and the witness.
+
+use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use cuzk_alloc::Witness;
+use ff::Field;
+
+use crate::r1cs::{CoeffTable, Csr, R1cs, Term};
+use crate::{Compiled, Deferred, SynthError};
+
+/// Marks an input column while recording. Inputs and aux variables interleave freely
+/// during synthesis, so their final columns (`[inputs, aux]`) are only known at the end;
+/// until then an input column is `INPUT_TAG | index` and an aux column is its index.
+pub(crate) const INPUT_TAG: u32 = 1 << 31;
+
+/// Records the R1CS shape and the witness. `enforce` evaluates the linear-combination
+/// closures and appends one row to each matrix; errors that bellperson would panic on
+/// (a variable that does not exist yet, an index past 32 bits) are kept and reported
+/// when synthesis ends, since `enforce` cannot return them.
+pub(crate) struct Recorder {
+    input: Vec<Scalar>,
+    aux: Vec<Scalar>,
+    mats: [Csr; 3],
+    coeffs: CoeffTable,
+    error: Option<Deferred>,
+}
+
+impl Recorder {
+    fn fail(&mut self, e: Deferred) {
+        self.error.get_or_insert(e);
+    }
+
+    fn num_constraints(&self) -> usize {
+        self.mats[0].num_rows()
+    }
+
+    fn check_count(&mut self, what: &'static str, count: usize) {
+        if count > INPUT_TAG as usize {
+            self.fail(Deferred::TooLarge { what, count });
+        }
+    }
+
+    /// Appends `lc` as the next row of matrix `m`. Zero coefficients are dropped: they
+    /// add nothing to the value and bellperson does not count them in the densities.
+    fn push_row(&mut self, m: usize, lc: &LinearCombination<Scalar>, constraint: usize) {
+        let (ni, na) = (self.input.len(), self.aux.len());
+        let mut error = None;
+        let mat = &mut self.mats[m];
+        let coeffs = &mut self.coeffs;
+        let vars = lc
+            .iter_inputs()
+            .map(|(&i, c)| (i, c, true))
+            .chain(lc.iter_aux().map(|(&i, c)| (i, c, false)));
+        for (i, c, is_input) in vars {
+            if c.is_zero_vartime() {
+                continue;
+            }
+            // The tag check at allocation keeps `i` below 2^31 whenever `i < ni` or `i < na`.
+            let col = match (is_input, i < ni, i < na) {
+                (true, true, _) => i as u32 | INPUT_TAG,
+                (false, _, true) => i as u32,
+                _ => {
+                    let variable = if is_input {
+                        Index::Input(i)
+                    } else {
+                        Index::Aux(i)
+                    };
+                    error.get_or_insert(Deferred::UnknownVariable {
+                        constraint,
+                        variable,
+                    });
+                    continue;
+                }
+            };
+            match coeffs.intern(c) {
+                Ok(coeff) => mat.terms.push(Term { col, coeff }),
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        if let Err(e) = mat.end_row() {
+            error.get_or_insert(e);
+        }
+        if let Some(e) = error {
+            self.fail(e);
+        }
+    }
+
+    /// Ends synthesis: reports a kept error, else appends the public-input constraints
+    /// and returns the compiled shape and the witness.
+    pub fn finish(self) -> Result<Compiled, SynthError> {
+        if let Some(e) = self.error {
+            return Err(e.into());
+        }
+        let r1cs = R1cs::from_recorded(
+            self.input.len(),
+            self.aux.len(),
+            self.mats,
+            self.coeffs.values,
+        )?;
+        Ok(Compiled {
+            r1cs,
+            witness: Witness {
+                input: self.input,
+                aux: self.aux,
+            },
+        })
+    }
+}
+
+impl ConstraintSystem<Scalar> for Recorder {
+    type Root = Self;
+
+    fn new() -> Self {
+        Self {
+            input: Vec::new(),
+            aux: Vec::new(),
+            mats: Default::default(),
+            coeffs: CoeffTable::default(),
+            error: None,
+        }
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        self.check_count("aux variables", self.aux.len());
+        Ok(Variable(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.input.push(f()?);
+        self.check_count("inputs", self.input.len());
+        Ok(Variable(Index::Input(self.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        if self.error.is_some() {
+            // The result is an error already; stop growing the matrices.
+            return;
+        }
+        // Each combination is dropped before the next is built, so peak memory holds one.
+        let constraint = self.num_constraints();
+        self.push_row(0, &a(LinearCombination::zero()), constraint);
+        self.push_row(1, &b(LinearCombination::zero()), constraint);
+        self.push_row(2, &c(LinearCombination::zero()), constraint);
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// Appends `other` as bellperson's `ProvingAssignment::extend` does: its first input
+    /// is a stand-in for ONE and becomes this system's input 0, its other inputs and its
+    /// aux variables follow this system's, and its constraints follow this system's.
+    fn extend(&mut self, other: &Self) {
+        if let Some(e) = other.error {
+            let e = match e {
+                Deferred::UnknownVariable {
+                    constraint,
+                    variable,
+                } => Deferred::UnknownVariable {
+                    constraint: constraint + self.num_constraints(),
+                    variable,
+                },
+                e => e,
+            };
+            self.fail(e);
+        }
+        if self.input.is_empty() || other.input.is_empty() {
+            self.fail(Deferred::ExtendWithoutOne);
+        }
+        if self.error.is_some() {
+            return;
+        }
+        let in_off = self.input.len() as u32 - 1;
+        let aux_off = self.aux.len() as u32;
+        self.check_count("inputs", self.input.len() + other.input.len() - 1);
+        self.check_count("aux variables", self.aux.len() + other.aux.len());
+        if self.error.is_some() {
+            return;
+        }
+
+        let mut remap = Vec::with_capacity(other.coeffs.values.len());
+        for c in &other.coeffs.values {
+            match self.coeffs.intern(c) {
+                Ok(i) => remap.push(i),
+                Err(e) => return self.fail(e),
+            }
+        }
+        for (mine, theirs) in self.mats.iter_mut().zip(&other.mats) {
+            let base = mine.terms.len();
+            mine.terms.extend(theirs.terms.iter().map(|t| Term {
+                col: if t.col & INPUT_TAG == 0 {
+                    t.col + aux_off
+                } else if t.col == INPUT_TAG {
+                    // Other's temporary ONE is this system's ONE.
+                    INPUT_TAG
+                } else {
+                    t.col + in_off
+                },
+                coeff: remap[t.coeff as usize],
+            }));
+            if u32::try_from(mine.terms.len()).is_err() {
+                let count = mine.terms.len();
+                return self.fail(Deferred::TooLarge {
+                    what: "non-zero entries in one matrix",
+                    count,
+                });
+            }
+            let base = base as u32;
+            mine.row_ptr
+                .extend(theirs.row_ptr[1..].iter().map(|&p| p + base));
+        }
+        self.input.extend_from_slice(&other.input[1..]);
+        self.aux.extend_from_slice(&other.aux);
+    }
+}

@@ -1,0 +1,148 @@
+//! `a = A·w, b = B·w, c = C·w`: the per-proof half of synthesis.
+
+use blstrs::Scalar;
+use ff::Field;
+use rayon::prelude::*;
+
+use crate::r1cs::{Csr, R1cs, COEFF_MINUS_ONE, COEFF_ONE};
+use crate::{check_shape, Abc, SynthError, Witness};
+
+/// Where a stage that shares the machine can slow the mat-vec down: every worker calls
+/// [`Throttle::checkpoint`] with its index in the pool between chunks of rows, and an
+/// implementation may block there (a later plugin parks some workers while `b_g2_msm`
+/// needs the cores).
+pub trait Throttle: Send + Sync {
+    fn checkpoint(&self, worker: usize);
+}
+
+/// The throttle that never waits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoThrottle;
+
+impl Throttle for NoThrottle {
+    #[inline]
+    fn checkpoint(&self, _worker: usize) {}
+}
+
+/// Rows a worker takes at least at a time. Large enough that splitting costs nothing
+/// next to the field arithmetic (a row is ~3 to 10 additions), small enough that
+/// work stealing evens out circuits whose long rows cluster (bit packing).
+const CHUNK_ROWS: usize = 1024;
+/// A worker checkpoints at the start of each piece of work and then every this many
+/// rows (64 chunks, a few milliseconds).
+const CHECKPOINT_ROWS: usize = 64 * CHUNK_ROWS;
+
+struct Eval<'a> {
+    ni: usize,
+    input: &'a [Scalar],
+    aux: &'a [Scalar],
+    coeffs: &'a [Scalar],
+}
+
+impl Eval<'_> {
+    #[inline(always)]
+    fn row(&self, m: &Csr, r: usize) -> Scalar {
+        let mut acc = Scalar::ZERO;
+        for t in m.row(r) {
+            let col = t.col as usize;
+            let v = if col < self.ni {
+                &self.input[col]
+            } else {
+                &self.aux[col - self.ni]
+            };
+            match t.coeff {
+                COEFF_ONE => acc += v,
+                COEFF_MINUS_ONE => acc -= v,
+                k => acc += *v * self.coeffs[k as usize],
+            }
+        }
+        acc
+    }
+}
+
+/// Per piece of work: which worker runs it and how many rows remain until its next
+/// checkpoint (0: at the next row).
+struct Ticker<'a> {
+    throttle: &'a dyn Throttle,
+    worker: usize,
+    until_checkpoint: usize,
+}
+
+impl Ticker<'_> {
+    #[inline(always)]
+    fn tick(&mut self) {
+        if self.until_checkpoint == 0 {
+            self.throttle.checkpoint(self.worker);
+            self.until_checkpoint = CHECKPOINT_ROWS;
+        }
+        self.until_checkpoint -= 1;
+    }
+}
+
+/// Evaluates `a, b, c` on `pool`.
+///
+/// Rows are split into pieces of at least [`CHUNK_ROWS`] by rayon's work stealing; each
+/// row computes its `a`, `b` and `c` together, so a variable shared by the three
+/// (`x · (1 - x) = 0`) is read from memory once, and the results are written straight
+/// into the output vectors, which are allocated once at their final size and never
+/// zero-filled (a zero fill would be one more pass over 12 GiB for a PoRep partition).
+///
+/// Errors with [`SynthError::ShapeMismatch`] when the witness does not have the
+/// compiled shape.
+#[tracing::instrument(name = "spmv", skip_all, fields(constraints = r1cs.num_constraints()))]
+pub fn spmv_parallel(
+    r1cs: &R1cs,
+    witness: &Witness,
+    pool: &rayon::ThreadPool,
+    throttle: &dyn Throttle,
+) -> Result<Abc, SynthError> {
+    check_shape(r1cs, witness)?;
+    let ev = Eval {
+        ni: r1cs.num_inputs,
+        input: &witness.input,
+        aux: &witness.aux,
+        coeffs: &r1cs.coeffs,
+    };
+    let n = r1cs.num_constraints();
+    // Sized exactly up front: `par_extend` of an indexed iterator then writes each row's
+    // results in place (no zero fill, no growth, no spare capacity).
+    let mut out = (
+        Vec::with_capacity(n),
+        (Vec::with_capacity(n), Vec::with_capacity(n)),
+    );
+    pool.install(|| {
+        out.par_extend((0..n).into_par_iter().with_min_len(CHUNK_ROWS).map_init(
+            || Ticker {
+                throttle,
+                worker: rayon::current_thread_index().unwrap_or(0),
+                until_checkpoint: 0,
+            },
+            |ticker, r| {
+                ticker.tick();
+                (ev.row(&r1cs.a, r), (ev.row(&r1cs.b, r), ev.row(&r1cs.c, r)))
+            },
+        ))
+    });
+    let (a, (b, c)) = out;
+    Ok(Abc { a, b, c })
+}
+
+/// Checks `a[i] · b[i] = c[i]` for every constraint, in order; the first that fails
+/// gives [`SynthError::Unsatisfied`]. Opt-in: one multiplication per constraint, run on
+/// the calling thread.
+pub fn check_witness(r1cs: &R1cs, abc: &Abc) -> Result<(), SynthError> {
+    let n = r1cs.num_constraints();
+    for len in [abc.a.len(), abc.b.len(), abc.c.len()] {
+        if len != n {
+            return Err(SynthError::ShapeMismatch {
+                what: "constraints",
+                compiled: n,
+                actual: len,
+            });
+        }
+    }
+    match (abc.a.iter().zip(&abc.b).zip(&abc.c)).position(|((a, b), c)| *a * b != *c) {
+        Some(constraint) => Err(SynthError::Unsatisfied { constraint }),
+        None => Ok(()),
+    }
+}

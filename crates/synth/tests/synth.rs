@@ -1,0 +1,363 @@
+//! compile + spmv against the oracle (bellperson's `ProvingAssignment`, written out in
+//! `common`), witness-only synthesis, shape checks, errors, pools and the throttle.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, SynthesisError, Variable};
+use blstrs::Scalar;
+use common::{reference, Extending, MulChain, Sha};
+use cuzk_alloc::HeapSize;
+use cuzk_synth::{
+    check_shape, check_witness, compile, spmv_parallel, synthesize_witness, synthesize_witness_for,
+    Abc, NoThrottle, SynthError, Throttle,
+};
+use ff::Field;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// Compiles `make()`, evaluates it, and compares everything with the oracle; a second
+/// and third instance go through the witness-only paths.
+fn check_against_reference<C: Circuit<Scalar>>(make: impl Fn() -> C, pool: &rayon::ThreadPool) {
+    let want = reference(make()).unwrap();
+    let compiled = compile(make()).unwrap();
+    let r1cs = &compiled.r1cs;
+    assert_eq!(compiled.witness, want.witness());
+    assert_eq!(r1cs.num_constraints(), want.a.len());
+    assert_eq!(r1cs.num_inputs(), want.input.len());
+    assert_eq!(r1cs.num_aux(), want.aux.len());
+    assert_eq!(r1cs.nnz(), want.nnz);
+    assert_eq!(*r1cs.a_aux_density(), want.a_aux_density.to_density());
+    assert_eq!(*r1cs.b_input_density(), want.b_input_density.to_density());
+    assert_eq!(*r1cs.b_aux_density(), want.b_aux_density.to_density());
+
+    let abc = spmv_parallel(r1cs, &compiled.witness, pool, &NoThrottle).unwrap();
+    assert_eq!(abc, want.abc());
+    // Written in place at the final size: no spare capacity.
+    assert_eq!(
+        abc.heap_size(),
+        3 * abc.len() * std::mem::size_of::<Scalar>()
+    );
+    check_witness(r1cs, &abc).unwrap();
+
+    assert_eq!(synthesize_witness(make()).unwrap(), compiled.witness);
+    let sized = synthesize_witness_for(r1cs, make()).unwrap();
+    assert_eq!(sized, compiled.witness);
+    assert_eq!(sized.aux.capacity(), sized.aux.len());
+}
+
+#[test]
+fn mul_chain_matches_reference() {
+    let pool = pool(2);
+    for len in (1..=33).chain([64, 256, 1024, 4096]) {
+        for publics in [0, 1, 3, 40] {
+            check_against_reference(|| MulChain::new(len, publics, len as u64), &pool);
+        }
+    }
+}
+
+#[test]
+fn sha256_matches_reference() {
+    let pool = pool(2);
+    for blocks in 1..=3 {
+        check_against_reference(
+            || Sha {
+                blocks,
+                seed: blocks as u64,
+            },
+            &pool,
+        );
+    }
+}
+
+fn extending(use_extend: bool) -> Extending {
+    Extending {
+        parts: vec![
+            MulChain::new(7, 2, 1),
+            MulChain::new(12, 0, 2),
+            MulChain::new(33, 5, 3),
+            MulChain::new(1, 1, 4),
+        ],
+        use_extend,
+    }
+}
+
+#[test]
+fn extend_matches_reference_and_in_place_synthesis() {
+    let pool = pool(2);
+    // The oracle itself: extending is the same as synthesizing in place.
+    assert_eq!(
+        reference(extending(true)).unwrap(),
+        reference(extending(false)).unwrap()
+    );
+    check_against_reference(|| extending(true), &pool);
+    check_against_reference(|| extending(false), &pool);
+    assert_eq!(
+        compile(extending(true)).unwrap().r1cs,
+        compile(extending(false)).unwrap().r1cs
+    );
+}
+
+/// The use case: the shape compiled from one instance, the witness of another.
+#[test]
+fn witness_of_another_instance_gives_its_reference() {
+    let pool = pool(2);
+    let compiled = compile(MulChain::new(100, 3, 1)).unwrap();
+    let other = MulChain::new(100, 3, 2);
+    let want = reference(other.clone()).unwrap();
+    let w = synthesize_witness_for(&compiled.r1cs, other).unwrap();
+    assert_ne!(w, compiled.witness);
+    let abc = spmv_parallel(&compiled.r1cs, &w, &pool, &NoThrottle).unwrap();
+    assert_eq!(abc, want.abc());
+
+    let compiled = compile(Sha { blocks: 2, seed: 1 }).unwrap();
+    let other = Sha { blocks: 2, seed: 2 };
+    let want = reference(other.clone()).unwrap();
+    let w = synthesize_witness(other).unwrap();
+    let abc = spmv_parallel(&compiled.r1cs, &w, &pool, &NoThrottle).unwrap();
+    assert_eq!(abc, want.abc());
+}
+
+#[test]
+fn check_witness_finds_the_first_bad_constraint() {
+    let pool = pool(2);
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let compiled = compile(MulChain::new(300, 2, 5)).unwrap();
+    let r1cs = &compiled.r1cs;
+    let abc = spmv_parallel(r1cs, &compiled.witness, &pool, &NoThrottle).unwrap();
+    let n = abc.len();
+    for round in 0..20 {
+        let mut bad = abc.clone();
+        let mut first = usize::MAX;
+        for _ in 0..1 + round % 4 {
+            let i = rng.next_u32() as usize % n;
+            let v = match rng.next_u32() % 3 {
+                0 => &mut bad.a[i],
+                1 => &mut bad.b[i],
+                _ => &mut bad.c[i],
+            };
+            // Changing a factor whose partner is zero keeps the constraint satisfied, so
+            // the expectation is computed, not assumed.
+            *v += common::nonzero(&mut rng);
+            if bad.a[i] * bad.b[i] != bad.c[i] {
+                first = first.min(i);
+            }
+        }
+        match check_witness(r1cs, &bad) {
+            Ok(()) => assert_eq!(first, usize::MAX),
+            Err(SynthError::Unsatisfied { constraint }) => assert_eq!(constraint, first),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    // A wrong witness value: x0 (aux 0) enters constraint 0, `x0 · x0 = x1`.
+    let mut w = compiled.witness.clone();
+    w.aux[0] += Scalar::ONE;
+    let abc = spmv_parallel(r1cs, &w, &pool, &NoThrottle).unwrap();
+    let e = check_witness(r1cs, &abc).unwrap_err();
+    assert!(matches!(e, SynthError::Unsatisfied { constraint: 0 }));
+    assert_eq!(e.to_string(), "the witness does not satisfy constraint 0");
+
+    let mut short = abc.clone();
+    short.c.pop();
+    assert!(matches!(
+        check_witness(r1cs, &short),
+        Err(SynthError::ShapeMismatch {
+            what: "constraints",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_circuit_of_another_shape_is_a_shape_mismatch() {
+    let pool = pool(1);
+    let r1cs = compile(MulChain::new(10, 2, 1)).unwrap().r1cs;
+
+    let longer = synthesize_witness(MulChain::new(11, 2, 1)).unwrap();
+    let e = spmv_parallel(&r1cs, &longer, &pool, &NoThrottle).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SynthError::ShapeMismatch {
+                what: "aux variables",
+                compiled,
+                actual,
+            } if actual > compiled
+        ),
+        "{e}"
+    );
+
+    let more_inputs = MulChain::new(10, 3, 1);
+    assert!(matches!(
+        synthesize_witness_for(&r1cs, more_inputs.clone()),
+        Err(SynthError::ShapeMismatch {
+            what: "inputs",
+            compiled: 3,
+            actual: 4,
+        })
+    ));
+    let w = synthesize_witness(more_inputs).unwrap();
+    assert!(check_shape(&r1cs, &w).is_err());
+
+    // Same variables, one constraint more: only the constraint count tells.
+    let extra = MulChain {
+        extra: true,
+        ..MulChain::new(10, 2, 1)
+    };
+    let w = synthesize_witness(extra.clone()).unwrap();
+    check_shape(&r1cs, &w).unwrap();
+    let e = synthesize_witness_for(&r1cs, extra).unwrap_err();
+    assert!(matches!(
+        e,
+        SynthError::ShapeMismatch {
+            what: "constraints",
+            compiled,
+            actual,
+        } if actual == compiled + 1
+    ));
+    assert!(e.to_string().contains("constraints"), "{e}");
+}
+
+/// Fails in an allocation after `after` constraints.
+struct Failing {
+    after: usize,
+}
+
+impl Circuit<Scalar> for Failing {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        MulChain::new(self.after, 1, 3).synthesize(cs)?;
+        cs.alloc(|| "missing", || Err(SynthesisError::AssignmentMissing))?;
+        Ok(())
+    }
+}
+
+#[test]
+fn circuit_errors_propagate() {
+    let r1cs = compile(MulChain::new(5, 1, 3)).unwrap().r1cs;
+    for after in [0, 5] {
+        let is_missing = |r: Result<_, SynthError>| {
+            matches!(
+                r,
+                Err(SynthError::Circuit(SynthesisError::AssignmentMissing))
+            )
+        };
+        assert!(is_missing(compile(Failing { after }).map(|_| ())));
+        assert!(is_missing(
+            synthesize_witness(Failing { after }).map(|_| ())
+        ));
+        assert!(is_missing(
+            synthesize_witness_for(&r1cs, Failing { after }).map(|_| ())
+        ));
+    }
+    let e = compile(Failing { after: 1 }).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "During synthesis, the circuit failed: an assignment for a variable could not be computed"
+    );
+}
+
+/// Uses a variable that was never allocated (bellperson panics).
+struct Unknown {
+    variable: Index,
+}
+
+impl Circuit<Scalar> for Unknown {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        MulChain::new(4, 2, 3).synthesize(cs)?;
+        let v = Variable::new_unchecked(self.variable);
+        cs.enforce(|| "bad", |lc| lc + CS::one(), |lc| lc + v, |lc| lc);
+        MulChain::new(4, 2, 3).synthesize(cs)
+    }
+}
+
+#[test]
+fn an_unallocated_variable_is_an_error() {
+    // MulChain(4, 2) allocates 3 inputs (ONE included), 5 aux, 4 constraints.
+    for variable in [Index::Aux(5), Index::Aux(1000), Index::Input(3)] {
+        let e = compile(Unknown { variable }).unwrap_err();
+        assert!(
+            matches!(e, SynthError::UnknownVariable { constraint: 4, variable: v } if v == variable),
+            "{e}"
+        );
+    }
+    // The largest allocated ones are fine.
+    compile(Unknown {
+        variable: Index::Aux(4),
+    })
+    .unwrap();
+    compile(Unknown {
+        variable: Index::Input(2),
+    })
+    .unwrap();
+}
+
+/// Extends with a sub-system that lacks the temporary ONE (bellperson panics).
+struct ExtendWithoutOne;
+
+impl Circuit<Scalar> for ExtendWithoutOne {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let sub = CS::new();
+        cs.extend(&sub);
+        Ok(())
+    }
+}
+
+#[test]
+fn extending_without_one_is_an_error() {
+    assert!(matches!(
+        compile(ExtendWithoutOne),
+        Err(SynthError::ExtendWithoutOne)
+    ));
+    assert!(matches!(
+        synthesize_witness(ExtendWithoutOne),
+        Err(SynthError::ExtendWithoutOne)
+    ));
+}
+
+#[derive(Default)]
+struct Counting {
+    calls: AtomicUsize,
+    max_worker: AtomicUsize,
+}
+
+impl Throttle for Counting {
+    fn checkpoint(&self, worker: usize) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.max_worker.fetch_max(worker, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn pools_agree_and_the_throttle_sees_every_stretch_of_rows() {
+    let compiled = compile(MulChain::new(150_000, 3, 9)).unwrap();
+    let r1cs = &compiled.r1cs;
+    let n = r1cs.num_constraints();
+    let mut results: Vec<Abc> = Vec::new();
+    for threads in [1, 2] {
+        let throttle = Counting::default();
+        let abc = spmv_parallel(r1cs, &compiled.witness, &pool(threads), &throttle).unwrap();
+        // A checkpoint at least every 64 chunks of 1024 rows.
+        assert!(throttle.calls.load(Ordering::Relaxed) >= n.div_ceil(64 * 1024));
+        assert!(throttle.max_worker.load(Ordering::Relaxed) < threads);
+        results.push(abc);
+    }
+    assert_eq!(results[0], results[1]);
+    check_witness(r1cs, &results[0]).unwrap();
+}
+
+#[test]
+fn heap_size_counts_the_matrices() {
+    let r1cs = compile(MulChain::new(1000, 2, 1)).unwrap().r1cs;
+    let nnz: usize = r1cs.nnz().iter().sum();
+    // 8 bytes per non-zero, 4 per row pointer of each matrix.
+    assert!(r1cs.heap_size() >= 8 * nnz + 3 * 4 * (r1cs.num_constraints() + 1));
+}
