@@ -4,7 +4,7 @@ use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-use crate::r1cs::{Csr, R1cs, COEFF_MINUS_ONE, COEFF_ONE};
+use crate::r1cs::{Csr, R1cs, COEFF_MINUS_ONE, COEFF_ONE, COEFF_TWO};
 use crate::{check_shape, Abc, SynthError, Witness};
 
 /// Where a stage that shares the machine can slow the mat-vec down: every worker calls
@@ -41,18 +41,36 @@ struct Eval<'a> {
 
 impl Eval<'_> {
     #[inline(always)]
+    fn value(&self, col: u32) -> &Scalar {
+        let col = col as usize;
+        if col < self.ni {
+            &self.input[col]
+        } else {
+            &self.aux[col - self.ni]
+        }
+    }
+
+    /// One row's dot product with the witness. The first term initialises the sum
+    /// instead of being added to zero: most rows have one to three terms (B is often a
+    /// single variable or ONE), so that saves up to a third of the additions.
+    #[inline(always)]
     fn row(&self, m: &Csr, r: usize) -> Scalar {
-        let mut acc = Scalar::ZERO;
-        for t in m.row(r) {
-            let col = t.col as usize;
-            let v = if col < self.ni {
-                &self.input[col]
-            } else {
-                &self.aux[col - self.ni]
-            };
+        let Some((first, rest)) = m.row(r).split_first() else {
+            return Scalar::ZERO;
+        };
+        let v = self.value(first.col);
+        let mut acc = match first.coeff {
+            COEFF_ONE => *v,
+            COEFF_MINUS_ONE => -v,
+            COEFF_TWO => v.double(),
+            k => *v * self.coeffs[k as usize],
+        };
+        for t in rest {
+            let v = self.value(t.col);
             match t.coeff {
                 COEFF_ONE => acc += v,
                 COEFF_MINUS_ONE => acc -= v,
+                COEFF_TWO => acc += v.double(),
                 k => acc += *v * self.coeffs[k as usize],
             }
         }
