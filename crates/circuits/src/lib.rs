@@ -531,3 +531,6 @@ mod tests {
         );
     }
 }
+
+mod porep_like;
+pub use porep_like::*;
