@@ -1,0 +1,396 @@
+//! The plugin author's side: implement one of the traits below on a plain Rust type
+//! and call [`export_plugin!`](crate::export_plugin); the glue here turns it into the
+//! `extern "C"` module the host loads, catching panics and checking parameters at
+//! the edge. The traits never cross the boundary; only the modules do.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use abi_stable::prefix_type::PrefixTypeTrait;
+use abi_stable::std_types::{RNone, ROption, RResult, RSlice, RSome};
+
+use crate::module::*;
+use crate::{AbiError, ErrorCode, Param, ParamDoc, Params, ABI_VERSION};
+
+/// A GPU backend (see [`BackendMod`]).
+pub trait BackendPlugin: Sized + Send + Sync + 'static {
+    const PARAMS: &'static [ParamDoc];
+    fn new(params: &Params<'_>) -> Result<Self, AbiError>;
+    fn capabilities(&self) -> Result<BackendCaps, AbiError>;
+    fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError>;
+    /// Default: no residency; the bases of every job are read from the host.
+    fn upload_bases(
+        &self,
+        _id: u64,
+        _query: BaseQuery,
+        _bases: BasesC<'_>,
+    ) -> Result<(), AbiError> {
+        Ok(())
+    }
+    fn release_bases(&self, _id: u64) -> Result<(), AbiError> {
+        Ok(())
+    }
+}
+
+/// A deallocation policy (see [`DeallocMod`]).
+pub trait DeallocPlugin: Sized + Send + Sync + 'static {
+    const PARAMS: &'static [ParamDoc];
+    fn new(params: &Params<'_>) -> Result<Self, AbiError>;
+    fn release(&self, buf: ReleasedBuf) -> Result<(), AbiError>;
+    fn drain(&self) -> Result<(), AbiError>;
+}
+
+/// A throttle policy (see [`ThrottleMod`]).
+pub trait ThrottlePlugin: Sized + Send + Sync + 'static {
+    const PARAMS: &'static [ParamDoc];
+    fn new(params: &Params<'_>) -> Result<Self, AbiError>;
+    fn raise(&self);
+    fn lower(&self);
+    fn checkpoint(&self, worker: u64);
+}
+
+/// A GPU-lock policy (see [`GpuLockMod`]).
+pub trait GpuLockPlugin: Sized + Send + Sync + 'static {
+    const PARAMS: &'static [ParamDoc];
+    fn new(params: &Params<'_>) -> Result<Self, AbiError>;
+    fn acquire(&self, device: u64, scope: LockScope) -> Result<(), AbiError>;
+    fn release(&self, device: u64, scope: LockScope) -> Result<(), AbiError>;
+}
+
+/// Runs `f`, turning a panic into an [`ErrorCode::PANIC`] error: nothing unwinds
+/// across `extern "C"`.
+pub fn guard<T>(f: impl FnOnce() -> Result<T, AbiError>) -> RResult<T, AbiError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r.into(),
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic with a non-string payload".to_string());
+            // Dropping a payload can itself panic; contain that too.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            RResult::RErr(AbiError::new(ErrorCode::PANIC, msg))
+        }
+    }
+}
+
+fn instantiate<T: Send + Sync + 'static>(
+    params: RSlice<'_, Param<'_>>,
+    declared: &'static [ParamDoc],
+    new: impl FnOnce(&Params<'_>) -> Result<T, AbiError>,
+) -> RResult<Instance, AbiError> {
+    guard(|| {
+        let params = Params::new(params.as_slice(), declared)?;
+        Ok(Instance::from_box(Box::new(new(&params)?)))
+    })
+}
+
+extern "C" fn destroy<T: Send + Sync + 'static>(instance: Instance) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: every instance of this module was made by `instantiate::<T>`, and
+        // the host destroys each once.
+        drop(unsafe { instance.into_box::<T>() })
+    }));
+}
+
+/// # Safety
+///
+/// `i` must be an instance of this module (made for `T`).
+unsafe fn this<T>(i: &Instance) -> &T {
+    // SAFETY: caller's contract.
+    unsafe { i.get::<T>() }
+}
+
+mod backend {
+    use super::*;
+
+    pub extern "C" fn instantiate<T: BackendPlugin>(
+        p: RSlice<'_, Param<'_>>,
+    ) -> RResult<Instance, AbiError> {
+        super::instantiate(p, T::PARAMS, T::new)
+    }
+    pub extern "C" fn capabilities<T: BackendPlugin>(
+        i: &Instance,
+    ) -> RResult<BackendCaps, AbiError> {
+        // SAFETY: the host passes back instances of this module only.
+        guard(|| unsafe { this::<T>(i) }.capabilities())
+    }
+    pub extern "C" fn prove_partition<T: BackendPlugin>(
+        i: &Instance,
+        job: PartitionJobC<'_>,
+    ) -> RResult<PartitionResultC, AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { this::<T>(i) }.prove_partition(job))
+    }
+    pub extern "C" fn upload_bases<T: BackendPlugin>(
+        i: &Instance,
+        id: u64,
+        query: BaseQuery,
+        bases: BasesC<'_>,
+    ) -> RResult<(), AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { this::<T>(i) }.upload_bases(id, query, bases))
+    }
+    pub extern "C" fn release_bases<T: BackendPlugin>(
+        i: &Instance,
+        id: u64,
+    ) -> RResult<(), AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { this::<T>(i) }.release_bases(id))
+    }
+}
+
+mod dealloc {
+    use super::*;
+
+    pub extern "C" fn instantiate<T: DeallocPlugin>(
+        p: RSlice<'_, Param<'_>>,
+    ) -> RResult<Instance, AbiError> {
+        super::instantiate(p, T::PARAMS, T::new)
+    }
+    pub extern "C" fn release<T: DeallocPlugin>(
+        i: &Instance,
+        buf: ReleasedBuf,
+    ) -> RResult<(), AbiError> {
+        // SAFETY: as in `backend`. If the policy panics, unwinding drops `buf`,
+        // which frees it here: nothing leaks.
+        guard(|| unsafe { this::<T>(i) }.release(buf))
+    }
+    pub extern "C" fn drain<T: DeallocPlugin>(i: &Instance) -> RResult<(), AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { this::<T>(i) }.drain())
+    }
+}
+
+mod throttle {
+    use super::*;
+
+    pub extern "C" fn instantiate<T: ThrottlePlugin>(
+        p: RSlice<'_, Param<'_>>,
+    ) -> RResult<Instance, AbiError> {
+        super::instantiate(p, T::PARAMS, T::new)
+    }
+    pub extern "C" fn raise<T: ThrottlePlugin>(i: &Instance) -> RResult<(), AbiError> {
+        // SAFETY: as in `backend`.
+        guard(|| Ok(unsafe { this::<T>(i) }.raise()))
+    }
+    pub extern "C" fn lower<T: ThrottlePlugin>(i: &Instance) -> RResult<(), AbiError> {
+        // SAFETY: as above.
+        guard(|| Ok(unsafe { this::<T>(i) }.lower()))
+    }
+    pub extern "C" fn checkpoint<T: ThrottlePlugin>(
+        i: &Instance,
+        worker: u64,
+    ) -> RResult<(), AbiError> {
+        // SAFETY: as above.
+        guard(|| Ok(unsafe { this::<T>(i) }.checkpoint(worker)))
+    }
+}
+
+mod gpu_lock {
+    use super::*;
+
+    pub extern "C" fn instantiate<T: GpuLockPlugin>(
+        p: RSlice<'_, Param<'_>>,
+    ) -> RResult<Instance, AbiError> {
+        super::instantiate(p, T::PARAMS, T::new)
+    }
+    pub extern "C" fn acquire<T: GpuLockPlugin>(
+        i: &Instance,
+        device: u64,
+        scope: LockScope,
+    ) -> RResult<(), AbiError> {
+        // SAFETY: as in `backend`.
+        guard(|| unsafe { this::<T>(i) }.acquire(device, scope))
+    }
+    pub extern "C" fn release<T: GpuLockPlugin>(
+        i: &Instance,
+        device: u64,
+        scope: LockScope,
+    ) -> RResult<(), AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { this::<T>(i) }.release(device, scope))
+    }
+}
+
+/// The parts of a root module that do not depend on the kind.
+struct Common {
+    kind: PluginKind,
+    name: &'static str,
+    description: &'static str,
+    params: &'static [ParamDoc],
+}
+
+fn root(
+    c: Common,
+    backend: ROption<BackendMod_Ref>,
+    dealloc: ROption<DeallocMod_Ref>,
+    throttle: ROption<ThrottleMod_Ref>,
+    gpu_lock: ROption<GpuLockMod_Ref>,
+) -> PluginMod_Ref {
+    // Leaked once per process: abi_stable calls the root-module loader once per
+    // library, and plugins are never unloaded.
+    PluginMod {
+        abi_version: ABI_VERSION,
+        kind: c.kind,
+        name: c.name.into(),
+        description: c.description.into(),
+        params: c.params.into(),
+        backend,
+        dealloc,
+        throttle,
+        gpu_lock,
+    }
+    .leak_into_prefix()
+}
+
+/// The root module of a backend plugin of type `T`.
+pub fn backend_root<T: BackendPlugin>(
+    name: &'static str,
+    description: &'static str,
+) -> PluginMod_Ref {
+    let m = BackendMod {
+        instantiate: backend::instantiate::<T>,
+        destroy: destroy::<T>,
+        capabilities: backend::capabilities::<T>,
+        prove_partition: backend::prove_partition::<T>,
+        upload_bases: backend::upload_bases::<T>,
+        release_bases: backend::release_bases::<T>,
+    }
+    .leak_into_prefix();
+    let c = Common {
+        kind: PluginKind::BACKEND,
+        name,
+        description,
+        params: T::PARAMS,
+    };
+    root(c, RSome(m), RNone, RNone, RNone)
+}
+
+/// The root module of a deallocation plugin of type `T`.
+pub fn dealloc_root<T: DeallocPlugin>(
+    name: &'static str,
+    description: &'static str,
+) -> PluginMod_Ref {
+    let m = DeallocMod {
+        instantiate: dealloc::instantiate::<T>,
+        destroy: destroy::<T>,
+        release: dealloc::release::<T>,
+        drain: dealloc::drain::<T>,
+    }
+    .leak_into_prefix();
+    let c = Common {
+        kind: PluginKind::DEALLOC,
+        name,
+        description,
+        params: T::PARAMS,
+    };
+    root(c, RNone, RSome(m), RNone, RNone)
+}
+
+/// The root module of a throttle plugin of type `T`.
+pub fn throttle_root<T: ThrottlePlugin>(
+    name: &'static str,
+    description: &'static str,
+) -> PluginMod_Ref {
+    let m = ThrottleMod {
+        instantiate: throttle::instantiate::<T>,
+        destroy: destroy::<T>,
+        raise: throttle::raise::<T>,
+        lower: throttle::lower::<T>,
+        checkpoint: throttle::checkpoint::<T>,
+    }
+    .leak_into_prefix();
+    let c = Common {
+        kind: PluginKind::THROTTLE,
+        name,
+        description,
+        params: T::PARAMS,
+    };
+    root(c, RNone, RNone, RSome(m), RNone)
+}
+
+/// The root module of a GPU-lock plugin of type `T`.
+pub fn gpu_lock_root<T: GpuLockPlugin>(
+    name: &'static str,
+    description: &'static str,
+) -> PluginMod_Ref {
+    let m = GpuLockMod {
+        instantiate: gpu_lock::instantiate::<T>,
+        destroy: destroy::<T>,
+        acquire: gpu_lock::acquire::<T>,
+        release: gpu_lock::release::<T>,
+    }
+    .leak_into_prefix();
+    let c = Common {
+        kind: PluginKind::GPU_LOCK,
+        name,
+        description,
+        params: T::PARAMS,
+    };
+    root(c, RNone, RNone, RNone, RSome(m))
+}
+
+/// Exports a plugin: the `cuzk_plugin_header` static and the abi_stable root module.
+/// Use once per library; the crate must depend on `abi_stable` itself (the root
+/// module attribute names it by path).
+///
+/// ```text
+/// cuzk_plugin_api::export_plugin! {
+///     kind: dealloc,
+///     name: "bounded",
+///     description: "one dealloc thread behind a bounded queue",
+///     type: Bounded,
+/// }
+/// ```
+///
+/// `kind` is one of `backend`, `dealloc`, `throttle`, `gpu_lock`; `name` must match
+/// the library's file name, `libcuzk_plugin_<kind>_<name>.so`.
+#[macro_export]
+macro_rules! export_plugin {
+    (kind: backend, $($rest:tt)*) => {
+        $crate::__export_plugin!(BACKEND, backend_root, $($rest)*);
+    };
+    (kind: dealloc, $($rest:tt)*) => {
+        $crate::__export_plugin!(DEALLOC, dealloc_root, $($rest)*);
+    };
+    (kind: throttle, $($rest:tt)*) => {
+        $crate::__export_plugin!(THROTTLE, throttle_root, $($rest)*);
+    };
+    (kind: gpu_lock, $($rest:tt)*) => {
+        $crate::__export_plugin!(GPU_LOCK, gpu_lock_root, $($rest)*);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_plugin {
+    ($kind:ident, $root:ident, name: $name:expr, description: $desc:expr, type: $ty:ty $(,)?) => {
+        /// Read by the host before anything else (see `cuzk_plugin_api::PluginHeader`).
+        #[export_name = "cuzk_plugin_header"]
+        pub static CUZK_PLUGIN_HEADER: $crate::PluginHeader =
+            $crate::PluginHeader::new($crate::PluginKind::$kind);
+
+        /// The root module; also callable in-process by the plugin's own tests.
+        #[::abi_stable::export_root_module]
+        pub fn cuzk_plugin_root() -> $crate::PluginMod_Ref {
+            $crate::export::$root::<$ty>($name, $desc)
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_turns_panics_and_errors_into_values() {
+        assert_eq!(guard(|| Ok(3)), RResult::ROk(3));
+        let e = guard::<()>(|| Err(AbiError::device("no device"))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::DEVICE);
+        let e = guard::<()>(|| panic!("boom {}", 7)).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (ErrorCode::PANIC, "boom 7"));
+        let e = guard::<()>(|| std::panic::panic_any(5u8)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PANIC);
+    }
+}

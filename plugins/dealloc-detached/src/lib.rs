@@ -1,0 +1,86 @@
+//! Dealloc plugin `detached`: a new thread for every free, with no bound.
+//!
+//! The release never waits, but with several partitions in flight many threads
+//! `munmap` at once, and each unmap interrupts every core (TLB shootdowns); the C2
+//! history measured that storm slowing synthesis. Kept so it can be measured again.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use cuzk_plugin_api::{AbiError, DeallocPlugin, ParamDoc, Params, ReleasedBuf};
+
+#[derive(Default)]
+struct Pending {
+    count: Mutex<usize>,
+    done: Condvar,
+}
+
+impl Pending {
+    fn finish(&self) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.done.notify_all();
+        }
+    }
+}
+
+pub struct Detached {
+    pending: Arc<Pending>,
+}
+
+impl DeallocPlugin for Detached {
+    const PARAMS: &'static [ParamDoc] = &[];
+
+    fn new(_params: &Params<'_>) -> Result<Self, AbiError> {
+        Ok(Self {
+            pending: Arc::default(),
+        })
+    }
+
+    fn release(&self, buf: ReleasedBuf) -> Result<(), AbiError> {
+        *self
+            .pending
+            .count
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) += 1;
+        let pending = Arc::clone(&self.pending);
+        let spawned = std::thread::Builder::new()
+            .name("cuzk-dealloc-detached".into())
+            .spawn(move || {
+                buf.free();
+                pending.finish();
+            });
+        if let Err(e) = spawned {
+            // The closure (and so the buffer) was dropped by the failed spawn: the
+            // buffer is already freed, here.
+            self.pending.finish();
+            return Err(AbiError::other(format!(
+                "could not spawn a dealloc thread ({e}); freed inline"
+            )));
+        }
+        Ok(())
+    }
+
+    fn drain(&self) -> Result<(), AbiError> {
+        let mut n = self
+            .pending
+            .count
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        while *n > 0 {
+            n = self
+                .pending
+                .done
+                .wait(n)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        Ok(())
+    }
+}
+
+cuzk_plugin_api::export_plugin! {
+    kind: dealloc,
+    name: "detached",
+    description: "a new thread per free, unbounded (the munmap-storm strategy)",
+    type: Detached,
+}
