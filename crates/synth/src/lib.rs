@@ -17,10 +17,13 @@
 //! on many cores ([`spmv_parallel`]). Field arithmetic is exact, so summing terms in
 //! another order gives the same `a, b, c` as bellperson, bit for bit.
 //!
-//! The cost of the split: a circuit whose constraints depend on the witness (not just
-//! its values) would be evaluated with the wrong shape. Such circuits are not sound
-//! Groth16 circuits, but to catch a mis-keyed cache the witness system still counts
-//! constraints and variables, and a mismatch is [`SynthError::ShapeMismatch`].
+//! The cost of the split: a circuit whose constraints themselves depend on the witness
+//! values (a data-dependent branch) would be evaluated with the compiled shape. Such a
+//! circuit cannot be proven with Groth16 anyway (the proving key fixes the shape), but a
+//! mis-keyed shape cache is a real risk, so shapes are checked: [`spmv_parallel`]
+//! refuses a witness whose input or aux count differs from the compiled one, and
+//! [`synthesize_witness_for`] also compares the number of constraints; a mismatch is
+//! [`SynthError::ShapeMismatch`].
 //!
 //! Architecture invariant: `synth` knows nothing about proving keys, GPUs or the
 //! scheduler; it turns circuits into `R1cs`, `Witness` and `Abc` and nothing else. It
@@ -124,7 +127,12 @@ pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<Compiled, SynthError> {
 /// [`synthesize_witness_for`].
 #[tracing::instrument(name = "synthesis", skip_all)]
 pub fn synthesize_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, SynthError> {
-    run_witness(circuit, witness::WitnessCs::new()).map(witness::WitnessCs::into_witness)
+    let mut w = run_witness(circuit, witness::WitnessCs::new())?.into_witness();
+    // Growth by doubling leaves up to half the capacity unused, and the memory budget
+    // counts capacity. Shrinking a large block is an in-place `mremap`.
+    w.input.shrink_to_fit();
+    w.aux.shrink_to_fit();
+    Ok(w)
 }
 
 /// [`synthesize_witness`] for a circuit of a compiled shape: the witness vectors are

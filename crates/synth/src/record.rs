@@ -90,10 +90,14 @@ impl Recorder {
 
     /// Ends synthesis: reports a kept error, else appends the public-input constraints
     /// and returns the compiled shape and the witness.
-    pub fn finish(self) -> Result<Compiled, SynthError> {
+    pub fn finish(mut self) -> Result<Compiled, SynthError> {
         if let Some(e) = self.error {
             return Err(e.into());
         }
+        // Growth by doubling leaves up to half the capacity unused, and the memory
+        // budget counts capacity. Shrinking a large block is an in-place `mremap`.
+        self.input.shrink_to_fit();
+        self.aux.shrink_to_fit();
         let r1cs = R1cs::from_recorded(
             self.input.len(),
             self.aux.len(),

@@ -48,7 +48,10 @@ fn check_against_reference<C: Circuit<Scalar>>(make: impl Fn() -> C, pool: &rayo
     );
     check_witness(r1cs, &abc).unwrap();
 
-    assert_eq!(synthesize_witness(make()).unwrap(), compiled.witness);
+    assert_eq!(compiled.witness.aux.capacity(), compiled.witness.aux.len());
+    let w = synthesize_witness(make()).unwrap();
+    assert_eq!(w, compiled.witness);
+    assert_eq!(w.aux.capacity(), w.aux.len());
     let sized = synthesize_witness_for(r1cs, make()).unwrap();
     assert_eq!(sized, compiled.witness);
     assert_eq!(sized.aux.capacity(), sized.aux.len());
