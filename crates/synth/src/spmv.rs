@@ -99,7 +99,7 @@ impl Ticker<'_> {
 
 /// Evaluates `a, b, c` on `pool`.
 ///
-/// Rows are split into pieces of at least [`CHUNK_ROWS`] by rayon's work stealing; each
+/// Rows are split into pieces of at least 1024 by rayon's work stealing; each
 /// row computes its `a`, `b` and `c` together, so a variable shared by the three
 /// (`x · (1 - x) = 0`) is read from memory once, and the results are written straight
 /// into the output vectors, which are allocated once at their final size and never
