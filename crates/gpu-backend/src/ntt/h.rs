@@ -71,7 +71,7 @@ fn h_chain(
     // 1. Inverse transform of a, b, c (DIF with ω⁻¹): column passes top-down.
     for v in [&mut a, &mut b, &mut c] {
         for pass in &dom.passes {
-            kernels::column_pass(v, pass, &dom.inv, log_n, Butterfly::Dif);
+            kernels::column_pass(v, dom, pass, &dom.inv, Butterfly::Dif);
         }
     }
     // 2. One block pass: finish the inverse (bit-reversed coefficients times n),
@@ -87,7 +87,7 @@ fn h_chain(
     // 3. The forward transform's middle column passes, bottom-up.
     for v in [&mut a, &mut b, &mut c] {
         for pass in dom.passes.iter().skip(1).rev() {
-            kernels::column_pass(v, pass, &dom.fwd, log_n, Butterfly::Dit);
+            kernels::column_pass(v, dom, pass, &dom.fwd, Butterfly::Dit);
         }
     }
     // 4. Top column pass: finish the coset evaluations, (a·b − c)/Z, and start the
@@ -106,7 +106,7 @@ fn h_chain(
     // 5. The rest of the inverse coset transform: column passes top-down after the
     //    first, then the block pass with the shift back (coefficient k times g^−k/n).
     for pass in dom.passes.iter().skip(1) {
-        kernels::column_pass(&mut a, pass, &dom.inv, log_n, Butterfly::Dif);
+        kernels::column_pass(&mut a, dom, pass, &dom.inv, Butterfly::Dif);
     }
     kernels::block_pass(&mut a, dom.log_b, |blk, x| {
         kernels::dif(x, &dom.inv.small, true);

@@ -9,11 +9,6 @@ use rayon::prelude::*;
 
 use super::{ColPass, Domain, Roots};
 
-/// Column chunk width: the number of adjacent columns one leaf task owns. Eight
-/// scalars are 256 bytes, four cache lines, so a leaf reads whole lines and the
-/// hardware prefetcher sees runs; a wider chunk only grows the leaf's twiddle table.
-const COL_WIDTH: usize = 8;
-
 /// `k`-bit reversal of `x` (`x < 2^k`).
 #[inline]
 pub(super) fn rev(x: usize, k: u32) -> usize {
@@ -106,16 +101,16 @@ fn column_twiddles(out: &mut [Scalar], roots: &Roots, pass: &ColPass, log_n: u32
     }
 }
 
-/// Splits `K·blocks·vectors` equal slices into column chunks of at most
-/// [`COL_WIDTH`] and calls `leaf(j0, chunks)` on each chunk set, in parallel. The
+/// Splits `K·blocks·vectors` equal slices into column chunks of at most `width`
+/// columns and calls `leaf(j0, chunks)` on each chunk set, in parallel. The
 /// recursion hands out disjoint `&mut` chunks without `unsafe`: every level splits
 /// every slice at the same column.
-fn for_each_column_chunk<F>(slices: Vec<&mut [Scalar]>, j0: usize, leaf: &F)
+fn for_each_column_chunk<F>(slices: Vec<&mut [Scalar]>, j0: usize, width: usize, leaf: &F)
 where
     F: Fn(usize, &mut [&mut [Scalar]]) + Sync,
 {
     let len = slices[0].len();
-    if len <= COL_WIDTH {
+    if len <= width {
         let mut slices = slices;
         leaf(j0, &mut slices);
         return;
@@ -129,8 +124,8 @@ where
         right.push(r);
     }
     rayon::join(
-        || for_each_column_chunk(left, j0, leaf),
-        || for_each_column_chunk(right, j0 + mid, leaf),
+        || for_each_column_chunk(left, j0, width, leaf),
+        || for_each_column_chunk(right, j0 + mid, width, leaf),
     );
 }
 
@@ -145,11 +140,12 @@ pub(super) enum Butterfly {
 /// block, with the column's twiddles computed once per leaf and reused by all blocks.
 pub(super) fn column_pass(
     v: &mut [Scalar],
+    dom: &Domain,
     pass: &ColPass,
     roots: &Roots,
-    log_n: u32,
     dir: Butterfly,
 ) {
+    let log_n = dom.log_n;
     let k = 1usize << pass.log_k;
     let h = 1usize << pass.log_h;
     let blocks = v.len() / (k * h);
@@ -176,7 +172,7 @@ pub(super) fn column_pass(
         }
     };
     debug_assert_eq!(blocks * k * h, v.len());
-    for_each_column_chunk(v.chunks_mut(h).collect(), 0, &leaf);
+    for_each_column_chunk(v.chunks_mut(h).collect(), 0, dom.col_width, &leaf);
 }
 
 /// The middle of the H chain, fused into one pass over the top column pass: finish
@@ -232,7 +228,7 @@ pub(super) fn fused_top_pass(
         .chain(b.chunks_mut(h))
         .chain(c.chunks_mut(h))
         .collect();
-    for_each_column_chunk(slices, 0, &leaf);
+    for_each_column_chunk(slices, 0, dom.col_width, &leaf);
 }
 
 /// Runs `f(block_index, block)` on every contiguous block of `2^log_b` scalars, in

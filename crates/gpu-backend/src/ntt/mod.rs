@@ -8,14 +8,14 @@
 //! `n = 2^log_n` is a short plan of passes, each of which reads and writes the
 //! vector once:
 //!
-//! * **column passes** for the top stages, at most [`MAX_PASS_LOG`] stages each: the
+//! * **column passes** for the top stages, at most 8 stages each: the
 //!   vector is seen as blocks of `K = 2^L` slices of length `h`; a leaf task owns
 //!   the same few adjacent columns of every slice, gathers one column (`K` scalars,
 //!   one per slice) at a time and runs the pass's `L` stages on it in registers and
 //!   L1. The column's twiddles (`K − 1` products, from a two-level power table of
 //!   `ω`) are computed once per leaf and shared by all blocks, so no `n/2`-entry
 //!   twiddle table is ever built (it would be 2 GiB at 2^27);
-//! * one **block pass** for the bottom `2^BLOCK_LOG` stages: contiguous blocks that
+//! * one **block pass** for the bottom 11 stages: contiguous blocks that
 //!   fit in L2, with a precomputed root table.
 //!
 //! At 2^27 that is two column passes and one block pass instead of 27 stage sweeps.
@@ -54,13 +54,31 @@ use kernels::Butterfly;
 /// Largest domain, as log2 of its size: Fr's two-adicity.
 pub const MAX_LOG_DOMAIN: u32 = Scalar::S;
 
-/// Log2 of the contiguous block the bottom stages run in: 2^11 scalars are 64 KiB,
-/// which stays in L2 together with its root table.
-const BLOCK_LOG: u32 = 11;
+/// The shape of a transform's passes. The defaults suit CPUs with ≥ 1 MiB of L2 per
+/// core; other values exist for tuning and for tests, and never change results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NttConfig {
+    /// Log2 of the contiguous block the bottom stages run in (the block pass).
+    /// 2^11 scalars are 64 KiB, which stays in L2 beside the root table.
+    pub block_log: u32,
+    /// Most stages one column pass runs (`K = 2^max_pass_log` slices per column,
+    /// at most `2^block_log`). 2^8 keeps a column (8 KiB) and a leaf's twiddles in
+    /// L1/L2, and a 2^27 transform needs only two column passes.
+    pub max_pass_log: u32,
+    /// Adjacent columns one column task owns. Eight scalars are 256 bytes, four
+    /// cache lines, so a task reads whole lines in runs the prefetcher follows.
+    pub col_width: usize,
+}
 
-/// Most stages one column pass runs: a column of 2^8 scalars (8 KiB) and a leaf's
-/// twiddles (8 columns × 2^8) stay in L1/L2, and 2^27 needs only two passes.
-pub const MAX_PASS_LOG: u32 = 8;
+impl Default for NttConfig {
+    fn default() -> Self {
+        Self {
+            block_log: 11,
+            max_pass_log: 8,
+            col_width: 8,
+        }
+    }
+}
 
 /// One column pass: `2^log_k` slices of `2^log_h` scalars per block.
 #[derive(Clone, Debug)]
@@ -135,22 +153,25 @@ pub struct Domain {
     log_b: u32,
     /// Column passes, top stages first.
     passes: Vec<ColPass>,
+    col_width: usize,
 }
 
 impl Domain {
-    /// The domain of `2^log_n` points; the tables cost `O(2^BLOCK_LOG + 2^(log_n/2))`.
+    /// The domain of `2^log_n` points with the default [`NttConfig`]; the tables
+    /// cost `O(2^block_log + 2^(log_n/2))` scalars.
     pub fn new(log_n: u32) -> Result<Self, BackendError> {
-        Self::with_plan(log_n, BLOCK_LOG, MAX_PASS_LOG)
+        Self::with_config(log_n, NttConfig::default())
     }
 
-    /// A domain whose block pass covers `block_log` stages and whose column passes
-    /// run at most `max_pass_log` stages; tests use small values to reach many
-    /// passes at sizes a naive DFT can check.
-    pub(crate) fn with_plan(
-        log_n: u32,
-        block_log: u32,
-        max_pass_log: u32,
-    ) -> Result<Self, BackendError> {
+    /// The domain of `2^log_n` points with the given pass shape. Out-of-range
+    /// values are clamped (`max_pass_log` to `1..=max(block_log, 1)`, `col_width`
+    /// to at least one).
+    pub fn with_config(log_n: u32, config: NttConfig) -> Result<Self, BackendError> {
+        let NttConfig {
+            block_log,
+            max_pass_log,
+            col_width,
+        } = config;
         if log_n > MAX_LOG_DOMAIN {
             return Err(BackendError::DomainTooLarge {
                 log: log_n,
@@ -190,6 +211,7 @@ impl Domain {
             inv: Roots::new(omega_inv, log_n, log_b),
             log_b,
             passes,
+            col_width: col_width.max(1),
         })
     }
 
@@ -287,7 +309,7 @@ impl Domain {
     /// All stages, DIF: column passes top-down, then the block pass.
     fn dif_all(&self, v: &mut [Scalar], roots: &Roots) {
         for pass in &self.passes {
-            kernels::column_pass(v, pass, roots, self.log_n, Butterfly::Dif);
+            kernels::column_pass(v, self, pass, roots, Butterfly::Dif);
         }
         kernels::block_pass(v, self.log_b, |_, x| kernels::dif(x, &roots.small, true));
     }
@@ -304,7 +326,7 @@ impl Domain {
             kernels::dit(x, &roots.small, true)
         });
         for pass in self.passes.iter().rev() {
-            kernels::column_pass(v, pass, roots, self.log_n, Butterfly::Dit);
+            kernels::column_pass(v, self, pass, roots, Butterfly::Dit);
         }
     }
 }

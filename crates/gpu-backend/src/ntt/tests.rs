@@ -55,8 +55,15 @@ fn naive_dft(x: &[Scalar], w: Scalar) -> Vec<Scalar> {
 /// passes (and column passes over several blocks) at small sizes.
 fn domains(log_n: u32) -> Vec<Domain> {
     let mut v = vec![Domain::new(log_n).unwrap()];
-    for (block_log, max_pass) in [(0, 1), (1, 1), (2, 2), (3, 2), (3, 3)] {
-        v.push(Domain::with_plan(log_n, block_log, max_pass).unwrap());
+    for (block_log, max_pass_log, col_width) in
+        [(0, 1, 1), (1, 1, 8), (2, 2, 2), (3, 2, 3), (3, 3, 8)]
+    {
+        let config = NttConfig {
+            block_log,
+            max_pass_log,
+            col_width,
+        };
+        v.push(Domain::with_config(log_n, config).unwrap());
     }
     v
 }
