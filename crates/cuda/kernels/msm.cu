@@ -1,0 +1,181 @@
+// G1 multi-scalar multiplication: Pippenger with signed c-bit digits.
+//
+// Per MSM: msm_histogram counts, per window, how many scalars fall into each bucket;
+// msm_scan turns the counts into offsets; msm_scatter recomputes the digits and writes
+// (point index | sign << 31) into its bucket's segment, so the (bucket, point) pairs
+// end up grouped by bucket (a counting sort, order inside a bucket is irrelevant);
+// msm_accumulate sums each bucket's points in XYZZ with mixed additions; then
+// msm_bucket_segments and xyzz_reduce reduce the buckets of each window to
+// sum_b b * B_b. The window sums are combined on the host (c doublings each).
+//
+// Digits: window w covers bits [w c, w c + c) plus the carry from below; a value above
+// 2^(c-1) becomes value - 2^c with a carry into the next window, so buckets hold
+// |digit| in 1..=2^(c-1) and a negative digit adds the negated point. With W windows,
+// W c >= 256 > 255 + 1 bits, the top window never carries out.
+
+// Scalar formats: 0 = Fr in Montgomery form (blstrs Scalar, e.g. h on the device),
+// 1 = canonical little-endian limbs (prep_msm's tail scalars).
+__device__ __forceinline__ Fr load_scalar(const Fr* s, u32 i, u32 fmt) {
+    Fr x = Fr::load(s + i);
+    return fmt == 0 ? Fr::from_mont(x) : x;
+}
+
+__device__ __forceinline__ u32 window_bits(const Fr& s, u32 off, u32 c) {
+    const u32 word = off >> 5, sh = off & 31;
+    // Select the two limbs with compile-time indices: a run-time index into s.v
+    // would move the scalar to local memory.
+    u32 lo = 0, hi = 0;
+#pragma unroll
+    for (u32 i = 0; i < 8; i++) {
+        if (i == word) lo = s.v[i];
+        if (i == word + 1) hi = s.v[i];
+    }
+    u64 both = (u64)lo | ((u64)hi << 32);
+    return (u32)(both >> sh) & ((1u << c) - 1);
+}
+
+extern "C" __global__ void msm_histogram(const Fr* scalars, u32 n, u32 fmt, u32 c, u32 nwin, u32* counts) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    Fr s = load_scalar(scalars, i, fmt);
+    const u32 nb = 1u << (c - 1);
+    u32 carry = 0;
+    for (u32 w = 0; w < nwin; w++) {
+        u32 d = window_bits(s, w * c, c) + carry;
+        carry = d > nb;
+        u32 mag = carry ? (1u << c) - d : d;
+        if (mag != 0) atomicAdd(&counts[w * nb + mag - 1], 1u);
+    }
+}
+
+// One block of 1024 threads per window: exclusive scan of that window's counts into
+// offsets (global positions in the sorted array, window w starting at w * n) and a
+// copy into cursors for msm_scatter.
+extern "C" __global__ void msm_scan(const u32* counts, u32* offsets, u32* cursors, u32 nb, u32 n) {
+    __shared__ u32 sums[1024];
+    const u32 w = blockIdx.x, t = threadIdx.x;
+    const u32 per = (nb + 1023) / 1024;
+    const u32 first = t * per;
+    u32 local = 0;
+    for (u32 i = 0; i < per; i++)
+        if (first + i < nb) local += counts[w * nb + first + i];
+    sums[t] = local;
+    __syncthreads();
+    for (u32 d = 1; d < 1024; d <<= 1) {
+        u32 v = t >= d ? sums[t - d] : 0;
+        __syncthreads();
+        sums[t] += v;
+        __syncthreads();
+    }
+    u32 run = w * n + sums[t] - local;
+    for (u32 i = 0; i < per; i++) {
+        if (first + i < nb) {
+            u32 x = w * nb + first + i;
+            offsets[x] = run;
+            cursors[x] = run;
+            run += counts[x];
+        }
+    }
+}
+
+extern "C" __global__ void msm_scatter(const Fr* scalars, const u32* index_map, u32 n, u32 fmt, u32 c, u32 nwin,
+                                       u32* cursors, u32* sorted) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    Fr s = load_scalar(scalars, i, fmt);
+    const u32 point = index_map ? index_map[i] : i;
+    const u32 nb = 1u << (c - 1);
+    u32 carry = 0;
+    for (u32 w = 0; w < nwin; w++) {
+        u32 d = window_bits(s, w * c, c) + carry;
+        carry = d > nb;
+        u32 mag = carry ? (1u << c) - d : d;
+        if (mag != 0) {
+            u32 pos = atomicAdd(&cursors[w * nb + mag - 1], 1u);
+            sorted[pos] = point | (carry << 31);
+        }
+    }
+}
+
+// One thread per (window, bucket): the bucket's segment is [offsets, ends).
+extern "C" __global__ void msm_accumulate(const Affine* bases, const u32* sorted, const u32* offsets, const u32* ends,
+                                          u32 total, Xyzz* buckets) {
+    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= total) return;
+    Xyzz acc = Xyzz::inf();
+    const u32 end = ends[x];
+    for (u32 k = offsets[x]; k < end; k++) {
+        u32 v = sorted[k];
+        Affine a = Affine::load(bases + (v & 0x7fffffffu));
+        if (v >> 31) a = neg_affine(a);
+        acc = add_mixed(acc, a);
+    }
+    acc.store(buckets + x);
+}
+
+// Thread (w, t) reduces buckets [t L + 1, (t + 1) L] of window w (L = nb / segs) to
+// sum_b b * B_b: a running sum from the top gives sum (b - t L) B_b, and the segment's
+// plain sum times t L (double-and-add) supplies the rest.
+extern "C" __global__ void msm_bucket_segments(const Xyzz* buckets, u32 nb, u32 segs, u32 nwin, Xyzz* partials) {
+    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= nwin * segs) return;
+    const u32 w = x / segs, t = x % segs;
+    const u32 len = nb / segs;
+    const Xyzz* seg = buckets + w * nb + t * len;
+    Xyzz run = Xyzz::inf(), acc = Xyzz::inf();
+    for (int i = (int)len - 1; i >= 0; i--) {
+        run = add(run, Xyzz::load(seg + i));
+        acc = add(acc, run);
+    }
+    u32 m = t * len;
+    if (m != 0 && !run.is_inf()) {
+        Xyzz prod = Xyzz::inf();
+        for (int bit = 31 - __clz(m); bit >= 0; bit--) {
+            prod = dbl(prod);
+            if ((m >> bit) & 1) prod = add(prod, run);
+        }
+        acc = add(acc, prod);
+    }
+    acc.store(partials + x);
+}
+
+// out[i] = sum of in[i * fan .. min(i * fan + fan, count_in)).
+extern "C" __global__ void xyzz_reduce(const Xyzz* in, Xyzz* out, u32 count_in, u32 fan) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 first = i * fan;
+    if (first >= count_in) return;
+    Xyzz acc = Xyzz::inf();
+    for (u32 j = 0; j < fan && first + j < count_in; j++) acc = add(acc, Xyzz::load(in + first + j));
+    acc.store(out + i);
+}
+
+// The "ones" of prep_msm's split: the plain sum of the bases whose bit is set in the
+// density bitmap. Thread t sums the bases of words [t wpt, (t + 1) wpt).
+extern "C" __global__ void ones_sum(const Affine* bases, const u64* words, u32 n_words, u32 n_bases, u32 wpt,
+                                    Xyzz* partials, u32 n_partials) {
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_partials) return;
+    Xyzz acc = Xyzz::inf();
+    for (u32 k = 0; k < wpt; k++) {
+        u32 wi = t * wpt + k;
+        if (wi >= n_words) break;
+        u64 bits = words[wi];
+        while (bits) {
+            u32 b = __ffsll((long long)bits) - 1;
+            bits &= bits - 1;
+            u32 i = wi * 64 + b;
+            if (i < n_bases) acc = add_mixed(acc, Affine::load(bases + i));
+        }
+    }
+    acc.store(partials + t);
+}
+
+// Benchmark bases: out[i] = src[i % m]. Timing needs many points, not independent
+// ones; correctness checks use distinct random points from the host.
+extern "C" __global__ void replicate_affine(const Affine* src, u32 m, Affine* out, u32 n) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    Affine a = Affine::load(src + (i % m));
+    a.x.store(&out[i].x);
+    a.y.store(&out[i].y);
+}

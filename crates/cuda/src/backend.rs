@@ -1,0 +1,319 @@
+//! [`CudaBackend`]: the [`GpuBackend`] implementation over one CUDA device.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use blstrs::{G1Affine, G1Projective};
+use cudarc::driver::CudaSlice;
+use cuzk_gpu_backend::{
+    BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionResult, SplitMsm,
+};
+
+use crate::error::CudaError;
+use crate::gpu::{points_as_bytes, AffineRepr, FrRepr, Gpu};
+use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
+use crate::ntt::{Ntt, MAX_LOG_DOMAIN};
+
+/// Settings of a [`CudaBackend`].
+#[derive(Clone, Debug)]
+pub struct CudaConfig {
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Device bytes left alone (other processes, driver, fragmentation): the backend
+    /// plans partitions to fit in the free memory at start minus this.
+    pub reserve_bytes: u64,
+}
+
+impl Default for CudaConfig {
+    fn default() -> Self {
+        Self {
+            device: 0,
+            reserve_bytes: 2 << 30,
+        }
+    }
+}
+
+/// The GPU backend on one CUDA device.
+///
+/// **Bases stay on the device.** The parameter queries (h, l, a, b_g1) are uploaded
+/// the first time a partition uses them and kept, keyed by the address and length
+/// of the slice passed in (`PartitionJob::h_bases`, `SplitMsm::bases`). The caller
+/// promises that while this backend lives, one (address, length) always holds the
+/// same points, which is true of parameters that stay loaded or memory-mapped for
+/// the daemon's lifetime. After unloading a parameter set call
+/// [`CudaBackend::evict_bases`]. When a new set does not fit next to the cached ones,
+/// the sets this partition does not use are evicted first.
+///
+/// One partition at a time runs on the device (an internal mutex); the scheduler's
+/// GPU lock decides who calls.
+#[derive(Debug)]
+pub struct CudaBackend {
+    inner: Mutex<Inner>,
+    caps: Capabilities,
+}
+
+#[derive(Debug)]
+struct Inner {
+    gpu: Gpu,
+    ntt: Ntt,
+    bases: HashMap<(usize, usize), CudaSlice<AffineRepr>>,
+    /// Bytes of device memory this backend may plan with.
+    budget: u64,
+}
+
+fn dev(e: CudaError) -> BackendError {
+    BackendError::Device(e.to_string())
+}
+
+fn key<T>(s: &[T]) -> (usize, usize) {
+    (s.as_ptr() as usize, s.len())
+}
+
+impl CudaBackend {
+    /// Opens the device, compiles the kernels, builds the twiddle tables. Fails with
+    /// [`CudaError::NoDevice`] where there is no driver or no device.
+    pub fn new(config: CudaConfig) -> Result<Self, CudaError> {
+        let gpu = Gpu::new(config.device)?;
+        let ntt = Ntt::new(&gpu)?;
+        gpu.sync()?;
+        let budget = gpu
+            .free_memory_at_start
+            .saturating_sub(config.reserve_bytes);
+        let caps = Capabilities {
+            name: "cuda".to_owned(),
+            max_log_domain: MAX_LOG_DOMAIN,
+            g2: false,
+            devices: vec![DeviceInfo {
+                name: gpu.name.clone(),
+                total_memory: gpu.total_memory,
+                free_memory: gpu.free_memory_at_start,
+            }],
+        };
+        Ok(Self {
+            inner: Mutex::new(Inner {
+                gpu,
+                ntt,
+                bases: HashMap::new(),
+                budget,
+            }),
+            caps,
+        })
+    }
+
+    /// Drops every cached base vector (device memory is returned at once to the
+    /// stream-ordered pool).
+    pub fn evict_bases(&self) {
+        self.lock().bases.clear();
+    }
+
+    /// Bytes of bases currently resident.
+    pub fn cached_base_bytes(&self) -> u64 {
+        self.lock().cached_bytes()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` with the device handle and NTT engine (for checks and benchmarks).
+    pub fn with_gpu<R>(&self, f: impl FnOnce(&Gpu, &Ntt) -> R) -> R {
+        let inner = self.lock();
+        f(&inner.gpu, &inner.ntt)
+    }
+
+    /// Device bytes `prove_partition` needs for `job` beyond the bases (H buffers, the
+    /// largest MSM's scratch, the split uploads).
+    pub fn working_bytes(job: &PartitionJob<'_>) -> u64 {
+        let n = job.abc.len();
+        let big = 1usize << crate::log_domain(n);
+        let h = Ntt::h_device_bytes(n);
+        let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
+        let split = |m: &SplitMsm<'_, G1Affine>| {
+            let t = m.split.tail_indices().len();
+            MsmPlan::for_size(t).scratch_bytes(t)
+                + t as u64 * 36
+                + m.split.ones().words().len() as u64 * 8
+        };
+        let tails = [&job.l, &job.a, &job.b_g1]
+            .map(split)
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        h.max(h_msm) + tails
+    }
+}
+
+impl Inner {
+    fn cached_bytes(&self) -> u64 {
+        self.bases.values().map(|b| b.len() as u64 * 96).sum()
+    }
+
+    /// Makes sure every base vector of the job is resident and the rest fits.
+    fn prepare_bases(&mut self, sets: &[&[G1Affine]], working: u64) -> Result<(), BackendError> {
+        let wanted: Vec<(usize, usize)> = sets.iter().map(|s| key(s)).collect();
+        let missing: u64 = sets
+            .iter()
+            .filter(|s| !self.bases.contains_key(&key(s)))
+            .map(|s| s.len() as u64 * 96)
+            .sum();
+        if self.cached_bytes() + missing + working > self.budget {
+            self.bases.retain(|k, _| wanted.contains(k));
+        }
+        let need = self.cached_bytes() + missing + working;
+        if need > self.budget {
+            return Err(dev(CudaError::OutOfMemory {
+                what: "partition (resident bases + H buffers + MSM scratch)",
+                need,
+                available: self.budget,
+            }));
+        }
+        for s in sets {
+            if !self.bases.contains_key(&key(s)) {
+                let buf = self
+                    .gpu
+                    .upload::<AffineRepr>(points_as_bytes(s))
+                    .map_err(dev)?;
+                self.bases.insert(key(s), buf);
+            }
+        }
+        Ok(())
+    }
+
+    fn split_msm(&self, m: &SplitMsm<'_, G1Affine>) -> Result<(PendingSum, PendingSum), CudaError> {
+        let bases = &self.bases[&key(m.bases)];
+        let split = m.split;
+        let words = split.ones().words();
+        let words_dev = self.gpu.upload::<u64>(u64s_as_bytes(words))?;
+        let ones = msm::ones_sum(&self.gpu, bases, &words_dev, words.len(), split.num_bases())?;
+        let idx = split.tail_indices();
+        let t = idx.len();
+        let idx_dev = self.gpu.upload::<u32>(u32s_as_bytes(idx))?;
+        let sc_dev = self
+            .gpu
+            .upload::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?;
+        let tail = msm::msm(
+            &self.gpu,
+            bases,
+            &sc_dev,
+            t,
+            ScalarFormat::Canonical,
+            Some(&idx_dev),
+            MsmPlan::for_size(t),
+        )?;
+        Ok((ones, tail))
+    }
+}
+
+fn u64s_as_bytes(v: &[u64]) -> &[u8] {
+    // SAFETY: u64 has no padding; reading its bytes is always valid.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+fn u32s_as_bytes(v: &[u32]) -> &[u8] {
+    // SAFETY: as above.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
+    // SAFETY: as above.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+fn check_split(query: &'static str, m: &SplitMsm<'_, G1Affine>) -> Result<(), BackendError> {
+    let want = m.split.num_bases();
+    if m.bases.len() < want {
+        return Err(BackendError::BaseCount {
+            query,
+            got: m.bases.len(),
+            want,
+        });
+    }
+    Ok(())
+}
+
+impl GpuBackend for CudaBackend {
+    fn capabilities(&self) -> Capabilities {
+        self.caps.clone()
+    }
+
+    fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        if !job.abc.is_consistent() {
+            return Err(BackendError::AbcShape {
+                a: job.abc.a.len(),
+                b: job.abc.b.len(),
+                c: job.abc.c.len(),
+            });
+        }
+        let log = crate::log_domain(job.abc.len());
+        if log > MAX_LOG_DOMAIN {
+            return Err(BackendError::DomainTooLarge {
+                log,
+                max: MAX_LOG_DOMAIN,
+            });
+        }
+        let want_h = (1usize << log) - 1;
+        if job.h_bases.len() != want_h {
+            return Err(BackendError::BaseCount {
+                query: "h",
+                got: job.h_bases.len(),
+                want: want_h,
+            });
+        }
+        check_split("l", &job.l)?;
+        check_split("a", &job.a)?;
+        check_split("b_g1", &job.b_g1)?;
+        if job.b_g2.is_some() {
+            return Err(BackendError::Unsupported(
+                "the B query in G2 (run b_g2_msm on the CPU)",
+            ));
+        }
+        let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
+        let working = Self::working_bytes(&job);
+        let mut inner = self.lock();
+        inner.prepare_bases(
+            &[job.h_bases, job.l.bases, job.a.bases, job.b_g1.bases],
+            working,
+        )?;
+        let inner = &*inner;
+        let gpu = &inner.gpu;
+
+        let PartitionJob {
+            abc,
+            h_bases,
+            l,
+            a,
+            b_g1,
+            ..
+        } = job;
+        let h_coeffs = inner
+            .ntt
+            .compute_h(gpu, &abc.a, &abc.b, &abc.c)
+            .map_err(dev)?;
+        // Uploads are done: the evaluations may go while the device works.
+        drop(abc);
+        let h_pending = msm::msm(
+            gpu,
+            &inner.bases[&key(h_bases)],
+            &h_coeffs,
+            want_h,
+            ScalarFormat::Montgomery,
+            None,
+            MsmPlan::for_size(want_h),
+        )
+        .map_err(dev)?;
+        drop(h_coeffs);
+        let l_p = inner.split_msm(&l).map_err(dev)?;
+        let a_p = inner.split_msm(&a).map_err(dev)?;
+        let b_p = inner.split_msm(&b_g1).map_err(dev)?;
+
+        let pair = |(ones, tail): (PendingSum, PendingSum)| -> Result<G1Projective, BackendError> {
+            Ok(ones.finish(gpu).map_err(dev)? + tail.finish(gpu).map_err(dev)?)
+        };
+        let h = h_pending.finish(gpu).map_err(dev)?;
+        Ok(PartitionResult {
+            h,
+            l: pair(l_p)?,
+            a: pair(a_p)?,
+            b_g1: pair(b_p)?,
+            b_g2: None,
+        })
+    }
+}

@@ -1,0 +1,739 @@
+//! Every GPU correctness check and benchmark of the CUDA backend in one run.
+//!
+//! ```text
+//! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check]
+//! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
+//! ```
+//! Checks each kernel against the CPU (blstrs, cuzk-msm-cpu, cuzk-gpu-backend's NTT,
+//! compute_h and CpuBackend) on fresh random inputs and 0/1-heavy ones, output
+//! buffers poisoned first; then times MSM, NTT and H (warm-up, median of 5, CUDA
+//! events). Full log in OUT_DIR/gpu-check.log, the table last on stdout and in
+//! OUT_DIR/table.md. Exit status 1 if any check failed; "skipped: no CUDA device"
+//! and status 0 where there is no GPU.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use blstrs::{G1Affine, G1Projective, Scalar};
+use cudarc::driver::CudaSlice;
+use cuzk_alloc::{Abc, Density};
+use cuzk_cuda::gpu::{
+    grid, points_as_bytes, scalar_from_repr, scalars_as_bytes, xyzz_to_projective, AffineRepr,
+    FrRepr, Gpu, XyzzRepr,
+};
+use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat};
+use cuzk_cuda::ntt::{Direction, Ntt};
+use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
+use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm};
+use ff::{Field, PrimeField};
+use group::{Curve, Group};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+
+struct Log {
+    file: Mutex<std::fs::File>,
+    failures: Mutex<Vec<String>>,
+    checks: Mutex<usize>,
+    table: Mutex<Vec<[String; 5]>>,
+}
+
+impl Log {
+    fn line(&self, s: &str) {
+        println!("{s}");
+        let _ = writeln!(self.file.lock().unwrap(), "{s}");
+    }
+    fn check(&self, name: &str, ok: bool, detail: &str) {
+        *self.checks.lock().unwrap() += 1;
+        if ok {
+            let _ = writeln!(self.file.lock().unwrap(), "PASS {name} {detail}");
+        } else {
+            self.line(&format!("FAIL {name} {detail}"));
+            self.failures.lock().unwrap().push(name.to_owned());
+        }
+    }
+    fn row(&self, what: &str, size: &str, ms: f64, per: String, peer: &str) {
+        self.line(&format!("BENCH {what} {size}: {ms:.3} ms ({per})"));
+        self.table.lock().unwrap().push([
+            what.into(),
+            size.into(),
+            format!("{ms:.2}"),
+            per,
+            peer.into(),
+        ]);
+    }
+}
+
+fn pool() -> Arc<rayon::ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .build()
+            .expect("thread pool"),
+    )
+}
+
+fn rng(tag: u64) -> ChaCha20Rng {
+    // Fresh inputs every run (the seed is logged so a failure can be replayed).
+    let seed = std::env::var("CUZK_CHECK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    ChaCha20Rng::seed_from_u64(seed ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// Uniform-ish scalars fast: random limbs below 2^252 < r read as Montgomery form
+/// (every value below r is a valid representation).
+fn fast_scalars(n: usize, seed: u64) -> Vec<Scalar> {
+    let mut v = vec![Scalar::ZERO; n];
+    v.par_chunks_mut(1 << 16).enumerate().for_each(|(ci, ch)| {
+        let mut r = ChaCha20Rng::seed_from_u64(seed ^ (ci as u64) << 20);
+        for s in ch {
+            let mut l = [0u32; 8];
+            for x in &mut l {
+                *x = r.next_u32();
+            }
+            l[7] &= 0x0fff_ffff;
+            *s = scalar_from_repr(&FrRepr(l));
+        }
+    });
+    v
+}
+
+/// Mixed scalars: zeros, ones, minus one, small values, random.
+fn heavy_scalars(n: usize, r: &mut ChaCha20Rng) -> Vec<Scalar> {
+    (0..n)
+        .map(|_| match r.gen_range(0..10) {
+            0..=3 => Scalar::ZERO,
+            4..=6 => Scalar::ONE,
+            7 => -Scalar::ONE,
+            8 => Scalar::from(r.gen_range(2..1000u64)),
+            _ => Scalar::random(&mut *r),
+        })
+        .collect()
+}
+
+/// `n` distinct random points: a[i / m] + b[i % m] for random a, b (m = sqrt n),
+/// one addition each instead of one scalar multiplication each.
+fn random_points(n: usize, r: &mut ChaCha20Rng) -> Vec<G1Affine> {
+    let m = ((n as f64).sqrt().ceil() as usize).max(1);
+    let a: Vec<G1Projective> = (0..m).map(|_| G1Projective::random(&mut *r)).collect();
+    let b: Vec<G1Projective> = (0..m).map(|_| G1Projective::random(&mut *r)).collect();
+    let proj: Vec<G1Projective> = (0..n)
+        .into_par_iter()
+        .map(|i| a[i / m] + b[i % m])
+        .collect();
+    let mut out = vec![<G1Affine as group::prime::PrimeCurveAffine>::identity(); n];
+    out.par_chunks_mut(1 << 14)
+        .zip(proj.par_chunks(1 << 14))
+        .for_each(|(o, p)| G1Projective::batch_normalize(p, o));
+    out
+}
+
+fn naive_msm(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+    bases
+        .iter()
+        .zip(scalars)
+        .map(|(b, s)| G1Projective::from(b) * s)
+        .sum()
+}
+
+fn to_canonical(s: &Scalar) -> [u64; 4] {
+    let b = s.to_repr();
+    let mut l = [0u64; 4];
+    for i in 0..4 {
+        l[i] = u64::from_le_bytes(b.as_ref()[8 * i..8 * i + 8].try_into().unwrap());
+    }
+    l
+}
+
+fn bytes_of<T>(v: &[T]) -> &[u8] {
+    // SAFETY: only used on plain integer arrays.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+fn download_scalars(gpu: &Gpu, buf: &CudaSlice<FrRepr>, n: usize) -> Result<Vec<Scalar>> {
+    Ok(gpu.download(buf, n)?.iter().map(scalar_from_repr).collect())
+}
+
+// ---------------------------------------------------------------- field and curve
+
+fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
+    let mut r = rng(1);
+    let n = 4096;
+    let mut a: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut r)).collect();
+    let mut b: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut r)).collect();
+    let edge = [
+        Scalar::ZERO,
+        Scalar::ONE,
+        -Scalar::ONE,
+        Scalar::from(2u64),
+        -Scalar::from(2u64),
+    ];
+    for (i, x) in edge.iter().enumerate() {
+        for (j, y) in edge.iter().enumerate() {
+            a[i * 5 + j] = *x;
+            b[i * 5 + j] = *y;
+        }
+    }
+    let da = gpu.upload::<FrRepr>(scalars_as_bytes(&a))?;
+    let db = gpu.upload::<FrRepr>(scalars_as_bytes(&b))?;
+    let mut out = gpu.alloc_poisoned::<FrRepr>(4 * n)?;
+    let nn = n as u32;
+    cuzk_cuda::launch!(gpu, "fr_ops_test", grid(n, 256), &da, &db, &mut out, &nn)?;
+    let got = gpu.download(&out, 4 * n)?;
+    let mut bad = 0;
+    for i in 0..n {
+        let want = [a[i] + b[i], a[i] - b[i], a[i] * b[i]];
+        for k in 0..3 {
+            bad += usize::from(scalar_from_repr(&got[4 * i + k]) != want[k]);
+        }
+        let canon = to_canonical(&a[i]);
+        let g = got[4 * i + 3].0;
+        let gl: Vec<u64> = (0..4)
+            .map(|j| g[2 * j] as u64 | (g[2 * j + 1] as u64) << 32)
+            .collect();
+        bad += usize::from(gl != canon);
+    }
+    log.check(
+        "fr add/sub/mul/from_mont",
+        bad == 0,
+        &format!("{n} pairs, {bad} wrong"),
+    );
+
+    // Fq through the curve: mixed add, doubling, full add against blstrs.
+    let pa = random_points(1024, &mut r);
+    let mut pb = random_points(1024, &mut r);
+    pb[0] = pa[0]; // P + P takes the doubling branch
+    pb[1] = -pa[1]; // P + (-P) = infinity
+    pb[2] = <G1Affine as group::prime::PrimeCurveAffine>::identity();
+    let mut pa2 = pa.clone();
+    pa2[3] = <G1Affine as group::prime::PrimeCurveAffine>::identity();
+    let m = pa.len();
+    let dpa = gpu.upload::<AffineRepr>(points_as_bytes(&pa2))?;
+    let dpb = gpu.upload::<AffineRepr>(points_as_bytes(&pb))?;
+    let mut out = gpu.alloc_poisoned::<XyzzRepr>(4 * m)?;
+    let mm = m as u32;
+    cuzk_cuda::launch!(gpu, "g1_ops_test", grid(m, 64), &dpa, &dpb, &mut out, &mm)?;
+    let got = gpu.download(&out, 4 * m)?;
+    let mut bad = 0;
+    for i in 0..m {
+        let p = G1Projective::from(pa2[i]);
+        let q = G1Projective::from(pb[i]);
+        let want = [p + q, p.double(), p + q + q, (p + q).double()];
+        for k in 0..4 {
+            bad += usize::from(xyzz_to_projective(&got[4 * i + k]) != want[k]);
+        }
+    }
+    log.check(
+        "g1 xyzz add/dbl (Fq mul)",
+        bad == 0,
+        &format!("{m} pairs, {bad} wrong"),
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------- NTT
+
+fn check_ntt(
+    gpu: &Gpu,
+    ntt: &Ntt,
+    log: &Log,
+    pool: &rayon::ThreadPool,
+    max_log: u32,
+) -> Result<()> {
+    let mut r = rng(2);
+    let mut logs: Vec<u32> = (0..=12).collect();
+    logs.extend(
+        [14, 16, 18, 20, 22, 24, 26]
+            .into_iter()
+            .filter(|&l| l <= max_log),
+    );
+    for lg in logs {
+        let n = 1usize << lg;
+        let input = if lg <= 18 {
+            (0..n).map(|_| Scalar::random(&mut r)).collect::<Vec<_>>()
+        } else {
+            fast_scalars(n, r.next_u64())
+        };
+        let dom = cuzk_gpu_backend::ntt::Domain::new(lg).map_err(|e| anyhow!("{e}"))?;
+        let variants: &[(Direction, bool, &str)] = if lg <= 20 {
+            &[
+                (Direction::Forward, false, "fft"),
+                (Direction::Inverse, false, "ifft"),
+                (Direction::Forward, true, "coset_fft"),
+                (Direction::Inverse, true, "icoset_fft"),
+            ]
+        } else {
+            &[
+                (Direction::Forward, false, "fft"),
+                (Direction::Inverse, true, "icoset_fft"),
+            ]
+        };
+        for &(dir, coset, name) in variants {
+            let mut want = input.clone();
+            match (dir, coset) {
+                (Direction::Forward, false) => dom.fft(&mut want, pool),
+                (Direction::Inverse, false) => dom.ifft(&mut want, pool),
+                (Direction::Forward, true) => dom.coset_fft(&mut want, pool),
+                (Direction::Inverse, true) => dom.icoset_fft(&mut want, pool),
+            }
+            .map_err(|e| anyhow!("{e}"))?;
+            let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&input))?;
+            ntt.ntt(gpu, &mut d, lg, dir, coset)?;
+            let got = download_scalars(gpu, &d, n)?;
+            let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            log.check(
+                &format!("ntt {name} 2^{lg}"),
+                bad == 0,
+                &format!("{bad} of {n} wrong"),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn check_h(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
+    let mut r = rng(3);
+    let mut sizes: Vec<usize> = (1..=33).collect();
+    sizes.extend([1000, (1 << 16) + 1, (1 << 20) - 3]);
+    if max_log >= 24 {
+        sizes.push((1 << 24) - 1000);
+    }
+    for n in sizes {
+        let (a, b, c) = if n <= 1 << 16 {
+            (
+                heavy_scalars(n, &mut r),
+                heavy_scalars(n, &mut r),
+                heavy_scalars(n, &mut r),
+            )
+        } else {
+            (
+                fast_scalars(n, r.next_u64()),
+                fast_scalars(n, r.next_u64()),
+                fast_scalars(n, r.next_u64()),
+            )
+        };
+        let h = ntt.compute_h(gpu, &a, &b, &c)?;
+        let want =
+            cuzk_gpu_backend::compute_h(Abc { a, b, c }, pool).map_err(|e| anyhow!("{e}"))?;
+        let got = download_scalars(gpu, &h, want.len())?;
+        let bad = got.iter().zip(&want).filter(|(x, y)| x != y).count();
+        log.check(
+            &format!("compute_h n={n}"),
+            bad == 0 && got.len() == want.len(),
+            &format!("{bad} of {} wrong", want.len()),
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- MSM
+
+fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
+    let mut r = rng(4);
+    let big = 1usize << max_log;
+    let t = Instant::now();
+    let mut points = random_points(big, &mut r);
+    // Parameter vectors may hold the point at infinity; so do these.
+    for i in (5..points.len().min(4096)).step_by(97) {
+        points[i] = <G1Affine as group::prime::PrimeCurveAffine>::identity();
+    }
+    log.line(&format!(
+        "  {} random bases in {:.1?}",
+        points.len(),
+        t.elapsed()
+    ));
+    let dbases = gpu.upload::<AffineRepr>(points_as_bytes(&points))?;
+
+    let mut cases: Vec<(usize, bool)> = (1..=33).flat_map(|n| [(n, false), (n, true)]).collect();
+    for lg in [8, 12, 16, 20, 22, 24]
+        .into_iter()
+        .filter(|&l| l <= max_log)
+    {
+        cases.push((1 << lg, false));
+        if lg <= 20 {
+            cases.push((1 << lg, true));
+        }
+    }
+    for (n, heavy) in cases {
+        let scalars = if heavy {
+            heavy_scalars(n, &mut r)
+        } else if n <= 1 << 16 {
+            (0..n).map(|_| Scalar::random(&mut r)).collect()
+        } else {
+            fast_scalars(n, r.next_u64())
+        };
+        let want = if n <= 64 {
+            naive_msm(&points[..n], &scalars)
+        } else {
+            cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?
+        };
+        let kind = if heavy { "0/1-heavy" } else { "random" };
+        // Montgomery scalars, identity map, default window.
+        let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
+        let got = msm::msm(
+            gpu,
+            &dbases,
+            &ds,
+            n,
+            ScalarFormat::Montgomery,
+            None,
+            MsmPlan::for_size(n),
+        )?
+        .finish(gpu)?;
+        log.check(&format!("msm {kind} n={n}"), got == want, "");
+        // Canonical scalars through an index map (reversed order), other windows.
+        if n <= 1 << 16 {
+            let idx: Vec<u32> = (0..n as u32).rev().collect();
+            let canon: Vec<[u64; 4]> = idx
+                .iter()
+                .map(|&i| to_canonical(&scalars[i as usize]))
+                .collect();
+            let di = gpu.upload::<u32>(bytes_of(&idx))?;
+            let dc = gpu.upload::<FrRepr>(bytes_of(&canon))?;
+            for c in [3u32, 8, 13] {
+                let got = msm::msm(
+                    gpu,
+                    &dbases,
+                    &dc,
+                    n,
+                    ScalarFormat::Canonical,
+                    Some(&di),
+                    MsmPlan::for_window(c),
+                )?
+                .finish(gpu)?;
+                log.check(&format!("msm indexed c={c} {kind} n={n}"), got == want, "");
+            }
+        }
+    }
+
+    // Ones and the whole split against cuzk-msm-cpu's split_msm_g1.
+    for n in (1..=33)
+        .chain([1000, 1 << 16, 1 << 20])
+        .filter(|&n| n <= big)
+    {
+        let scalars = heavy_scalars(n, &mut r);
+        let split = cuzk_msm_cpu::prep_msm(&[], None, &scalars, None, pool)?;
+        let want = cuzk_msm_cpu::split_msm_g1(&points[..n], &split, pool)?;
+        let words = split.ones().words();
+        let dw = gpu.upload::<u64>(bytes_of(words))?;
+        let ones = msm::ones_sum(gpu, &dbases, &dw, words.len(), split.num_bases())?.finish(gpu)?;
+        let want_ones: G1Projective = split
+            .ones()
+            .iter_ones()
+            .map(|i| G1Projective::from(points[i]))
+            .sum();
+        log.check(&format!("ones n={n}"), ones == want_ones, "");
+        let t = split.tail_indices().len();
+        let di = gpu.upload::<u32>(bytes_of(split.tail_indices()))?;
+        let dc = gpu.upload::<FrRepr>(bytes_of(split.tail_scalars()))?;
+        let tail = msm::msm(
+            gpu,
+            &dbases,
+            &dc,
+            t,
+            ScalarFormat::Canonical,
+            Some(&di),
+            MsmPlan::for_size(t),
+        )?
+        .finish(gpu)?;
+        log.check(
+            &format!("split ones+tail n={n}"),
+            ones + tail == want,
+            &format!("tail {t}"),
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- whole partition
+
+fn check_partition(backend: &CudaBackend, log: &Log, pool: Arc<rayon::ThreadPool>) -> Result<()> {
+    let mut r = rng(5);
+    let cpu = CpuBackend::new(pool.clone());
+    for (n, inputs, aux) in [
+        (1usize, 1usize, 3usize),
+        (17, 2, 20),
+        (33, 3, 40),
+        (3000, 4, 5000),
+        ((1 << 18) - 7, 5, 300_000),
+    ] {
+        let abc = Abc {
+            a: heavy_scalars(n, &mut r),
+            b: heavy_scalars(n, &mut r),
+            c: heavy_scalars(n, &mut r),
+        };
+        let mut inp = heavy_scalars(inputs, &mut r);
+        inp[0] = Scalar::ONE;
+        let auxv = heavy_scalars(aux, &mut r);
+        let mut a_aux = Density::new(aux);
+        let mut b_aux = Density::new(aux);
+        let mut b_in = Density::new(inputs);
+        b_in.set(0);
+        for i in 0..aux {
+            if r.gen_bool(0.9) {
+                a_aux.set(i);
+            }
+            if r.gen_bool(0.3) {
+                b_aux.set(i);
+            }
+        }
+        let l_split = cuzk_msm_cpu::prep_msm(&[], None, &auxv, None, &pool)?;
+        let a_split = cuzk_msm_cpu::prep_msm(&inp, None, &auxv, Some(&a_aux), &pool)?;
+        let b_split = cuzk_msm_cpu::prep_msm(&inp, Some(&b_in), &auxv, Some(&b_aux), &pool)?;
+        let big = 1usize << cuzk_cuda::log_domain(n);
+        let h_bases = random_points(big - 1, &mut r);
+        let l_bases = random_points(l_split.num_bases(), &mut r);
+        let a_bases = random_points(a_split.num_bases(), &mut r);
+        let b_bases = random_points(b_split.num_bases(), &mut r);
+        let job = |abc: Abc| PartitionJob {
+            abc,
+            h_bases: &h_bases,
+            l: SplitMsm {
+                bases: &l_bases,
+                split: &l_split,
+            },
+            a: SplitMsm {
+                bases: &a_bases,
+                split: &a_split,
+            },
+            b_g1: SplitMsm {
+                bases: &b_bases,
+                split: &b_split,
+            },
+            b_g2: None,
+        };
+        let want = cpu
+            .prove_partition(job(abc.clone()))
+            .map_err(|e| anyhow!("{e}"))?;
+        let got = backend
+            .prove_partition(job(abc.clone()))
+            .map_err(|e| anyhow!("{e}"))?;
+        log.check(&format!("prove_partition n={n}"), got == want, "");
+        // Second run hits the resident bases.
+        let again = backend
+            .prove_partition(job(abc))
+            .map_err(|e| anyhow!("{e}"))?;
+        log.check(&format!("prove_partition cached n={n}"), again == want, "");
+    }
+    backend.evict_bases();
+    Ok(())
+}
+
+// ---------------------------------------------------------------- benchmarks
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn time5(gpu: &Gpu, mut f: impl FnMut() -> Result<(), CudaError>) -> Result<f64> {
+    gpu.time_ms(&mut f)?; // warm-up
+    let mut v = Vec::new();
+    for _ in 0..5 {
+        v.push(gpu.time_ms(&mut f)? as f64);
+    }
+    Ok(median(v))
+}
+
+fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, quick: bool) -> Result<()> {
+    let mut r = rng(6);
+    // MSM: 2^16 distinct points replicated on the device; random scalars.
+    let max_msm = if quick { 22 } else { 26 };
+    let distinct = random_points(1 << 16, &mut r);
+    let dsrc = gpu.upload::<AffineRepr>(points_as_bytes(&distinct))?;
+    let mut bases = gpu.alloc_poisoned::<AffineRepr>(1 << max_msm)?;
+    msm::replicate_bases(gpu, &dsrc, &mut bases)?;
+    let all_scalars = fast_scalars(1 << max_msm, r.next_u64());
+    let dsc = gpu.upload::<FrRepr>(scalars_as_bytes(&all_scalars))?;
+    drop(all_scalars);
+    let peers = [(20, "21.2"), (22, "53.4"), (24, "155"), (26, "606")];
+    for (lg, peer) in peers.into_iter().filter(|(l, _)| *l <= max_msm) {
+        let n = 1usize << lg;
+        let plan = MsmPlan::for_size(n);
+        let ms = time5(gpu, || {
+            let p = msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?;
+            p.finish(gpu).map(|_| ())
+        })?;
+        log.row(
+            "G1 MSM",
+            &format!("2^{lg}"),
+            ms,
+            format!("{:.1} ns/pt, c={}", ms * 1e6 / n as f64, plan.c),
+            peer,
+        );
+    }
+    // Window sweep at 2^24 (or the largest size) for tuning.
+    let lg = max_msm.min(24);
+    for c in [12u32, 13, 14, 15, 16, 17] {
+        let n = 1usize << lg;
+        let plan = MsmPlan::for_window(c);
+        let ms = time5(gpu, || {
+            msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?
+                .finish(gpu)
+                .map(|_| ())
+        })?;
+        log.line(&format!("BENCH msm window sweep 2^{lg} c={c}: {ms:.2} ms"));
+    }
+    drop(bases);
+    drop(dsc);
+
+    // NTT: forward, natural order in and out, data already on the device.
+    let max_ntt = if quick { 24 } else { 27 };
+    let data = fast_scalars(1 << max_ntt, r.next_u64());
+    let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&data))?;
+    drop(data);
+    for (lg, peer) in [(20, "0.28"), (24, "4.75"), (26, "23.8"), (27, "44.4")]
+        .into_iter()
+        .filter(|(l, _)| *l <= max_ntt)
+    {
+        let ms = time5(gpu, || ntt.ntt(gpu, &mut d, lg, Direction::Forward, false))?;
+        log.row(
+            "NTT fwd",
+            &format!("2^{lg}"),
+            ms,
+            format!("{:.2} ns/elem", ms * 1e6 / (1u64 << lg) as f64),
+            peer,
+        );
+        let ms = time5(gpu, || ntt.dif(gpu, &mut d, lg, Direction::Forward))?;
+        log.line(&format!("BENCH ntt dif-only 2^{lg}: {ms:.3} ms"));
+    }
+    drop(d);
+
+    // H: the whole chain from host a, b, c (registration, upload, 9 transforms) to h
+    // on the device, wall clock with the stream synchronised.
+    for lg in [24u32, 27].into_iter().filter(|&l| l <= max_ntt) {
+        let n = 1usize << lg;
+        let a = fast_scalars(n, r.next_u64());
+        let b = fast_scalars(n, r.next_u64());
+        let c = fast_scalars(n, r.next_u64());
+        let mut v = Vec::new();
+        for i in 0..6 {
+            let t = Instant::now();
+            let h = ntt.compute_h(gpu, &a, &b, &c)?;
+            gpu.sync()?;
+            drop(h);
+            if i > 0 {
+                v.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let ms = median(v);
+        log.row(
+            "H (upload+NTTs)",
+            &format!("2^{lg}"),
+            ms,
+            format!("{:.2} ns/elem", ms * 1e6 / n as f64),
+            "-",
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--compile-only") {
+        // Fill the CUZK_CUDA_CACHE directory without a device (the check script ships
+        // these CUBINs so the device spends no time in NVRTC).
+        let arch = args.get(i + 1).cloned().unwrap_or_else(|| "sm_90".into());
+        for m in cuzk_cuda::kernels::MODULES {
+            let t = Instant::now();
+            let cubin = cuzk_cuda::kernels::compile_cached(&m, &arch)?;
+            println!(
+                "{} for {arch}: {} bytes in {:.1?}",
+                m.name,
+                cubin.len(),
+                t.elapsed()
+            );
+        }
+        return Ok(());
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let no_bench = args.iter().any(|a| a == "--no-bench");
+    let no_check = args.iter().any(|a| a == "--no-check");
+    let out = PathBuf::from(
+        args.iter()
+            .find(|a| !a.starts_with("--"))
+            .cloned()
+            .unwrap_or_else(|| "gpu-check-out".into()),
+    );
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let log = Log {
+        file: Mutex::new(std::fs::File::create(out.join("gpu-check.log"))?),
+        failures: Mutex::new(Vec::new()),
+        checks: Mutex::new(0),
+        table: Mutex::new(Vec::new()),
+    };
+    let t0 = Instant::now();
+    let backend = match CudaBackend::new(CudaConfig::default()) {
+        Ok(b) => b,
+        Err(CudaError::NoDevice(why)) => {
+            log.line(&format!("skipped: no CUDA device ({why})"));
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let caps = backend.capabilities();
+    log.line(&format!(
+        "device: {:?}; opened + kernels ready in {:.2?}",
+        caps.devices,
+        t0.elapsed()
+    ));
+    let pool = pool();
+    let (max_msm, max_ntt) = if quick { (20, 22) } else { (24, 26) };
+    if !no_check {
+        backend.with_gpu(|gpu, ntt| -> Result<()> {
+            let t = Instant::now();
+            check_fields(gpu, &log)?;
+            log.line(&format!("fields done {:.1?}", t.elapsed()));
+            check_ntt(gpu, ntt, &log, &pool, max_ntt)?;
+            log.line(&format!("ntt done {:.1?}", t.elapsed()));
+            check_h(gpu, ntt, &log, &pool, max_ntt)?;
+            log.line(&format!("h done {:.1?}", t.elapsed()));
+            check_msm(gpu, &log, &pool, max_msm)?;
+            log.line(&format!("msm done {:.1?}", t.elapsed()));
+            Ok(())
+        })?;
+        check_partition(&backend, &log, pool.clone())?;
+        log.line(&format!("partition done {:.1?}", t0.elapsed()));
+    }
+    if !no_bench {
+        backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, quick))?;
+    }
+    let failures = log.failures.lock().unwrap().clone();
+    let checks = *log.checks.lock().unwrap();
+    let mut table = String::new();
+    writeln!(
+        table,
+        "| what | size | median ms | per element | sppark peer ms |"
+    )?;
+    writeln!(table, "|---|---|---|---|---|")?;
+    for row in log.table.lock().unwrap().iter() {
+        writeln!(
+            table,
+            "| {} | {} | {} | {} | {} |",
+            row[0], row[1], row[2], row[3], row[4]
+        )?;
+    }
+    std::fs::write(out.join("table.md"), &table)?;
+    log.line(&format!(
+        "\n{} checks, {} failed ({})",
+        checks,
+        failures.len(),
+        failures.join(", ")
+    ));
+    log.line(&table);
+    log.line(&format!("total {:.1?}", t0.elapsed()));
+    if !failures.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! The small safe API the NTT and MSM code is written against: one device with its
+//! streams, the compiled kernels, device-side element types, and pinned host ranges.
+//!
+//! Layers: `cudarc::driver::sys` (raw driver calls, loaded at run time) →
+//! `cudarc::driver::result` and [`crate::raw`] (each call → `Result`) → this module
+//! (owned handles that free themselves, typed buffers, typed launches). Handles are
+//! passed explicitly; there is no global "current device".
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use blstrs::{Fp, G1Affine, G1Projective, Scalar};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig,
+    ValidAsZeroBits,
+};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::{Ctx, CudaError};
+use crate::kernels::{self, ModuleSource};
+use crate::raw;
+
+/// An Fr element as the kernels see it: 8 × u32, Montgomery form, the bytes of a
+/// blstrs `Scalar`.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrRepr(pub [u32; 8]);
+/// A G1 affine point as the kernels see it: the bytes of a blstrs `G1Affine`.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AffineRepr(pub [u32; 24]);
+/// A G1 point in XYZZ coordinates (X, Y, ZZ, ZZZ, each 12 × u32 Montgomery).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XyzzRepr(pub [u32; 48]);
+
+impl Default for AffineRepr {
+    fn default() -> Self {
+        Self([0; 24])
+    }
+}
+impl Default for XyzzRepr {
+    fn default() -> Self {
+        Self([0; 48])
+    }
+}
+
+// SAFETY: plain arrays of u32, no padding (sizes are multiples of the alignment), any
+// bit pattern is a valid value.
+unsafe impl DeviceRepr for FrRepr {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for AffineRepr {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for XyzzRepr {}
+// SAFETY: all-zero u32 arrays are valid.
+unsafe impl ValidAsZeroBits for FrRepr {}
+// SAFETY: as above.
+unsafe impl ValidAsZeroBits for AffineRepr {}
+// SAFETY: as above.
+unsafe impl ValidAsZeroBits for XyzzRepr {}
+
+const _: () = assert!(std::mem::size_of::<Scalar>() == 32);
+const _: () = assert!(std::mem::size_of::<G1Affine>() == 96);
+const _: () = assert!(std::mem::size_of::<FrRepr>() == 32);
+const _: () = assert!(std::mem::size_of::<AffineRepr>() == 96);
+const _: () = assert!(std::mem::size_of::<XyzzRepr>() == 192);
+
+/// The device view of a slice of scalars: the same bytes.
+///
+/// blstrs' `Scalar` is `repr(transparent)` over `blst_fr`, a `repr(C)` array of four
+/// u64 Montgomery limbs; on a little-endian machine that is eight u32 limbs.
+pub fn scalars_as_bytes(s: &[Scalar]) -> &[u8] {
+    // SAFETY: Scalar is plain old data of size 32 (asserted above); any &[Scalar] is
+    // readable as bytes for its whole length.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
+/// The device view of affine G1 points: the same bytes (`blst_p1_affine`, x then y).
+pub fn points_as_bytes(p: &[G1Affine]) -> &[u8] {
+    // SAFETY: G1Affine is repr(transparent) over blst_p1_affine (two repr(C) arrays of
+    // six u64), size 96 (asserted above).
+    unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<u8>(), std::mem::size_of_val(p)) }
+}
+
+/// Limbs (u64, little-endian, Montgomery) → Scalar.
+pub fn scalar_from_repr(r: &FrRepr) -> Scalar {
+    let mut l = [0u64; 4];
+    for i in 0..4 {
+        l[i] = r.0[2 * i] as u64 | ((r.0[2 * i + 1] as u64) << 32);
+    }
+    // SAFETY: Scalar has the layout of [u64; 4] (see scalars_as_bytes).
+    unsafe { std::mem::transmute::<[u64; 4], Scalar>(l) }
+}
+
+pub fn scalar_to_repr(s: &Scalar) -> FrRepr {
+    let mut r = FrRepr::default();
+    for (i, b) in scalars_as_bytes(std::slice::from_ref(s))
+        .chunks_exact(4)
+        .enumerate()
+    {
+        r.0[i] = u32::from_le_bytes(b.try_into().expect("4 bytes"));
+    }
+    r
+}
+
+fn fp_from_u32(l: &[u32]) -> Fp {
+    let mut w = [0u64; 6];
+    for i in 0..6 {
+        w[i] = l[2 * i] as u64 | ((l[2 * i + 1] as u64) << 32);
+    }
+    Fp::from_raw_unchecked(w)
+}
+
+/// XYZZ → blstrs' Jacobian point: (X·ZZ², Y·ZZZ², ZZZ) has x = X/ZZ and y = Y/ZZZ
+/// because ZZZ² = ZZ³.
+pub fn xyzz_to_projective(p: &XyzzRepr) -> G1Projective {
+    let x = fp_from_u32(&p.0[0..12]);
+    let y = fp_from_u32(&p.0[12..24]);
+    let zz = fp_from_u32(&p.0[24..36]);
+    let zzz = fp_from_u32(&p.0[36..48]);
+    if bool::from(ff::Field::is_zero(&zz)) {
+        return <G1Projective as group::Group>::identity();
+    }
+    use ff::Field;
+    G1Projective::from_raw_unchecked(x * zz.square(), y * zzz.square(), zzz)
+}
+
+/// The kernels of both modules, looked up once.
+#[derive(Debug)]
+pub(crate) struct Kernels {
+    pub map: HashMap<&'static str, CudaFunction>,
+    _modules: Vec<Arc<CudaModule>>,
+}
+
+/// Per-process cache of compiled CUBINs, keyed by architecture: NVRTC runs once per
+/// process (the MSM module takes seconds).
+fn cubin_cache() -> &'static Mutex<HashMap<String, Arc<Vec<(ModuleSource, Vec<u8>)>>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Vec<(ModuleSource, Vec<u8>)>>>>> =
+        OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Compiles (or takes from the process cache, or from the directory named by
+/// `CUZK_CUDA_CACHE`) every module for `arch`, the modules in parallel.
+pub fn compiled_modules(arch: &str) -> Result<Arc<Vec<(ModuleSource, Vec<u8>)>>, CudaError> {
+    let mut cache = cubin_cache().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = cache.get(arch) {
+        return Ok(c.clone());
+    }
+    let results: Vec<Result<(ModuleSource, Vec<u8>), CudaError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = kernels::MODULES
+            .iter()
+            .map(|m| s.spawn(move || kernels::compile_cached(m, arch).map(|c| (*m, c))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(CudaError::NoNvrtc("NVRTC panicked".into())))
+            })
+            .collect()
+    });
+    let all = Arc::new(results.into_iter().collect::<Result<Vec<_>, _>>()?);
+    cache.insert(arch.to_owned(), all.clone());
+    Ok(all)
+}
+
+/// One CUDA device: its context, two streams (kernels; host→device copies), and the
+/// kernels compiled for it.
+#[derive(Debug)]
+pub struct Gpu {
+    pub(crate) ctx: Arc<CudaContext>,
+    /// Kernels and small copies run here, in order.
+    pub(crate) compute: Arc<CudaStream>,
+    /// Large host→device uploads, overlapped with `compute` through events.
+    pub(crate) copy: Arc<CudaStream>,
+    pub(crate) k: Kernels,
+    pub name: String,
+    pub arch: String,
+    pub total_memory: u64,
+    /// Free device memory when this handle was made (the one memory-info query).
+    pub free_memory_at_start: u64,
+    pub sm_count: u32,
+}
+
+impl Gpu {
+    /// Opens device `ordinal`: checks the driver library and the device, compiles the
+    /// kernels for its architecture, loads them.
+    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        raw::check_driver()?;
+        let count = CudaContext::device_count().map_err(|e| CudaError::NoDevice(e.to_string()))?;
+        if count <= 0 || ordinal >= count as usize {
+            return Err(CudaError::NoDevice(format!(
+                "device {ordinal} requested, {count} present"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| CudaError::NoDevice(e.to_string()))?;
+        let (major, minor) = ctx.compute_capability().ctx("cuDeviceGetAttribute")?;
+        let arch = format!("sm_{major}{minor}");
+        let name = ctx.name().ctx("cuDeviceGetName")?;
+        let total_memory = ctx.total_mem().ctx("cuDeviceTotalMem")? as u64;
+        let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
+        let sm_count = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .ctx("cuDeviceGetAttribute")? as u32;
+        raw::keep_pool_memory(&ctx)?;
+        let compute = ctx.new_stream().ctx("cuStreamCreate")?;
+        let copy = ctx.new_stream().ctx("cuStreamCreate")?;
+
+        let modules = compiled_modules(&arch)?;
+        let mut map = HashMap::new();
+        let mut loaded = Vec::new();
+        for (src, cubin) in modules.iter() {
+            let module = ctx
+                .load_module(Ptx::from_binary(cubin.clone()))
+                .ctx("cuModuleLoadData")?;
+            for &kname in src.kernels {
+                let f = module.load_function(kname).ctx("cuModuleGetFunction")?;
+                map.insert(kname, f);
+            }
+            loaded.push(module);
+        }
+        // The NTT pass uses up to 32 KiB of dynamic shared memory: under the default
+        // 48 KiB limit, so no attribute change is needed.
+        Ok(Self {
+            ctx,
+            compute,
+            copy,
+            k: Kernels {
+                map,
+                _modules: loaded,
+            },
+            name,
+            arch,
+            total_memory,
+            free_memory_at_start: free as u64,
+            sm_count,
+        })
+    }
+
+    pub fn compute_stream(&self) -> &Arc<CudaStream> {
+        &self.compute
+    }
+
+    /// Allocates `len` elements on the compute stream, poisoned with 0xff bytes (so a
+    /// kernel that forgets to write an element is caught by the checks).
+    pub fn alloc_poisoned<T: DeviceRepr>(&self, len: usize) -> Result<CudaSlice<T>, CudaError> {
+        // SAFETY: the memory is filled right after, on the same stream, before any use.
+        let mut buf = unsafe { self.compute.alloc::<T>(len.max(1)) }.ctx("cuMemAllocAsync")?;
+        raw::memset_d8(&self.compute, &mut buf, 0xff)?;
+        Ok(buf)
+    }
+
+    pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>, CudaError> {
+        self.compute
+            .alloc_zeros::<T>(len.max(1))
+            .ctx("cuMemAllocAsync")
+    }
+
+    /// Copies `data` (reinterpreted as `T`s) into a new device buffer on the compute
+    /// stream. Synchronous with respect to the host buffer (pageable memory).
+    pub fn upload<T: DeviceRepr>(&self, bytes: &[u8]) -> Result<CudaSlice<T>, CudaError> {
+        let len = bytes.len() / std::mem::size_of::<T>();
+        // SAFETY: filled right below on the same stream.
+        let mut buf = unsafe { self.compute.alloc::<T>(len.max(1)) }.ctx("cuMemAllocAsync")?;
+        raw::htod_bytes(&self.compute, bytes, &mut buf, 0)?;
+        Ok(buf)
+    }
+
+    /// Reads a device buffer back (waits for the compute stream's work up to here: a
+    /// stream-scoped wait, never a device-wide one).
+    pub fn download<T: DeviceRepr + Default + Clone>(
+        &self,
+        buf: &CudaSlice<T>,
+        len: usize,
+    ) -> Result<Vec<T>, CudaError> {
+        let mut out = vec![T::default(); len];
+        if len == 0 {
+            return Ok(out);
+        }
+        self.compute
+            .memcpy_dtoh(&buf.slice(0..len), &mut out[..])
+            .ctx("cuMemcpyDtoHAsync")?;
+        self.compute.synchronize().ctx("cuStreamSynchronize")?;
+        Ok(out)
+    }
+
+    /// Waits for everything queued on this handle's streams.
+    pub fn sync(&self) -> Result<(), CudaError> {
+        self.copy.synchronize().ctx("cuStreamSynchronize")?;
+        self.compute.synchronize().ctx("cuStreamSynchronize")
+    }
+
+    /// Kernel `name` of the loaded modules.
+    pub fn function(&self, name: &'static str) -> Result<&CudaFunction, CudaError> {
+        self.k
+            .map
+            .get(name)
+            .ok_or_else(|| CudaError::Shape(format!("no kernel named {name}")))
+    }
+
+    /// Times `f` with CUDA events on the compute stream (milliseconds).
+    pub fn time_ms(&self, f: impl FnOnce() -> Result<(), CudaError>) -> Result<f32, CudaError> {
+        use cudarc::driver::sys::CUevent_flags;
+        let start = self
+            .compute
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .ctx("cuEventRecord")?;
+        f()?;
+        let end = self
+            .compute
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .ctx("cuEventRecord")?;
+        end.synchronize().ctx("cuEventSynchronize")?;
+        start.elapsed_ms(&end).ctx("cuEventElapsedTime")
+    }
+}
+
+/// Launches kernel `$name` on `$gpu`'s compute stream with the given arguments (each
+/// pushed with cudarc's `PushKernelArg`), returning `Result<(), CudaError>`.
+///
+/// Every use passes the arguments its kernel declares, in order, with buffers long
+/// enough for the grid it launches: the one obligation of the unsafe launch inside.
+#[macro_export]
+macro_rules! launch {
+    ($gpu:expr, $name:literal, $cfg:expr, $($arg:expr),* $(,)?) => {{
+        use cudarc::driver::PushKernelArg as _;
+        let gpu: &$crate::gpu::Gpu = $gpu;
+        match gpu.function($name) {
+            Err(e) => Err(e),
+            Ok(f) => {
+                let mut b = gpu.compute_stream().launch_builder(f);
+                $( b.arg($arg); )*
+                // SAFETY: see the macro's documentation; checked by the call site.
+                unsafe { b.launch($cfg) }
+                    .map(|_| ())
+                    .map_err(|source| $crate::error::CudaError::Driver { call: $name, source })
+            }
+        }
+    }};
+}
+
+/// A launch over `n` threads in blocks of `block`.
+pub fn grid(n: usize, block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u64).div_ceil(block as u64).max(1) as u32, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}

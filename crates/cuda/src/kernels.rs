@@ -1,0 +1,185 @@
+//! Kernel sources (embedded `.cu` files) and their run-time compilation by NVRTC.
+//!
+//! Each module is the concatenation of a few `.cu` files (NVRTC has no file system
+//! to `#include` from). Compilation goes straight to a CUBIN for the device's own
+//! architecture (`sm_90` on the H200), so the driver has nothing left to JIT and
+//! Hopper-specific code generation applies.
+
+use std::ffi::{c_char, CStr, CString};
+
+use crate::error::CudaError;
+
+pub const FIELD_CU: &str = include_str!("../kernels/field.cu");
+pub const EC_CU: &str = include_str!("../kernels/ec.cu");
+pub const NTT_CU: &str = include_str!("../kernels/ntt.cu");
+pub const MSM_CU: &str = include_str!("../kernels/msm.cu");
+
+/// One compiled unit: a name for logs and the files it is made of, in order.
+#[derive(Clone, Copy, Debug)]
+pub struct ModuleSource {
+    pub name: &'static str,
+    pub parts: &'static [&'static str],
+    /// The kernels the host looks up in it (all of them must exist after compiling).
+    pub kernels: &'static [&'static str],
+}
+
+impl ModuleSource {
+    pub fn source(&self) -> String {
+        self.parts.concat()
+    }
+}
+
+pub const NTT_MODULE: ModuleSource = ModuleSource {
+    name: "ntt",
+    parts: &[FIELD_CU, NTT_CU],
+    kernels: &[
+        "ntt_pass",
+        "scale_by_powers",
+        "bitrev_permute",
+        "bitrev_scale_copy",
+        "abc_combine",
+        "fr_ops_test",
+    ],
+};
+
+pub const MSM_MODULE: ModuleSource = ModuleSource {
+    name: "msm",
+    parts: &[FIELD_CU, EC_CU, MSM_CU],
+    kernels: &[
+        "msm_histogram",
+        "msm_scan",
+        "msm_scatter",
+        "msm_accumulate",
+        "msm_bucket_segments",
+        "xyzz_reduce",
+        "ones_sum",
+        "replicate_affine",
+        "fq_ops_test",
+        "g1_ops_test",
+    ],
+};
+
+pub const MODULES: [ModuleSource; 2] = [NTT_MODULE, MSM_MODULE];
+
+/// The NVRTC options besides the architecture (also part of the disk-cache key).
+const OPTIONS_TAG: &str = "--std=c++17 --device-as-default-execution-space -DCUZK_NVRTC=1";
+
+/// Whether libnvrtc can be loaded (checked first: cudarc panics on a missing library).
+pub fn nvrtc_available() -> bool {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    std::panic::catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }).unwrap_or(false)
+}
+
+/// A compiled module: the CUBIN image and the compiler's log (warnings).
+#[derive(Debug)]
+pub struct Compiled {
+    pub cubin: Vec<u8>,
+    pub log: String,
+}
+
+/// Compiles `module` for `arch` (e.g. `sm_90`), returning the CUBIN, or the full
+/// compiler log as the error.
+pub fn compile(module: &ModuleSource, arch: &str) -> Result<Compiled, CudaError> {
+    use cudarc::nvrtc::{result, sys};
+    if !nvrtc_available() {
+        return Err(CudaError::NoNvrtc(
+            "libnvrtc.so was not found on the loader path".into(),
+        ));
+    }
+    let src = CString::new(module.source())
+        .map_err(|_| CudaError::Shape("kernel source contains a NUL byte".into()))?;
+    let name = CString::new(format!("{}.cu", module.name)).expect("module names have no NUL");
+    let prog = result::create_program(&src, Some(&name)).map_err(|e| CudaError::Compile {
+        module: module.name,
+        arch: arch.into(),
+        log: format!("nvrtcCreateProgram: {e:?}"),
+    })?;
+    let mut opts = vec![format!("--gpu-architecture={arch}")];
+    opts.extend(OPTIONS_TAG.split(' ').map(str::to_owned));
+    // SAFETY: `prog` was created above and is destroyed exactly once, below.
+    let compiled = unsafe { result::compile_program(prog, &opts) };
+    // SAFETY: as above; the log is a NUL-terminated C string.
+    let log = unsafe { result::get_program_log(prog) }
+        .map(|raw| cstr_lossy(&raw))
+        .unwrap_or_default();
+    let out = match compiled {
+        Err(e) => Err(CudaError::Compile {
+            module: module.name,
+            arch: arch.into(),
+            log: format!("{e:?}\n{log}"),
+        }),
+        Ok(()) => {
+            let mut size = 0usize;
+            // SAFETY: `prog` compiled successfully; the buffer has the size NVRTC reported.
+            unsafe {
+                sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .and_then(|()| {
+                        let mut cubin = vec![0u8; size];
+                        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast::<c_char>())
+                            .result()
+                            .map(|()| cubin)
+                    })
+            }
+            .map(|cubin| Compiled { cubin, log })
+            .map_err(|e| CudaError::Compile {
+                module: module.name,
+                arch: arch.into(),
+                log: format!("nvrtcGetCUBIN: {e:?}"),
+            })
+        }
+    };
+    // SAFETY: created above, not destroyed before.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
+}
+
+fn cstr_lossy(raw: &[c_char]) -> String {
+    let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).collect();
+    match CStr::from_bytes_until_nul(&bytes) {
+        Ok(s) => s.to_string_lossy().into_owned(),
+        Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+/// [`compile`], through an on-disk cache when `CUZK_CUDA_CACHE` names a directory:
+/// the CUBIN is stored under a hash of the source, the architecture and the options,
+/// so a stale file is never used. The gpu-check script ships CUBINs compiled on the
+/// development machine this way and spends no device time in NVRTC.
+pub fn compile_cached(module: &ModuleSource, arch: &str) -> Result<Vec<u8>, CudaError> {
+    let dir = std::env::var_os("CUZK_CUDA_CACHE").map(std::path::PathBuf::from);
+    let path = dir.as_ref().map(|d| {
+        d.join(format!(
+            "{}-{arch}-{:016x}.cubin",
+            module.name,
+            fnv1a(module.source().as_bytes(), arch)
+        ))
+    });
+    if let Some(p) = &path {
+        if let Ok(bytes) = std::fs::read(p) {
+            if !bytes.is_empty() {
+                return Ok(bytes);
+            }
+        }
+    }
+    let compiled = compile(module, arch)?;
+    if let Some(p) = &path {
+        // A cache that cannot be written only costs the next process a compile.
+        let _ = std::fs::create_dir_all(p.parent().unwrap_or(p));
+        let _ = std::fs::write(p, &compiled.cubin);
+    }
+    Ok(compiled.cubin)
+}
+
+fn fnv1a(bytes: &[u8], arch: &str) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in bytes
+        .iter()
+        .chain(arch.as_bytes())
+        .chain(OPTIONS_TAG.as_bytes())
+    {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}

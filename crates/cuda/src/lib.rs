@@ -1,0 +1,35 @@
+//! The CUDA backend: one partition's H computation and G1 MSMs on an NVIDIA GPU.
+//!
+//! Central choice: **kernels are CUDA C compiled at run time by NVRTC** (through
+//! `cudarc` with dynamic loading), not built by `nvcc` at build time. The crate then
+//! builds and its non-GPU tests run on machines without CUDA (CI), a machine without
+//! a driver gets a clear [`CudaError::NoDevice`] instead of a link error or a panic,
+//! and the code is generated for the exact device found (`sm_90` on the H200). The
+//! price, a compile of a few seconds per process, is paid once
+//! ([`gpu::compiled_modules`] caches per process, `CUZK_CUDA_CACHE` on disk).
+//!
+//! Layers: raw driver calls (`cudarc::driver::sys`) → `Result` wrappers
+//! (`cudarc::driver::result`, [`raw`]) → the small safe API of [`gpu`] → the NTT
+//! ([`ntt`]) and MSM ([`msm`]) engines → [`CudaBackend`], the only thing the rest of
+//! cuzk needs, an implementation of [`cuzk_gpu_backend::GpuBackend`].
+//!
+//! Field elements and points cross to the device byte for byte: blstrs stores Fr and
+//! Fq as little-endian u64 Montgomery limbs (R = 2^256 and 2^384), which the kernels
+//! read as u32 limbs with the same R.
+
+pub mod backend;
+pub mod error;
+pub mod gpu;
+pub mod kernels;
+pub mod msm;
+pub mod ntt;
+pub mod raw;
+
+pub use backend::{CudaBackend, CudaConfig};
+pub use error::CudaError;
+pub use gpu::Gpu;
+
+/// Log2 of the NTT domain for `n` constraints (the next power of two).
+pub fn log_domain(n: usize) -> u32 {
+    cuzk_gpu_backend::log_domain(n)
+}

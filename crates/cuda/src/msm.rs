@@ -1,0 +1,327 @@
+//! G1 multi-scalar multiplication on the device (see `kernels/msm.cu`).
+//!
+//! Every MSM is enqueued on the compute stream and returns a [`PendingSum`]: a few
+//! XYZZ points still on the device (one per window, or one for a plain sum). Reading
+//! them back is the only wait, and it is scoped to the stream; the final combination
+//! of window sums (c doublings per window, 16 windows at most) runs on the host in
+//! microseconds.
+
+use blstrs::G1Projective;
+use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
+use group::Group;
+
+use crate::error::CudaError;
+use crate::gpu::{grid, xyzz_to_projective, AffineRepr, FrRepr, Gpu, XyzzRepr};
+
+/// How scalars are stored on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScalarFormat {
+    /// blstrs `Scalar` bytes (Montgomery form), e.g. H's coefficients.
+    Montgomery = 0,
+    /// Canonical little-endian limbs below 2^255 (prep_msm's tail scalars).
+    Canonical = 1,
+}
+
+/// Window size and the derived counts for an MSM of `n` points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsmPlan {
+    /// Window bits.
+    pub c: u32,
+    /// Windows: c · nwin >= 256, so signed digits of a scalar below 2^255 never
+    /// carry out of the top window.
+    pub nwin: u32,
+    /// Buckets per window: digit magnitudes 1..=2^(c-1).
+    pub nb: u32,
+    /// Segments per window in the bucket reduction.
+    pub segs: u32,
+}
+
+impl MsmPlan {
+    pub fn for_window(c: u32) -> Self {
+        let c = c.clamp(2, 20);
+        let nb = 1u32 << (c - 1);
+        Self {
+            c,
+            nwin: 256u32.div_ceil(c),
+            nb,
+            segs: (nb / SEGMENT_LEN).max(1),
+        }
+    }
+
+    /// The default window for `n` points: large enough that the bucket reduction
+    /// (~2^c additions per window) stays small next to the n additions per window.
+    pub fn for_size(n: usize) -> Self {
+        let log = usize::BITS - n.max(1).leading_zeros();
+        Self::for_window(log.saturating_sub(6).clamp(4, 16))
+    }
+
+    /// Device bytes the MSM's scratch buffers take for `n` scalars.
+    pub fn scratch_bytes(&self, n: usize) -> u64 {
+        let slots = self.nwin as u64 * self.nb as u64;
+        slots * 4 * 3
+            + self.nwin as u64 * n as u64 * 4
+            + slots * 192
+            + self.nwin as u64 * self.segs as u64 * 192 * 2
+    }
+}
+
+/// Buckets each thread of the reduction walks.
+const SEGMENT_LEN: u32 = 16;
+/// Points summed per thread in the tree reductions.
+const FAN: u32 = 32;
+/// Bitmap words (64 bases) per thread in the ones sum.
+const ONES_WORDS_PER_THREAD: u32 = 4;
+
+/// An MSM result still on the device.
+#[derive(Debug)]
+pub struct PendingSum {
+    sums: CudaSlice<XyzzRepr>,
+    count: usize,
+    /// Window bits for a Pippenger result; 0 for a plain sum.
+    c: u32,
+}
+
+impl PendingSum {
+    /// Reads the window sums back (waits for the compute stream up to them) and
+    /// combines them: Σ_w 2^(c·w) · S_w.
+    pub fn finish(self, gpu: &Gpu) -> Result<G1Projective, CudaError> {
+        let sums = gpu.download(&self.sums, self.count)?;
+        let mut acc = G1Projective::identity();
+        for s in sums.iter().rev() {
+            for _ in 0..self.c {
+                acc = acc.double();
+            }
+            acc += xyzz_to_projective(s);
+        }
+        Ok(acc)
+    }
+}
+
+/// Sums `count` XYZZ points in groups of `group` (count divisible by group) down to one
+/// point per group.
+fn reduce_groups(
+    gpu: &Gpu,
+    mut cur: CudaSlice<XyzzRepr>,
+    mut count: u32,
+    mut group: u32,
+) -> Result<CudaSlice<XyzzRepr>, CudaError> {
+    while group > 1 {
+        let fan = group.min(FAN);
+        // Keep groups aligned: fan must divide the group size (both powers of two,
+        // or the single-group case where alignment does not matter).
+        let fan = if group % fan == 0 || count == group {
+            fan
+        } else {
+            1
+        };
+        let out_count = count.div_ceil(fan);
+        let mut out = gpu.alloc_poisoned::<XyzzRepr>(out_count as usize)?;
+        crate::launch!(
+            gpu,
+            "xyzz_reduce",
+            grid(out_count as usize, 64),
+            &cur,
+            &mut out,
+            &count,
+            &fan
+        )?;
+        cur = out;
+        count = out_count;
+        group = group.div_ceil(fan);
+    }
+    Ok(cur)
+}
+
+/// Enqueues Σ scalars[i] · bases[map(i)] for i < n, where map is `index_map` if
+/// given (tail indices) and the identity otherwise.
+pub fn msm(
+    gpu: &Gpu,
+    bases: &CudaSlice<AffineRepr>,
+    scalars: &CudaSlice<FrRepr>,
+    n: usize,
+    format: ScalarFormat,
+    index_map: Option<&CudaSlice<u32>>,
+    plan: MsmPlan,
+) -> Result<PendingSum, CudaError> {
+    if scalars.len() < n || (index_map.is_none() && bases.len() < n) {
+        return Err(CudaError::Shape(format!(
+            "MSM of {n} terms over {} bases and {} scalars",
+            bases.len(),
+            scalars.len()
+        )));
+    }
+    if let Some(m) = index_map {
+        if m.len() < n {
+            return Err(CudaError::Shape(format!(
+                "MSM of {n} terms with {} indices",
+                m.len()
+            )));
+        }
+    }
+    if n as u64 * plan.nwin as u64 >= 1u64 << 31 {
+        return Err(CudaError::Shape(format!(
+            "MSM of {n} terms is too large for one launch"
+        )));
+    }
+    let MsmPlan { c, nwin, nb, segs } = plan;
+    if n == 0 {
+        let sums = gpu.alloc_zeros::<XyzzRepr>(1)?;
+        return Ok(PendingSum {
+            sums,
+            count: 1,
+            c: 0,
+        });
+    }
+    let slots = (nwin * nb) as usize;
+    let nn = n as u32;
+    let fmt = format as u32;
+
+    let mut counts = gpu.alloc_zeros::<u32>(slots)?;
+    crate::launch!(
+        gpu,
+        "msm_histogram",
+        grid(n, 256),
+        scalars,
+        &nn,
+        &fmt,
+        &c,
+        &nwin,
+        &mut counts
+    )?;
+    let mut offsets = gpu.alloc_poisoned::<u32>(slots)?;
+    let mut cursors = gpu.alloc_poisoned::<u32>(slots)?;
+    let scan_cfg = LaunchConfig {
+        grid_dim: (nwin, 1, 1),
+        block_dim: (1024, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    crate::launch!(
+        gpu,
+        "msm_scan",
+        scan_cfg,
+        &counts,
+        &mut offsets,
+        &mut cursors,
+        &nb,
+        &nn
+    )?;
+    drop(counts);
+    let mut sorted = gpu.alloc_poisoned::<u32>(n * nwin as usize)?;
+    // The index map goes in as a raw pointer (0 for none); its guard records the use.
+    let (map_ptr, _map_use) = match index_map {
+        Some(m) => {
+            let (p, g) = m.device_ptr(gpu.compute_stream());
+            (p, Some(g))
+        }
+        None => (0u64, None),
+    };
+    crate::launch!(
+        gpu,
+        "msm_scatter",
+        grid(n, 256),
+        scalars,
+        &map_ptr,
+        &nn,
+        &fmt,
+        &c,
+        &nwin,
+        &mut cursors,
+        &mut sorted
+    )?;
+    let mut buckets = gpu.alloc_poisoned::<XyzzRepr>(slots)?;
+    let total = slots as u32;
+    crate::launch!(
+        gpu,
+        "msm_accumulate",
+        grid(slots, 128),
+        bases,
+        &sorted,
+        &offsets,
+        &cursors,
+        &total,
+        &mut buckets
+    )?;
+    drop(sorted);
+    drop(offsets);
+    drop(cursors);
+    let parts = (nwin * segs) as usize;
+    let mut partials = gpu.alloc_poisoned::<XyzzRepr>(parts)?;
+    crate::launch!(
+        gpu,
+        "msm_bucket_segments",
+        grid(parts, 64),
+        &buckets,
+        &nb,
+        &segs,
+        &nwin,
+        &mut partials
+    )?;
+    drop(buckets);
+    let sums = reduce_groups(gpu, partials, parts as u32, segs)?;
+    Ok(PendingSum {
+        sums,
+        count: nwin as usize,
+        c,
+    })
+}
+
+/// Enqueues the plain sum of the bases whose bit is set in `words` (a density bitmap
+/// over the first `n_bases` bases): prep_msm's "ones".
+pub fn ones_sum(
+    gpu: &Gpu,
+    bases: &CudaSlice<AffineRepr>,
+    words: &CudaSlice<u64>,
+    n_words: usize,
+    n_bases: usize,
+) -> Result<PendingSum, CudaError> {
+    if bases.len() < n_bases || words.len() < n_words || n_words * 64 < n_bases {
+        return Err(CudaError::Shape(format!(
+            "ones sum over {n_bases} bases with {} bases and {n_words} bitmap words",
+            bases.len()
+        )));
+    }
+    let parts = n_words.div_ceil(ONES_WORDS_PER_THREAD as usize).max(1);
+    let mut partials = gpu.alloc_poisoned::<XyzzRepr>(parts)?;
+    let (nw, nbs, wpt, np) = (
+        n_words as u32,
+        n_bases as u32,
+        ONES_WORDS_PER_THREAD,
+        parts as u32,
+    );
+    crate::launch!(
+        gpu,
+        "ones_sum",
+        grid(parts, 64),
+        bases,
+        words,
+        &nw,
+        &nbs,
+        &wpt,
+        &mut partials,
+        &np
+    )?;
+    let sums = reduce_groups(gpu, partials, np, np)?;
+    Ok(PendingSum {
+        sums,
+        count: 1,
+        c: 0,
+    })
+}
+
+/// Fills `out` with copies of `src` (benchmark bases).
+pub fn replicate_bases(
+    gpu: &Gpu,
+    src: &CudaSlice<AffineRepr>,
+    out: &mut CudaSlice<AffineRepr>,
+) -> Result<(), CudaError> {
+    let (m, n) = (src.len() as u32, out.len() as u32);
+    crate::launch!(
+        gpu,
+        "replicate_affine",
+        grid(n as usize, 256),
+        src,
+        &m,
+        &mut *out,
+        &n
+    )
+}
