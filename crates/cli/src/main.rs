@@ -1,1 +1,84 @@
-fn main() {}
+//! `cuzk`: prove, verify and benchmark Groth16 proofs for BLS12-381.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use cuzk_circuits::Builtin;
+
+mod demo;
+mod progress;
+mod prove;
+mod table;
+
+/// cuzk proves Groth16 (BLS12-381) circuits the way Filecoin's C2 does, stage by
+/// stage, and prints what each stage cost. Its proofs are byte-identical to
+/// bellperson's for the same parameters, circuit and randomness.
+///
+/// Start with `cuzk demo`: it generates parameters for a built-in circuit (cached),
+/// proves a few proofs, verifies them with bellperson's verifier and prints the
+/// per-stage times.
+#[derive(Parser, Debug)]
+#[command(name = "cuzk", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Prove and verify a few proofs of a built-in circuit and print per-stage times.
+    Demo(demo::DemoArgs),
+    /// Prove a built-in circuit and write the proof (192 bytes, bellperson's encoding).
+    Prove(prove::ProveArgs),
+    /// Verify a proof written by `cuzk prove` with bellperson's verifier.
+    Verify(prove::VerifyArgs),
+    /// Parameter files: generate, inspect.
+    Params {
+        #[command(subcommand)]
+        command: ParamsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ParamsCommand {
+    /// Generate parameters for a built-in circuit and write them as a `.params` file.
+    Gen(prove::ParamsGenArgs),
+    /// Print the section sizes of a `.params` file without decoding its points.
+    Info {
+        /// The `.params` file.
+        file: PathBuf,
+    },
+}
+
+/// Which built-in circuit, and how big.
+#[derive(Args, Debug, Clone)]
+pub struct CircuitArgs {
+    /// The built-in circuit: `sha256` (a chain of SHA-256 compressions: boolean
+    /// witness, like PoRep) or `mul` (a chain of multiplications: random witness).
+    #[arg(long, default_value = "sha256", value_parser = parse_builtin)]
+    pub circuit: Builtin,
+    /// Size as log2 of the constraint count (the NTT domain), 10 to 22.
+    #[arg(long = "log", default_value_t = 16, value_parser = clap::value_parser!(u32).range(10..=22))]
+    pub log: u32,
+}
+
+fn parse_builtin(s: &str) -> Result<Builtin, String> {
+    Builtin::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = Builtin::ALL.iter().map(|b| b.name()).collect();
+        format!("unknown circuit `{s}`: choose one of {}", names.join(", "))
+    })
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Prove(args) => prove::prove(args),
+        Command::Verify(args) => prove::verify(args),
+        Command::Params { command } => match command {
+            ParamsCommand::Gen(args) => prove::params_gen(args),
+            ParamsCommand::Info { file } => prove::params_info(&file),
+        },
+    }
+}

@@ -1,0 +1,383 @@
+//! The stage functions both the single-proof [`Prover`] and the pipelined engine
+//! call, and the single-proof path itself.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use blstrs::{G1Affine, G2Affine, G2Projective, Scalar};
+use cuzk_alloc::{Abc, Witness};
+use cuzk_assembly::{assemble, AssemblyError, AssemblyKey, MsmSums, ProofPoints};
+use cuzk_gpu_backend::{BackendError, GpuBackend, PartitionJob, PartitionResult, SplitMsm};
+use cuzk_msm_cpu::{prep_msm, split_msm_g2, MsmError, SplitScalars};
+use cuzk_synth::{check_shape, check_witness, spmv_parallel, R1cs, SynthError, Throttle};
+use rayon::ThreadPool;
+
+use crate::srs::{Srs, SrsError};
+
+/// Knobs of the single-proof path.
+#[derive(Clone, Debug, Default)]
+pub struct ProverConfig {
+    /// Check `a·b = c` for every constraint before the MSMs and fail with the first
+    /// constraint that does not hold (costs one pass over a, b, c).
+    pub check_witness: bool,
+    /// Run the B query in G2 on the backend instead of the CPU `b_g2_msm` stage
+    /// (only if the backend offers G2).
+    pub b_g2_on_backend: bool,
+}
+
+/// Wall time of each stage of one proof. `gpu` and `b_g2_msm` overlap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    pub synthesis: Duration,
+    pub spmv: Duration,
+    pub prep_msm: Duration,
+    /// The backend's partition call: H (NTTs) and the G1 MSMs.
+    pub gpu: Duration,
+    pub b_g2_msm: Duration,
+    pub assembly: Duration,
+    pub dealloc: Duration,
+    pub total: Duration,
+}
+
+impl StageTimes {
+    /// Names and durations in pipeline order, for tables.
+    pub fn rows(&self) -> [(&'static str, Duration); 8] {
+        [
+            ("synthesis", self.synthesis),
+            ("spmv", self.spmv),
+            ("prep_msm", self.prep_msm),
+            ("gpu (H + G1 MSMs)", self.gpu),
+            ("b_g2_msm", self.b_g2_msm),
+            ("assembly", self.assembly),
+            ("dealloc", self.dealloc),
+            ("total", self.total),
+        ]
+    }
+
+    /// Adds another proof's times (for averages over many proofs).
+    pub fn accumulate(&mut self, other: &StageTimes) {
+        self.synthesis += other.synthesis;
+        self.spmv += other.spmv;
+        self.prep_msm += other.prep_msm;
+        self.gpu += other.gpu;
+        self.b_g2_msm += other.b_g2_msm;
+        self.assembly += other.assembly;
+        self.dealloc += other.dealloc;
+        self.total += other.total;
+    }
+}
+
+/// A proof and what it cost.
+#[derive(Clone, Debug)]
+pub struct Proved {
+    pub proof: ProofPoints,
+    pub times: StageTimes,
+}
+
+/// Why a proof failed. Each variant names the stage.
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    #[error("synthesis failed: {0}")]
+    Synthesis(#[from] SynthError),
+    #[error("the parameters do not fit the circuit: {0}")]
+    Params(#[from] SrsError),
+    #[error("prep_msm or b_g2_msm failed: {0}")]
+    Msm(#[from] MsmError),
+    #[error("the backend failed: {0}")]
+    Backend(#[from] BackendError),
+    #[error("assembly failed: {0}")]
+    Assembly(#[from] AssemblyError),
+    #[error("the {0} stage panicked; this is a bug in cuzk or in a plugin")]
+    Panicked(&'static str),
+    #[error("the proof did not verify{0}")]
+    Verification(String),
+}
+
+/// The three query splits `prep_msm` produces.
+#[derive(Debug)]
+pub struct Splits {
+    pub l: SplitScalars,
+    pub a: SplitScalars,
+    pub b: SplitScalars,
+}
+
+impl Splits {
+    pub fn heap_size(&self) -> usize {
+        self.l.heap_size() + self.a.heap_size() + self.b.heap_size()
+    }
+}
+
+/// The bases of each query a circuit of one shape needs, checked once.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryBases<'a> {
+    pub h: &'a [G1Affine],
+    pub l: &'a [G1Affine],
+    pub a: &'a [G1Affine],
+    pub b_g1: &'a [G1Affine],
+    pub b_g2: &'a [G2Affine],
+}
+
+/// Checks the parameters against the circuit's shape and slices each query.
+pub fn query_bases<'a>(srs: &'a Srs, r1cs: &R1cs) -> Result<QueryBases<'a>, SrsError> {
+    if srs.ic_len != r1cs.num_inputs() {
+        return Err(SrsError::IcLength {
+            have: srs.ic_len,
+            need: r1cs.num_inputs(),
+        });
+    }
+    let n = r1cs.num_constraints();
+    let domain = n.max(1).next_power_of_two();
+    if srs.h.len() != domain - 1 {
+        return Err(SrsError::HLength {
+            have: srs.h.len(),
+            need: domain - 1,
+            constraints: n,
+            domain,
+        });
+    }
+    let a_count = r1cs.num_inputs() + r1cs.a_aux_density().count();
+    let b_count = r1cs.b_input_density().count() + r1cs.b_aux_density().count();
+    Ok(QueryBases {
+        h: srs.h.as_slice(),
+        l: srs.l.prefix("l", r1cs.num_aux())?,
+        a: srs.a.prefix("a", a_count)?,
+        b_g1: srs.b_g1.prefix("b_g1", b_count)?,
+        b_g2: srs.b_g2.prefix("b_g2", b_count)?,
+    })
+}
+
+/// spmv: `a, b, c` from the witness, optionally checked.
+pub fn spmv_stage(
+    r1cs: &R1cs,
+    witness: &Witness,
+    pool: &ThreadPool,
+    throttle: &dyn Throttle,
+    check: bool,
+) -> Result<Abc, SynthError> {
+    check_shape(r1cs, witness)?;
+    let abc = spmv_parallel(r1cs, witness, pool, throttle)?;
+    if check {
+        check_witness(r1cs, &abc)?;
+    }
+    Ok(abc)
+}
+
+/// prep_msm for the L, A and B queries.
+pub fn prep_stage(r1cs: &R1cs, witness: &Witness, pool: &ThreadPool) -> Result<Splits, MsmError> {
+    let _span = tracing::info_span!("prep_msm").entered();
+    Ok(Splits {
+        l: prep_msm(&[], None, &witness.aux, None, pool)?,
+        a: prep_msm(
+            &witness.input,
+            None,
+            &witness.aux,
+            Some(r1cs.a_aux_density()),
+            pool,
+        )?,
+        b: prep_msm(
+            &witness.input,
+            Some(r1cs.b_input_density()),
+            &witness.aux,
+            Some(r1cs.b_aux_density()),
+            pool,
+        )?,
+    })
+}
+
+/// The backend's partition call.
+pub fn gpu_stage(
+    backend: &dyn GpuBackend,
+    abc: Abc,
+    bases: &QueryBases<'_>,
+    splits: &Splits,
+    b_g2_on_backend: bool,
+) -> Result<PartitionResult, BackendError> {
+    let job = PartitionJob {
+        abc,
+        h_bases: bases.h,
+        l: SplitMsm {
+            bases: bases.l,
+            split: &splits.l,
+        },
+        a: SplitMsm {
+            bases: bases.a,
+            split: &splits.a,
+        },
+        b_g1: SplitMsm {
+            bases: bases.b_g1,
+            split: &splits.b,
+        },
+        b_g2: b_g2_on_backend.then_some(SplitMsm {
+            bases: bases.b_g2,
+            split: &splits.b,
+        }),
+    };
+    backend.prove_partition(job)
+}
+
+/// The `b_g2_msm` stage: the B query in G2 on the CPU pool given.
+pub fn b_g2_msm(
+    bases: &[G2Affine],
+    split: &SplitScalars,
+    pool: &ThreadPool,
+) -> Result<G2Projective, MsmError> {
+    let _span = tracing::info_span!("b_g2_msm").entered();
+    split_msm_g2(bases, split, pool)
+}
+
+/// Assembly from the backend's result and the G2 sum.
+pub fn assembly_stage(
+    key: &AssemblyKey,
+    result: &PartitionResult,
+    b_g2: G2Projective,
+    r: Scalar,
+    s: Scalar,
+) -> Result<ProofPoints, AssemblyError> {
+    let _span = tracing::info_span!("assembly").entered();
+    assemble(
+        key,
+        &MsmSums {
+            h: result.h,
+            l: result.l,
+            a: result.a,
+            b_g1: result.b_g1,
+            b_g2,
+        },
+        r,
+        s,
+    )
+}
+
+/// Runs a proof's stages in order on the pools it owns.
+pub struct Prover {
+    backend: Arc<dyn GpuBackend>,
+    /// Synthesis (spmv) and prep_msm.
+    synth_pool: Arc<ThreadPool>,
+    /// `b_g2_msm`: the groth16 pool of the C2 history, sized separately (32 beat 192).
+    b_g2_pool: Arc<ThreadPool>,
+    throttle: Arc<dyn Throttle>,
+    config: ProverConfig,
+}
+
+impl std::fmt::Debug for Prover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prover")
+            .field("backend", &self.backend.capabilities().name)
+            .field("synth_threads", &self.synth_pool.current_num_threads())
+            .field("b_g2_threads", &self.b_g2_pool.current_num_threads())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Prover {
+    pub fn new(
+        backend: Arc<dyn GpuBackend>,
+        synth_pool: Arc<ThreadPool>,
+        b_g2_pool: Arc<ThreadPool>,
+        throttle: Arc<dyn Throttle>,
+        config: ProverConfig,
+    ) -> Self {
+        Self {
+            backend,
+            synth_pool,
+            b_g2_pool,
+            throttle,
+            config,
+        }
+    }
+
+    pub fn backend(&self) -> &Arc<dyn GpuBackend> {
+        &self.backend
+    }
+
+    pub fn synth_pool(&self) -> &Arc<ThreadPool> {
+        &self.synth_pool
+    }
+
+    pub fn b_g2_pool(&self) -> &Arc<ThreadPool> {
+        &self.b_g2_pool
+    }
+
+    pub fn config(&self) -> &ProverConfig {
+        &self.config
+    }
+
+    /// Proves one witness of `r1cs`. `synthesis` is the time the caller spent
+    /// computing the witness, reported in the stage table.
+    pub fn prove_witness(
+        &self,
+        r1cs: &R1cs,
+        witness: Witness,
+        srs: &Srs,
+        r: Scalar,
+        s: Scalar,
+        synthesis: Duration,
+    ) -> Result<Proved, ProveError> {
+        let start = Instant::now();
+        let mut times = StageTimes {
+            synthesis,
+            ..StageTimes::default()
+        };
+        let bases = query_bases(srs, r1cs)?;
+
+        let t = Instant::now();
+        let abc = spmv_stage(
+            r1cs,
+            &witness,
+            &self.synth_pool,
+            self.throttle.as_ref(),
+            self.config.check_witness,
+        )?;
+        times.spmv = t.elapsed();
+
+        let t = Instant::now();
+        let splits = prep_stage(r1cs, &witness, &self.synth_pool)?;
+        times.prep_msm = t.elapsed();
+        let t = Instant::now();
+        drop(witness);
+        times.dealloc += t.elapsed();
+
+        // The backend's partition call, with b_g2_msm overlapping it on its own pool.
+        let g2_on_backend = self.config.b_g2_on_backend && self.backend.capabilities().g2;
+        let (gpu, b_g2) = std::thread::scope(|scope| {
+            let b_g2 = (!g2_on_backend).then(|| {
+                scope.spawn(|| {
+                    let t = Instant::now();
+                    let r = b_g2_msm(bases.b_g2, &splits.b, &self.b_g2_pool);
+                    (r, t.elapsed())
+                })
+            });
+            let t = Instant::now();
+            let gpu = gpu_stage(self.backend.as_ref(), abc, &bases, &splits, g2_on_backend)
+                .map(|r| (r, t.elapsed()));
+            let b_g2 = b_g2.map(|h| h.join().map_err(|_| ProveError::Panicked("b_g2_msm")));
+            (gpu, b_g2)
+        });
+        let (result, gpu_time) = gpu?;
+        times.gpu = gpu_time;
+        let b_g2_sum = match (b_g2, result.b_g2) {
+            (Some(joined), _) => {
+                let (sum, t) = joined?;
+                times.b_g2_msm = t;
+                sum?
+            }
+            (None, Some(sum)) => sum,
+            (None, None) => {
+                return Err(BackendError::Unsupported("the G2 MSM it was asked for").into())
+            }
+        };
+
+        let t = Instant::now();
+        let proof = assembly_stage(&srs.key, &result, b_g2_sum, r, s)?;
+        times.assembly = t.elapsed();
+
+        let t = Instant::now();
+        drop(splits);
+        times.dealloc += t.elapsed();
+        times.total = start.elapsed() + synthesis;
+        Ok(Proved { proof, times })
+    }
+}
