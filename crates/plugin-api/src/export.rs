@@ -172,18 +172,27 @@ mod throttle {
     }
     pub extern "C" fn raise<T: ThrottlePlugin>(i: &Instance) -> RResult<(), AbiError> {
         // SAFETY: as in `backend`.
-        guard(|| Ok(unsafe { this::<T>(i) }.raise()))
+        guard(|| {
+            unsafe { this::<T>(i) }.raise();
+            Ok(())
+        })
     }
     pub extern "C" fn lower<T: ThrottlePlugin>(i: &Instance) -> RResult<(), AbiError> {
         // SAFETY: as above.
-        guard(|| Ok(unsafe { this::<T>(i) }.lower()))
+        guard(|| {
+            unsafe { this::<T>(i) }.lower();
+            Ok(())
+        })
     }
     pub extern "C" fn checkpoint<T: ThrottlePlugin>(
         i: &Instance,
         worker: u64,
     ) -> RResult<(), AbiError> {
         // SAFETY: as above.
-        guard(|| Ok(unsafe { this::<T>(i) }.checkpoint(worker)))
+        guard(|| {
+            unsafe { this::<T>(i) }.checkpoint(worker);
+            Ok(())
+        })
     }
 }
 

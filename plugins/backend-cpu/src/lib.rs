@@ -7,12 +7,13 @@
 //!
 //! Two conversions are not free, and both are linear in the partition (the NTTs and
 //! MSMs behind them are not): `CpuBackend` takes `Abc` as owned `Vec`s of this
-//! library's allocator, so `a, b, c` are copied out of the host's buffers (one at a
-//! time, each host buffer freed right after its copy, so the peak grows by one
-//! vector, not three); and `SplitScalars` has no constructor from its parts, so each
-//! split is rebuilt by running `prep_msm` over scalars reassembled from the parts
-//! (exact: the split of a split's scalars is that split). A GPU backend reads the
-//! host's slices directly and pays neither.
+//! library's allocator, so `a, b, c` are copied out of the host's buffers, one at a
+//! time, each into a vector with room for the NTT domain and each host buffer freed
+//! right after its copy (in-process, `compute_h` grows synthesis's vectors to the
+//! domain, which is a copy too unless synthesis reserved it); and `SplitScalars` has
+//! no constructor from its parts, so each split is rebuilt by running `prep_msm`
+//! over scalars reassembled from the parts (exact: the split of a split's scalars
+//! is that split). A GPU backend reads the host's slices directly and pays neither.
 
 use std::sync::Arc;
 
@@ -88,10 +89,11 @@ impl BackendPlugin for Cpu {
             }
             _ => None,
         };
+        let domain = abc.a.len().max(1).next_power_of_two();
         let abc = Abc {
-            a: to_vec(abc.a),
-            b: to_vec(abc.b),
-            c: to_vec(abc.c),
+            a: to_vec(abc.a, domain),
+            b: to_vec(abc.b, domain),
+            c: to_vec(abc.c, domain),
         };
         let job = PartitionJob {
             abc,
@@ -131,9 +133,11 @@ fn g1<'a>(m: &SplitMsmC<'a, cuzk_plugin_api::G1AffineRepr>) -> &'a [G1Affine] {
     G1Affine::slice_from_repr(m.bases.as_slice())
 }
 
-/// Copies a host vector into one of this library's, then frees the host's.
-fn to_vec(v: RVec<ScalarRepr>) -> Vec<Scalar> {
-    let out = Scalar::slice_from_repr(v.as_slice()).to_vec();
+/// Copies a host vector into one of this library's with room for the NTT domain
+/// (so `compute_h` pads it in place), then frees the host's.
+fn to_vec(v: RVec<ScalarRepr>, domain: usize) -> Vec<Scalar> {
+    let mut out = Vec::with_capacity(domain.max(v.len()));
+    out.extend_from_slice(Scalar::slice_from_repr(v.as_slice()));
     drop(v);
     out
 }
