@@ -6,10 +6,13 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::Builtin;
 
+mod bench;
 mod demo;
 mod progress;
 mod prove;
+mod runtime;
 mod table;
+mod tools;
 
 /// cuzk proves Groth16 (BLS12-381) circuits the way Filecoin's C2 does, stage by
 /// stage, and prints what each stage cost. Its proofs are byte-identical to
@@ -37,6 +40,21 @@ enum Command {
     Params {
         #[command(subcommand)]
         command: ParamsCommand,
+    },
+    /// Run a workload (jobs of several partitions) through the pipelined engine and
+    /// print s/proof, proofs/hour, GPU busy %, peak RSS and the stage table; writes
+    /// the TIMELINE, a waterfall picture and a manifest.
+    Bench(bench::BenchArgs),
+    /// Compare two configurations: runs A and B interleaved and reports the ratio
+    /// B/A with a 95% confidence interval.
+    Ab(bench::AbArgs),
+    /// Analyse a recorded TIMELINE: per-stage statistics, GPU busy %, waits, and a
+    /// waterfall picture.
+    Timeline(tools::TimelineArgs),
+    /// Plugins: list what is installed, check one file.
+    Plugins {
+        #[command(subcommand)]
+        command: tools::PluginsCommand,
     },
 }
 
@@ -80,5 +98,9 @@ fn main() -> Result<()> {
             ParamsCommand::Gen(args) => prove::params_gen(args),
             ParamsCommand::Info { file } => prove::params_info(&file),
         },
+        Command::Bench(args) => bench::bench(args),
+        Command::Ab(args) => bench::ab(args),
+        Command::Timeline(args) => tools::timeline(args),
+        Command::Plugins { command } => tools::plugins(command),
     }
 }

@@ -1,0 +1,617 @@
+//! `cuzk bench` and `cuzk ab`: workloads through the pipelined engine, with a
+//! manifest that says exactly what ran.
+
+use std::{
+    fs,
+    io::Write,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{bail, Context, Result};
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::{Bls12, Scalar};
+use clap::{Args, ValueEnum};
+use cuzk::pipeline::{job, BellpersonVerifier, PartitionInput};
+use cuzk::{Parameters, R1cs, Srs};
+use cuzk_circuits::{AnyCircuit, Builtin, PorepLike};
+use cuzk_plugin_host::BackendNeeds;
+use cuzk_scheduler::Engine;
+use cuzk_timeline::{analyse, Analysis, Recorder};
+use sha2::{Digest, Sha256};
+
+use crate::{
+    progress,
+    prove::{blinding, default_cache_dir},
+    runtime::{load_policies, Loaded, RunArgs, RunConfig},
+    CircuitArgs,
+};
+
+/// The circuits a workload can be made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadCircuit {
+    /// SHA-256 chain (boolean witness).
+    Sha256,
+    /// Multiplication chain (random witness).
+    Mul,
+    /// A synthetic partition with the R1CS shape of a 32 GiB PoRep partition.
+    Porep,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// The circuit of every partition.
+    #[arg(long, value_enum, default_value = "sha256")]
+    pub circuit: WorkloadCircuit,
+    /// Size as log2 of the constraint count, 10 to 24.
+    #[arg(long = "log", default_value_t = 16, value_parser = clap::value_parser!(u32).range(10..=24))]
+    pub log: u32,
+    /// Jobs (proofs), all submitted at once.
+    #[arg(long, default_value_t = 4)]
+    pub jobs: usize,
+    /// Partitions per job (PoRep: 10).
+    #[arg(long, default_value_t = 2)]
+    pub partitions: usize,
+    /// Use random points of the right sizes instead of real parameters: fast to
+    /// make at any size, but proofs do not verify (verification is switched off
+    /// and results are labelled timing-only).
+    #[arg(long)]
+    pub timing_only: bool,
+    /// A `.params` file for the circuit (instead of generated, cached ones).
+    #[arg(long)]
+    pub params: Option<PathBuf>,
+    /// Cache folder for generated parameters.
+    #[arg(long, default_value_os_t = default_cache_dir())]
+    pub cache_dir: PathBuf,
+    /// Where runs write their timeline, waterfall and manifest.
+    #[arg(long, default_value = "cuzk-runs")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Print every TIMELINE line to stderr as it happens.
+    #[arg(long)]
+    pub timeline_stderr: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AbArgs {
+    /// Configuration A (`cuzk.toml`).
+    pub a: PathBuf,
+    /// Configuration B.
+    pub b: PathBuf,
+    /// Rounds; each runs A then B (A B A B ...).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+}
+
+/// A built-in circuit of any kind, for partitions.
+#[derive(Clone, Debug)]
+enum WorkCircuit {
+    Builtin(AnyCircuit),
+    Porep(PorepLike),
+}
+
+impl Circuit<Scalar> for WorkCircuit {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        match self {
+            WorkCircuit::Builtin(c) => c.synthesize(cs),
+            WorkCircuit::Porep(c) => c.synthesize(cs),
+        }
+    }
+}
+
+impl WorkCircuit {
+    fn new(kind: WorkloadCircuit, log: u32, seed: Option<u64>) -> Result<Self> {
+        Ok(match kind {
+            WorkloadCircuit::Sha256 => {
+                WorkCircuit::Builtin(AnyCircuit::new(Builtin::Sha256Chain, log, seed)?)
+            }
+            WorkloadCircuit::Mul => {
+                WorkCircuit::Builtin(AnyCircuit::new(Builtin::MulChain, log, seed)?)
+            }
+            WorkloadCircuit::Porep => WorkCircuit::Porep(PorepLike::new(log, seed)?),
+        })
+    }
+
+    fn public_inputs(&self) -> Result<Vec<Scalar>> {
+        Ok(match self {
+            WorkCircuit::Builtin(c) => c.public_inputs()?,
+            WorkCircuit::Porep(c) => c.public_inputs()?,
+        })
+    }
+
+    fn name(kind: WorkloadCircuit) -> &'static str {
+        match kind {
+            WorkloadCircuit::Sha256 => "sha256",
+            WorkloadCircuit::Mul => "mul",
+            WorkloadCircuit::Porep => "porep",
+        }
+    }
+}
+
+/// What every run of a workload shares: the compiled shape and the parameters.
+pub struct Prepared {
+    r1cs: Arc<R1cs>,
+    srs: Arc<Srs>,
+    params: Arc<Parameters<Bls12>>,
+    timing_only: bool,
+    w: WorkloadArgs,
+}
+
+/// Compiles the workload's shape and gets its parameters (generated and cached,
+/// read from `--params`, or timing-only).
+pub fn prepare(w: &WorkloadArgs) -> Result<Prepared> {
+    let pb = progress::spinner(format!(
+        "compiling the {} circuit at 2^{}",
+        WorkCircuit::name(w.circuit),
+        w.log
+    ));
+    let probe = WorkCircuit::new(w.circuit, w.log, Some(0))?;
+    let compiled = cuzk_synth::compile(probe)?;
+    let r1cs = Arc::new(compiled.r1cs);
+    pb.finish_and_clear();
+
+    let params = if w.timing_only {
+        let shape = cuzk_params::timing::TimingShape {
+            num_inputs: r1cs.num_inputs(),
+            num_aux: r1cs.num_aux(),
+            a_aux_dense: r1cs.a_aux_density().count(),
+            b_inputs_dense: r1cs.b_input_density().count(),
+            b_aux_dense: r1cs.b_aux_density().count(),
+            domain: r1cs.num_constraints().next_power_of_two(),
+        };
+        let pb = progress::spinner("making timing-only parameters (random points)");
+        let p = cuzk_params::timing::timing_only_params(&shape, 7)?;
+        pb.finish_and_clear();
+        p.into_params()
+    } else if let Some(path) = &w.params {
+        cuzk_params::read_params(path, cuzk_params::Validation::None)?
+    } else {
+        match w.circuit {
+            WorkloadCircuit::Porep => {
+                fs::create_dir_all(&w.cache_dir)?;
+                let path = w.cache_dir.join(format!("cuzk-porep-2^{}.params", w.log));
+                let pb = progress::spinner(format!(
+                    "parameters for porep at 2^{} (generated once, cached in {})",
+                    w.log,
+                    path.display()
+                ));
+                let p = cuzk_params::load_or_generate(&path, PorepLike::new(w.log, None)?, 0)?;
+                pb.finish_and_clear();
+                p
+            }
+            kind => {
+                let builtin = if kind == WorkloadCircuit::Sha256 {
+                    Builtin::Sha256Chain
+                } else {
+                    Builtin::MulChain
+                };
+                crate::prove::load_params(
+                    None,
+                    &w.cache_dir,
+                    &CircuitArgs {
+                        circuit: builtin,
+                        log: w.log,
+                    },
+                )?
+            }
+        }
+    };
+    let srs = Arc::new(cuzk::srs_from_source(&&params, &r1cs)?);
+    Ok(Prepared {
+        r1cs,
+        srs,
+        params: Arc::new(params),
+        timing_only: w.timing_only,
+        w: w.clone(),
+    })
+}
+
+/// The figures of one run.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub wall_s: f64,
+    pub s_per_proof: f64,
+    pub proofs_per_hour: f64,
+    pub peak_rss_bytes: Option<u64>,
+    pub analysis: Analysis,
+    pub dir: PathBuf,
+    pub verified: bool,
+}
+
+fn peak_rss() -> Option<u64> {
+    let s = fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+fn run_dir(out: &Path, label: &str) -> Result<PathBuf> {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let dir = out.join(format!("{t}-{label}"));
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Runs the workload once with `cfg`, writing timeline, waterfall and manifest to
+/// a new folder under `--out`.
+pub fn run_once(
+    prep: &Prepared,
+    cfg: &RunConfig,
+    label: &str,
+    timeline_stderr: bool,
+    show_progress: bool,
+) -> Result<RunResult> {
+    let w = &prep.w;
+    let mut cfg = cfg.clone();
+    if prep.timing_only {
+        cfg.engine.verify = false;
+    }
+    let needs = BackendNeeds {
+        log_domain: Some(
+            prep.r1cs
+                .num_constraints()
+                .next_power_of_two()
+                .trailing_zeros(),
+        ),
+        g2: cfg.engine.b_g2_on_backend,
+        resident_bases: false,
+    };
+    let Loaded { policies, sources } = load_policies(&cfg, &needs)?;
+    let dir = run_dir(&w.out, label)?;
+    let timeline_path = dir.join("timeline.jsonl");
+    let recorder = Arc::new(
+        Recorder::new(Instant::now())
+            .with_jsonl(&timeline_path)?
+            .with_timeline_stderr(timeline_stderr),
+    );
+    let backend_caps = policies.backend.capabilities();
+    let engine = Engine::start(cfg.engine.clone(), policies, recorder.clone())?;
+
+    let verifier = (!prep.timing_only).then(|| Arc::new(BellpersonVerifier::new(&prep.params.vk)));
+    // Partition witnesses are built up front so the run measures proving only.
+    let mut jobs = Vec::with_capacity(w.jobs);
+    for j in 0..w.jobs {
+        let mut parts = Vec::with_capacity(w.partitions);
+        for p in 0..w.partitions {
+            let seed = (j * 1000 + p + 1) as u64;
+            let circuit = WorkCircuit::new(w.circuit, w.log, Some(seed))?;
+            let public_inputs = if prep.timing_only {
+                Vec::new()
+            } else {
+                circuit.public_inputs()?
+            };
+            let (r, s) = blinding(seed);
+            parts.push(PartitionInput {
+                circuit,
+                r,
+                s,
+                public_inputs,
+            });
+        }
+        jobs.push(job(
+            prep.r1cs.clone(),
+            prep.srs.clone(),
+            parts,
+            verifier.clone(),
+        ));
+    }
+
+    let pb = show_progress.then(|| progress::bar(w.jobs as u64, format!("{label}: proofs")));
+    let start = Instant::now();
+    let handles: Vec<_> = jobs.into_iter().map(|j| engine.submit(j)).collect();
+    let mut verified = true;
+    for h in handles {
+        let id = h.id();
+        let out = h
+            .wait()
+            .with_context(|| format!("job {id} of the {label} run failed"))?;
+        verified &= out.verified;
+        if let Some(pb) = &pb {
+            pb.inc(1);
+        }
+    }
+    let wall = start.elapsed().as_secs_f64();
+    drop(engine);
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    recorder.flush()?;
+    let events = recorder.events();
+    let analysis = analyse(&events);
+    fs::write(
+        dir.join("waterfall.svg"),
+        cuzk_timeline::render_svg(&events),
+    )?;
+    fs::write(
+        dir.join("waterfall.html"),
+        cuzk_timeline::render_html(&events),
+    )?;
+    let s_per_proof = wall / w.jobs.max(1) as f64;
+    let result = RunResult {
+        wall_s: wall,
+        s_per_proof,
+        proofs_per_hour: 3600.0 / s_per_proof,
+        peak_rss_bytes: peak_rss(),
+        analysis,
+        dir: dir.clone(),
+        verified: verified && !prep.timing_only && cfg.engine.verify,
+    };
+    write_manifest(
+        &dir,
+        prep,
+        &cfg,
+        &sources,
+        &backend_caps,
+        &result,
+        &timeline_path,
+    )?;
+    Ok(result)
+}
+
+fn file_sha256(path: &Path) -> Option<String> {
+    let bytes = fs::read(path).ok()?;
+    Some(hex::encode(Sha256::digest(&bytes)))
+}
+
+fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown (not run from a git checkout)".into())
+}
+
+fn cpu_model() -> String {
+    fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn mem_total() -> Option<u64> {
+    let s = fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = s
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_manifest(
+    dir: &Path,
+    prep: &Prepared,
+    cfg: &RunConfig,
+    sources: &[(&'static str, String, Option<PathBuf>)],
+    caps: &cuzk_gpu_backend::Capabilities,
+    r: &RunResult,
+    timeline: &Path,
+) -> Result<()> {
+    let w = &prep.w;
+    let plugins: Vec<_> = sources
+        .iter()
+        .map(|(slot, name, path)| {
+            serde_json::json!({
+                "slot": slot,
+                "plugin": name,
+                "path": path.as_ref().map(|p| p.display().to_string()),
+                "sha256": path.as_ref().and_then(|p| file_sha256(p)),
+            })
+        })
+        .collect();
+    let e = &cfg.engine;
+    let manifest = serde_json::json!({
+        "git_revision": git_revision(),
+        "cuzk_version": env!("CARGO_PKG_VERSION"),
+        "config_file": cfg.source.as_ref().map(|p| p.display().to_string()),
+        "engine": {
+            "synth_jobs": e.synth_jobs, "synth_threads": e.synth_threads,
+            "gpu_workers_per_device": e.gpu_workers_per_device, "gpu_threads": e.gpu_threads,
+            "memory_budget": e.memory_budget, "verify": e.verify,
+            "check_witness": e.check_witness, "b_g2_on_backend": e.b_g2_on_backend,
+        },
+        "plugins": plugins,
+        "workload": {
+            "circuit": WorkCircuit::name(w.circuit), "log_constraints": w.log,
+            "constraints": prep.r1cs.num_constraints(), "jobs": w.jobs,
+            "partitions": w.partitions,
+            "parameters": if prep.timing_only { cuzk_params::timing::TIMING_ONLY_LABEL } else { "real (proofs verify)" },
+        },
+        "machine": {
+            "cpu": cpu_model(),
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "ram_bytes": mem_total(),
+            "backend": caps.name,
+            "gpus": caps.devices.iter().map(|d| serde_json::json!({"name": d.name, "total_memory": d.total_memory})).collect::<Vec<_>>(),
+        },
+        "results": {
+            "wall_s": r.wall_s, "s_per_proof": r.s_per_proof,
+            "proofs_per_hour": r.proofs_per_hour, "peak_rss_bytes": r.peak_rss_bytes,
+            "gpu_busy_pct": r.analysis.gpu_busy.iter().map(|d| d.busy_pct).collect::<Vec<_>>(),
+            "verified": r.verified,
+        },
+        "timeline": timeline.display().to_string(),
+    });
+    let mut f = fs::File::create(dir.join("manifest.json"))?;
+    f.write_all(serde_json::to_string_pretty(&manifest)?.as_bytes())?;
+    Ok(())
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn print_result(label: &str, prep: &Prepared, r: &RunResult) {
+    let w = &prep.w;
+    println!(
+        "{label}: {} jobs x {} partitions of {} at 2^{}{}",
+        w.jobs,
+        w.partitions,
+        WorkCircuit::name(w.circuit),
+        w.log,
+        if prep.timing_only {
+            format!(" [{}]", cuzk_params::timing::TIMING_ONLY_LABEL)
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  {:.3} s/proof, {:.1} proofs/hour, wall {:.2} s, peak RSS {}, proofs {}",
+        r.s_per_proof,
+        r.proofs_per_hour,
+        r.wall_s,
+        r.peak_rss_bytes.map(gib).unwrap_or_else(|| "?".into()),
+        if r.verified {
+            "verified"
+        } else {
+            "NOT verified"
+        }
+    );
+    for d in &r.analysis.gpu_busy {
+        println!(
+            "  GPU {} busy {:.1}%",
+            d.device
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "-".into()),
+            d.busy_pct
+        );
+    }
+    print!("{}", r.analysis);
+    println!("  timeline, waterfall and manifest: {}", r.dir.display());
+}
+
+pub fn bench(args: BenchArgs) -> Result<()> {
+    let cfg = args.run.resolve()?;
+    let prep = prepare(&args.workload)?;
+    let r = run_once(&prep, &cfg, "bench", args.timeline_stderr, true)?;
+    print_result("bench", &prep, &r);
+    Ok(())
+}
+
+/// Median and 95% confidence interval of ratios (t-interval on their logs, so
+/// A/B and B/A are symmetric).
+pub fn ratio_stats(ratios: &[f64]) -> (f64, f64, f64) {
+    let mut v = ratios.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    if n < 2 {
+        return (median, f64::NAN, f64::NAN);
+    }
+    let logs: Vec<f64> = v.iter().map(|r| r.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half = t975(n - 1) * (var / n as f64).sqrt();
+    (median, (mean - half).exp(), (mean + half).exp())
+}
+
+/// The 97.5% quantile of Student's t with `df` degrees of freedom.
+fn t975(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    if df == 0 {
+        f64::INFINITY
+    } else if df <= 30 {
+        T[df - 1]
+    } else {
+        1.96
+    }
+}
+
+pub fn ab(args: AbArgs) -> Result<()> {
+    if args.rounds < 2 {
+        bail!("an A/B comparison needs at least 2 rounds for a confidence interval");
+    }
+    let mk = |path: &Path| {
+        RunArgs {
+            config: Some(path.to_path_buf()),
+            ..RunArgs::default()
+        }
+        .resolve()
+    };
+    let (cfg_a, cfg_b) = (mk(&args.a)?, mk(&args.b)?);
+    let prep = prepare(&args.workload)?;
+    let pb = progress::bar(2 * args.rounds as u64, "A/B runs");
+    let mut ratios = Vec::new();
+    let mut rows = Vec::new();
+    for round in 0..args.rounds {
+        let a = run_once(&prep, &cfg_a, &format!("r{round}-A"), false, false)?;
+        pb.inc(1);
+        let b = run_once(&prep, &cfg_b, &format!("r{round}-B"), false, false)?;
+        pb.inc(1);
+        ratios.push(b.s_per_proof / a.s_per_proof);
+        rows.push((round, a.s_per_proof, b.s_per_proof));
+    }
+    pb.finish_and_clear();
+    println!("A = {}\nB = {}", args.a.display(), args.b.display());
+    println!(
+        "{:>6} {:>12} {:>12} {:>8}",
+        "round", "A s/proof", "B s/proof", "B/A"
+    );
+    for ((round, a, b), r) in rows.iter().zip(&ratios) {
+        println!("{round:>6} {a:>12.4} {b:>12.4} {r:>8.4}");
+    }
+    let (median, lo, hi) = ratio_stats(&ratios);
+    println!(
+        "B/A median {median:.4}, 95% CI [{lo:.4}, {hi:.4}] over {} rounds",
+        ratios.len()
+    );
+    if lo > 1.0 {
+        println!("=> B is slower than A: the difference is distinguishable from noise.");
+    } else if hi < 1.0 {
+        println!("=> B is faster than A: the difference is distinguishable from noise.");
+    } else {
+        println!("=> no difference distinguishable from noise at this many rounds.");
+    }
+    println!("runs under {}", args.workload.out.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratio_ci_contains_the_truth_and_excludes_one_when_clear() {
+        let (m, lo, hi) = ratio_stats(&[1.10, 1.12, 1.09, 1.11, 1.10]);
+        assert!((m - 1.10).abs() < 1e-9);
+        assert!(lo > 1.0 && hi < 1.2 && lo < m && m < hi);
+        let (_, lo, hi) = ratio_stats(&[0.9, 1.1, 1.0, 0.95, 1.05]);
+        assert!(lo < 1.0 && hi > 1.0);
+    }
+}
