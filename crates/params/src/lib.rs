@@ -78,6 +78,7 @@ pub use bellperson::groth16::{Parameters, VerifyingKey};
 pub use bellperson::SynthesisError;
 
 pub mod generate;
+pub mod timing;
 mod layout;
 mod point;
 
