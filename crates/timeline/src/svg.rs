@@ -327,11 +327,15 @@ pub fn render_svg(events: &[Event]) -> String {
 
 fn render_svg_inner(events: &[Event], analysis: &Analysis) -> String {
     let iv = intervals(events);
-    let span = (iv.end_ms - iv.start_ms).max(1e-3);
-    let frame = Frame {
-        t0: iv.start_ms,
-        span,
+    // Times count from the run's start: if the first event is close to it, the
+    // axis starts at 0 so its ticks read as round numbers.
+    let t0 = if iv.start_ms >= 0.0 && iv.start_ms < 0.05 * (iv.end_ms - iv.start_ms) {
+        0.0
+    } else {
+        iv.start_ms
     };
+    let span = (iv.end_ms - t0).max(1e-3);
+    let frame = Frame { t0, span };
 
     // Lanes.
     let mut by_lane: BTreeMap<LaneKey, Vec<&Interval>> = BTreeMap::new();
@@ -488,6 +492,19 @@ fn render_svg_inner(events: &[Event], analysis: &Analysis) -> String {
         }
         prev_group = Some(lane.key.group);
         let mut label = lane.key.label();
+        // The assembly lane also carries verification; say so when it does.
+        if lane.key.group == Group::Assembly {
+            let has = |st| {
+                lane.bars
+                    .iter()
+                    .any(|(_, i)| i.kind == IntervalKind::Stage(st))
+            };
+            match (has(Stage::Assembly), has(Stage::Verify)) {
+                (true, true) => label = label.replacen("assembly", "assembly/verify", 1),
+                (false, true) => label = label.replacen("assembly", "verify", 1),
+                _ => {}
+            }
+        }
         if lane.rows > 1 {
             let _ = write!(label, " ×{}", lane.rows);
         }
@@ -503,7 +520,7 @@ fn render_svg_inner(events: &[Event], analysis: &Analysis) -> String {
     // Grid and axes.
     let in_seconds = span >= 10_000.0;
     let step = nice_step(span, 12.0);
-    let first_tick = (iv.start_ms / step).ceil() * step;
+    let first_tick = (t0 / step).ceil() * step;
     let mut t = first_tick;
     while t <= iv.end_ms + step * 1e-9 {
         let x = frame.x(t);
@@ -568,7 +585,7 @@ fn render_svg_inner(events: &[Event], analysis: &Analysis) -> String {
         let yv = |v: f64| top + BAND_H - v / max * (BAND_H - 3.0);
         let mut pts = String::new();
         let mut prev = 0.0;
-        let _ = write!(pts, "{:.1},{:.1}", frame.x(iv.start_ms), yv(0.0));
+        let _ = write!(pts, "{:.1},{:.1}", frame.x(t0), yv(0.0));
         for &(t, v) in &ser.points {
             let x = frame.x(t);
             let _ = write!(pts, " {x:.1},{:.1} {x:.1},{:.1}", yv(prev), yv(v));
