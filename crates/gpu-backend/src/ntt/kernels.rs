@@ -7,7 +7,33 @@ use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
+use super::fr;
 use super::{ColPass, Domain, Roots};
+
+/// `(l, h) ← (l + h, (l − h)·w)`.
+#[inline(always)]
+fn dif_butterfly(l: &mut Scalar, h: &mut Scalar, w: &Scalar) {
+    let (u, v) = (fr::from_scalar(l), fr::from_scalar(h));
+    *l = fr::to_scalar(fr::add(&u, &v));
+    *h = fr::to_scalar(fr::sub(&u, &v)) * w;
+}
+
+/// `(l, h) ← (l + h·w, l − h·w)`.
+#[inline(always)]
+fn dit_butterfly(l: &mut Scalar, h: &mut Scalar, w: &Scalar) {
+    let u = fr::from_scalar(l);
+    let v = fr::from_scalar(&(*h * w));
+    *l = fr::to_scalar(fr::add(&u, &v));
+    *h = fr::to_scalar(fr::sub(&u, &v));
+}
+
+/// `(l, h) ← (l + h, l − h)`: both butterflies with a unit twiddle.
+#[inline(always)]
+fn unit_butterfly(l: &mut Scalar, h: &mut Scalar) {
+    let (u, v) = (fr::from_scalar(l), fr::from_scalar(h));
+    *l = fr::to_scalar(fr::add(&u, &v));
+    *h = fr::to_scalar(fr::sub(&u, &v));
+}
 
 /// `k`-bit reversal of `x` (`x < 2^k`).
 #[inline]
@@ -31,9 +57,8 @@ pub(super) fn dif(x: &mut [Scalar], tw: &[Scalar], unit_last: bool) {
     while half >= 1 {
         if half == 1 && unit_last {
             for pair in x.chunks_exact_mut(2) {
-                let (u, v) = (pair[0], pair[1]);
-                pair[0] = u + v;
-                pair[1] = u - v;
+                let (l, h) = pair.split_at_mut(1);
+                unit_butterfly(&mut l[0], &mut h[0]);
             }
             break;
         }
@@ -41,9 +66,7 @@ pub(super) fn dif(x: &mut [Scalar], tw: &[Scalar], unit_last: bool) {
         for block in x.chunks_exact_mut(2 * half) {
             let (lo, hi) = block.split_at_mut(half);
             for ((l, h), w) in lo.iter_mut().zip(hi.iter_mut()).zip(w) {
-                let (u, v) = (*l, *h);
-                *l = u + v;
-                *h = (u - v) * w;
+                dif_butterfly(l, h, w);
             }
         }
         half /= 2;
@@ -59,9 +82,8 @@ pub(super) fn dit(x: &mut [Scalar], tw: &[Scalar], unit_first: bool) {
     while half < n {
         if half == 1 && unit_first {
             for pair in x.chunks_exact_mut(2) {
-                let (u, v) = (pair[0], pair[1]);
-                pair[0] = u + v;
-                pair[1] = u - v;
+                let (l, h) = pair.split_at_mut(1);
+                unit_butterfly(&mut l[0], &mut h[0]);
             }
             half = 2;
             continue;
@@ -70,10 +92,7 @@ pub(super) fn dit(x: &mut [Scalar], tw: &[Scalar], unit_first: bool) {
         for block in x.chunks_exact_mut(2 * half) {
             let (lo, hi) = block.split_at_mut(half);
             for ((l, h), w) in lo.iter_mut().zip(hi.iter_mut()).zip(w) {
-                let u = *l;
-                let v = *h * w;
-                *l = u + v;
-                *h = u - v;
+                dit_butterfly(l, h, w);
             }
         }
         half *= 2;
@@ -215,7 +234,8 @@ pub(super) fn fused_top_pass(
             dit(&mut xb, twf, false);
             dit(&mut xc, twf, false);
             for ((a, b), c) in xa.iter_mut().zip(&xb).zip(&xc) {
-                *a = (*a * b - c) * z_inv;
+                let ab = fr::from_scalar(&(*a * b));
+                *a = fr::to_scalar(fr::sub(&ab, &fr::from_scalar(c))) * z_inv;
             }
             dif(&mut xa, &twi[t * k..(t + 1) * k], false);
             for (x, c) in xa.iter().zip(ca.iter_mut()) {
@@ -242,7 +262,7 @@ where
         .for_each(|(i, x)| f(i, x));
 }
 
-/// `v[i] *= g^(offset + i)`, in parallel chunks; two products per element.
+/// `v[i] *= scale·g^i`, in parallel chunks; two products per element.
 pub(super) fn distribute_powers(v: &mut [Scalar], g: Scalar, scale: Scalar) {
     const CHUNK: usize = 1 << 12;
     v.par_chunks_mut(CHUNK).enumerate().for_each(|(i, x)| {

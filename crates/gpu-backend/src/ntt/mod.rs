@@ -44,6 +44,7 @@ use rayon::ThreadPool;
 
 use crate::BackendError;
 
+mod fr;
 mod h;
 mod kernels;
 
