@@ -88,8 +88,19 @@ fn parse_builtin(s: &str) -> Result<Builtin, String> {
     })
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The chain of causes, without a backtrace: these are the user's errors
+            // (a bad file, a missing plugin), not ours.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Prove(args) => prove::prove(args),

@@ -58,7 +58,7 @@ pub enum PluginsCommand {
 fn print_info(info: &PluginInfo) {
     println!(
         "{:<9} {:<10} ABI v{:<3} {}",
-        format!("{:?}", info.kind).to_lowercase(),
+        info.kind.as_str(),
         info.name,
         info.abi_version,
         info.path.display()
@@ -67,7 +67,7 @@ fn print_info(info: &PluginInfo) {
         println!("          {}", info.description);
     }
     for p in &info.params {
-        println!("          param {p:?}");
+        println!("          {} = {} (default): {}", p.name, p.default, p.help);
     }
     if let Some(c) = &info.capabilities {
         println!(

@@ -822,6 +822,15 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
         } = item;
         if sh.is_over(job.id) {
             sh.dealloc(job.id, p, Released::of(abc, "abc"));
+            sh.rec(
+                Ev::BudgetReleased,
+                job.id,
+                p,
+                None,
+                None,
+                Some(permit.bytes()),
+                "",
+            );
             drop(permit);
             sh.partition_left(job.id, p, None);
             continue;
@@ -1030,9 +1039,18 @@ fn finisher(sh: &Shared, rx: &Receiver<FinishItem>) {
             Err(still_shared) => drop(still_shared),
         }
         times.dealloc += t.elapsed();
-        let bytes = permit.bytes();
+        // Recorded before the permit goes back, so a waiter's BUDGET_ACQUIRED never
+        // precedes this release in the timeline.
+        sh.rec(
+            Ev::BudgetReleased,
+            job.id,
+            p,
+            None,
+            None,
+            Some(permit.bytes()),
+            "",
+        );
         drop(permit);
-        sh.rec(Ev::BudgetReleased, job.id, p, None, None, Some(bytes), "");
         times.total = started.elapsed();
         match outcome {
             Ok(proof) => sh.partition_left(job.id, p, Some((proof, times))),

@@ -1,0 +1,433 @@
+//! The pipelined engine: many jobs of several partitions at once through every
+//! combination of the shipped plugins, cancellation, failures that stay inside
+//! their job, and the memory budget. Every returned proof is verified by the
+//! engine (bellperson's verifier) and checked again here.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, OnceLock,
+    },
+    time::Instant,
+};
+
+use bellperson::groth16::{generate_random_parameters, Parameters};
+use blstrs::{Bls12, Scalar};
+use cuzk::pipeline::{job, to_bellperson, BellpersonVerifier, PartitionInput};
+use cuzk_alloc::InlineDealloc;
+use cuzk_circuits::MulChain;
+use cuzk_gpu_backend::{
+    lock::{GpuLock, NoLock, SingleLock, SplitLock},
+    BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob, PartitionResult,
+};
+use cuzk_plugin_host::{PluginSpec, SearchPath};
+use cuzk_scheduler::{
+    partition_bytes, Engine, EngineConfig, JobError, JobSpec, Policies, Unthrottled,
+};
+use cuzk_timeline::{EventKind, Recorder};
+use ff::Field;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+const LOG: u32 = 10;
+
+struct Fixture {
+    params: Parameters<Bls12>,
+    r1cs: Arc<cuzk::R1cs>,
+    srs: Arc<cuzk::Srs>,
+    verifier: Arc<BellpersonVerifier>,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let params = generate_random_parameters::<Bls12, _, _>(
+            MulChain::new(LOG, 2, None).unwrap(),
+            &mut ChaCha20Rng::seed_from_u64(1),
+        )
+        .unwrap();
+        let r1cs = Arc::new(
+            cuzk_synth::compile(MulChain::new(LOG, 2, Some(0)).unwrap())
+                .unwrap()
+                .r1cs,
+        );
+        let srs = Arc::new(cuzk::srs_from_source(&&params, &r1cs).unwrap());
+        let verifier = Arc::new(BellpersonVerifier::new(&params.vk));
+        Fixture {
+            params,
+            r1cs,
+            srs,
+            verifier,
+        }
+    })
+}
+
+fn seed(j: usize, p: usize) -> u64 {
+    (j * 100 + p + 1) as u64
+}
+
+fn make_job(j: usize, partitions: usize) -> JobSpec {
+    let f = fixture();
+    let parts = (0..partitions)
+        .map(|p| {
+            let c = MulChain::new(LOG, 2, Some(seed(j, p))).unwrap();
+            let mut g = ChaCha20Rng::seed_from_u64(seed(j, p));
+            PartitionInput {
+                public_inputs: c.public_inputs().unwrap(),
+                circuit: c,
+                r: Scalar::random(&mut g),
+                s: Scalar::random(&mut g),
+            }
+        })
+        .collect();
+    job(
+        f.r1cs.clone(),
+        f.srs.clone(),
+        parts,
+        Some(f.verifier.clone()),
+    )
+}
+
+/// Checks job `j`'s proofs: partition order, each verifies for its own inputs.
+fn check_proofs(j: usize, proofs: &[cuzk::ProofPoints]) {
+    let f = fixture();
+    for (p, proof) in proofs.iter().enumerate() {
+        let inputs = MulChain::new(LOG, 2, Some(seed(j, p)))
+            .unwrap()
+            .public_inputs()
+            .unwrap();
+        assert!(
+            cuzk::verify(&f.params.vk, &to_bellperson(proof), &inputs).unwrap(),
+            "job {j} partition {p} does not verify for its own inputs"
+        );
+    }
+}
+
+fn small_config() -> EngineConfig {
+    EngineConfig {
+        synth_jobs: 2,
+        synth_threads: 2,
+        gpu_workers_per_device: 2,
+        gpu_threads: 1,
+        memory_budget: Some(1 << 30),
+        ..EngineConfig::default()
+    }
+}
+
+fn cpu_backend() -> Arc<dyn GpuBackend> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    Arc::new(CpuBackend::new(Arc::new(pool)))
+}
+
+fn in_process(lock: Arc<dyn GpuLock>) -> Policies {
+    Policies {
+        backend: cpu_backend(),
+        dealloc: Arc::new(InlineDealloc),
+        throttle: Arc::new(Unthrottled),
+        lock,
+    }
+}
+
+fn recorder() -> Arc<Recorder> {
+    Arc::new(Recorder::new(Instant::now()))
+}
+
+/// `<target>/<profile>`, where cargo puts the plugin libraries.
+fn plugin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// Builds the plugins if this test run has not (a no-op after `cargo build --workspace`).
+fn ensure_plugins() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = plugin_dir();
+        let names = [
+            "cuzk-plugin-backend-cpu",
+            "cuzk-plugin-dealloc-inline",
+            "cuzk-plugin-dealloc-detached",
+            "cuzk-plugin-dealloc-bounded",
+            "cuzk-plugin-throttle-off",
+            "cuzk-plugin-throttle-flag",
+            "cuzk-plugin-gpu-lock-single",
+            "cuzk-plugin-gpu-lock-split",
+            "cuzk-fixture-faulty-backend",
+        ];
+        let mut cmd = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
+        cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .args(["build", "--release", "--quiet"]);
+        for n in names {
+            cmd.args(["-p", n]);
+        }
+        if dir.file_name().is_some_and(|n| n == "release") {
+            let status = cmd.status().expect("running cargo to build the plugins");
+            assert!(status.success(), "building the plugins failed");
+        }
+        dir
+    })
+}
+
+fn run_jobs(engine: &Engine, jobs: usize, partitions: usize) {
+    let handles: Vec<_> = (0..jobs)
+        .map(|j| (j, engine.submit(make_job(j, partitions))))
+        .collect();
+    for (j, h) in handles {
+        let out = h.wait().unwrap_or_else(|e| panic!("job {j} failed: {e}"));
+        assert!(out.verified);
+        assert_eq!(out.proofs.len(), partitions);
+        check_proofs(j, &out.proofs);
+    }
+}
+
+#[test]
+fn many_jobs_through_in_process_locks() {
+    let locks: [Arc<dyn GpuLock>; 3] = [
+        Arc::new(SingleLock::new()),
+        Arc::new(SplitLock::new()),
+        Arc::new(NoLock),
+    ];
+    for lock in locks {
+        let engine = Engine::start(small_config(), in_process(lock), recorder()).unwrap();
+        run_jobs(&engine, 4, 3);
+    }
+}
+
+#[test]
+fn every_combination_of_shipped_plugins_proves_the_same() {
+    let dir = ensure_plugins();
+    let search = SearchPath::dir(dir);
+    let backend = cuzk_plugin_host::load_backend(
+        &PluginSpec::new("cpu").with_param("threads", "2"),
+        &search,
+        &Default::default(),
+    )
+    .unwrap();
+    // The same blinding gives the same proof whatever the strategies: compare
+    // every combination's bytes with the in-process run's.
+    let reference = {
+        let engine = Engine::start(
+            small_config(),
+            in_process(Arc::new(SingleLock::new())),
+            recorder(),
+        )
+        .unwrap();
+        engine.submit(make_job(0, 2)).wait().unwrap().proofs
+    };
+    for dealloc in ["inline", "detached", "bounded"] {
+        for throttle in ["off", "flag"] {
+            for lock in ["single", "split"] {
+                let policies = Policies {
+                    backend: backend.clone(),
+                    dealloc: cuzk_plugin_host::load_dealloc(&PluginSpec::new(dealloc), &search)
+                        .unwrap(),
+                    throttle: cuzk_plugin_host::load_throttle(&PluginSpec::new(throttle), &search)
+                        .unwrap(),
+                    lock: cuzk_plugin_host::load_gpu_lock(&PluginSpec::new(lock), &search).unwrap(),
+                };
+                let engine = Engine::start(small_config(), policies, recorder()).unwrap();
+                let handles: Vec<_> = (0..2).map(|j| engine.submit(make_job(j, 2))).collect();
+                for (j, h) in handles.into_iter().enumerate() {
+                    let out = h
+                        .wait()
+                        .unwrap_or_else(|e| panic!("{dealloc}/{throttle}/{lock}: job {j}: {e}"));
+                    check_proofs(j, &out.proofs);
+                    if j == 0 {
+                        assert_eq!(out.proofs, reference, "{dealloc}/{throttle}/{lock}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cancelling_a_job_leaves_the_others_alone() {
+    let mut cfg = small_config();
+    cfg.synth_jobs = 1;
+    cfg.gpu_workers_per_device = 1;
+    let rec = recorder();
+    let engine = Engine::start(cfg, in_process(Arc::new(SingleLock::new())), rec.clone()).unwrap();
+    let a = engine.submit(make_job(0, 3));
+    let b = engine.submit(make_job(1, 3));
+    let c = engine.submit(make_job(2, 3));
+    engine.cancel(b.id());
+    assert!(matches!(b.wait(), Err(JobError::Cancelled)));
+    check_proofs(0, &a.wait().unwrap().proofs);
+    check_proofs(2, &c.wait().unwrap().proofs);
+    drop(engine);
+    let events = rec.events();
+    assert!(events.iter().any(|e| e.event == EventKind::JobCancelled));
+    // No partition of the cancelled job reached the GPU after the cancel... at most
+    // the one in flight did: far fewer than its three.
+    let b_gpu = events
+        .iter()
+        .filter(|e| e.event == EventKind::GpuStart && e.job == 2)
+        .count();
+    assert!(
+        b_gpu <= 1,
+        "{b_gpu} partitions of the cancelled job ran on the GPU"
+    );
+}
+
+/// Delegates to the CPU backend but fails its `fail_at`-th call.
+struct FailsOnce {
+    inner: Arc<dyn GpuBackend>,
+    calls: AtomicUsize,
+    fail_at: usize,
+}
+
+impl GpuBackend for FailsOnce {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == self.fail_at {
+            return Err(BackendError::Device("injected failure".into()));
+        }
+        self.inner.prove_partition(job)
+    }
+}
+
+#[test]
+fn a_failing_partition_fails_only_its_job() {
+    let mut cfg = small_config();
+    cfg.gpu_workers_per_device = 1;
+    let policies = Policies {
+        backend: Arc::new(FailsOnce {
+            inner: cpu_backend(),
+            calls: AtomicUsize::new(0),
+            fail_at: 1,
+        }),
+        ..in_process(Arc::new(SingleLock::new()))
+    };
+    let engine = Engine::start(cfg, policies, recorder()).unwrap();
+    let handles: Vec<_> = (0..3).map(|j| (j, engine.submit(make_job(j, 2)))).collect();
+    let mut failed = 0;
+    for (j, h) in handles {
+        match h.wait() {
+            Ok(out) => check_proofs(j, &out.proofs),
+            Err(e) => {
+                failed += 1;
+                assert!(e.to_string().contains("injected failure"), "{e}");
+            }
+        }
+    }
+    assert_eq!(failed, 1);
+    // The engine goes on after the failure.
+    run_jobs(&engine, 1, 1);
+}
+
+#[test]
+fn a_plugin_failing_mid_proof_is_an_error_and_the_process_goes_on() {
+    let dir = ensure_plugins();
+    let search = SearchPath::dir(dir);
+    for mode in ["error", "panic"] {
+        let faulty = cuzk_plugin_host::load_backend(
+            &PluginSpec::new(
+                dir.join("libcuzk_fixture_faulty_backend.so")
+                    .display()
+                    .to_string(),
+            )
+            .with_param("mode", mode),
+            &search,
+            &Default::default(),
+        )
+        .unwrap();
+        let policies = Policies {
+            backend: faulty,
+            ..in_process(Arc::new(SingleLock::new()))
+        };
+        let engine = Engine::start(small_config(), policies, recorder()).unwrap();
+        let err = engine.submit(make_job(0, 2)).wait().unwrap_err();
+        assert!(matches!(err, JobError::Partition { .. }), "{mode}: {err}");
+    }
+    // And the same process still proves.
+    let engine = Engine::start(
+        small_config(),
+        in_process(Arc::new(SingleLock::new())),
+        recorder(),
+    )
+    .unwrap();
+    run_jobs(&engine, 1, 2);
+}
+
+#[test]
+fn memory_budget_blocks_then_admits_and_refuses_what_never_fits() {
+    let one = partition_bytes(&fixture().r1cs);
+    let mut cfg = small_config();
+    // Room for one partition at a time: the second waits for the first's permit.
+    cfg.memory_budget = Some(one + one / 2);
+    let rec = recorder();
+    let engine = Engine::start(
+        cfg.clone(),
+        in_process(Arc::new(SingleLock::new())),
+        rec.clone(),
+    )
+    .unwrap();
+    run_jobs(&engine, 2, 2);
+    drop(engine);
+    let events = rec.events();
+    assert!(
+        events.iter().any(|e| e.event == EventKind::BudgetWaitStart),
+        "with room for one partition, some partition must have waited"
+    );
+    // Never more than one partition holding memory at once.
+    let mut held = 0i64;
+    let mut sorted = events.clone();
+    sorted.sort_by(|a, b| a.ms.total_cmp(&b.ms));
+    for e in &sorted {
+        match e.event {
+            EventKind::BudgetAcquired => held += 1,
+            EventKind::BudgetReleased => held -= 1,
+            _ => {}
+        }
+        assert!(held <= 1, "two partitions held memory at once");
+    }
+
+    cfg.memory_budget = Some(one - 1);
+    let engine = Engine::start(cfg, in_process(Arc::new(SingleLock::new())), recorder()).unwrap();
+    let err = engine.submit(make_job(0, 1)).wait().unwrap_err();
+    assert!(matches!(err, JobError::Budget(_)), "{err}");
+    assert!(err.to_string().contains("memory budget"), "{err}");
+}
+
+#[test]
+fn timeline_records_every_stage_of_every_partition() {
+    let rec = recorder();
+    let engine = Engine::start(
+        small_config(),
+        in_process(Arc::new(SingleLock::new())),
+        rec.clone(),
+    )
+    .unwrap();
+    run_jobs(&engine, 2, 2);
+    drop(engine);
+    let events = rec.events();
+    for kind in [
+        EventKind::SynthStart,
+        EventKind::SpmvEnd,
+        EventKind::PrepEnd,
+        EventKind::GpuQueue,
+        EventKind::LockAcquired,
+        EventKind::GpuEnd,
+        EventKind::BG2End,
+        EventKind::AssemblyEnd,
+        EventKind::VerifyEnd,
+        EventKind::DeallocEnd,
+    ] {
+        let n = events.iter().filter(|e| e.event == kind).count();
+        assert!(n >= 4, "{kind}: {n} events for 4 partitions");
+    }
+    let a = cuzk_timeline::analyse(&events);
+    assert_eq!(a.jobs_done, 2);
+    assert_eq!(a.partitions, 4);
+    assert_eq!(a.unfinished, 0);
+    let line = events[0].timeline_line();
+    assert!(line.starts_with("TIMELINE,"), "{line}");
+}
