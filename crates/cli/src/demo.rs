@@ -30,12 +30,48 @@ pub struct DemoArgs {
     /// Skip proving the first proof again with bellperson's prover to compare bytes.
     #[arg(long)]
     no_compare: bool,
+    /// Backend plugin (`cpu`, `cuda`, or a path to a .so); default: the CPU backend
+    /// built into cuzk.
+    #[arg(long)]
+    backend: Option<String>,
+    /// Where named plugins are looked up (default: next to the cuzk binary).
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
 }
 
 pub fn run(args: DemoArgs) -> Result<()> {
     let c = &args.circuit;
+    let backend = match &args.backend {
+        Some(name) => {
+            let search = match &args.plugin_dir {
+                Some(d) => cuzk_plugin_host::SearchPath::dir(d),
+                None => cuzk_plugin_host::SearchPath::next_to_exe(),
+            };
+            let needs = cuzk_plugin_host::BackendNeeds {
+                log_domain: Some(c.log),
+                ..Default::default()
+            };
+            let b = cuzk_plugin_host::load_backend(
+                &cuzk_plugin_host::PluginSpec::new(name.clone()),
+                &search,
+                &needs,
+            )?;
+            Some(b as std::sync::Arc<dyn cuzk::GpuBackend>)
+        }
+        None => None,
+    };
+    let backend_name = backend
+        .as_ref()
+        .map(|b| {
+            let caps = b.capabilities();
+            match caps.devices.first() {
+                Some(d) => format!("{} backend plugin on {}", caps.name, d.name),
+                None => format!("{} backend plugin", caps.name),
+            }
+        })
+        .unwrap_or_else(|| "built-in CPU backend".into());
     println!(
-        "cuzk demo: {} circuit, 2^{} constraints, {} proofs, CPU backend, {} threads",
+        "cuzk demo: {} circuit, 2^{} constraints, {} proofs, {backend_name}, {} CPU threads",
         c.circuit.name(),
         c.log,
         args.proofs,
@@ -45,7 +81,10 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let params = load_params(args.params.as_deref(), &args.cache_dir, c)?;
     println!("parameters ready in {:.1} s", t.elapsed().as_secs_f64());
 
-    let engine = Engine::new(EngineConfig::default())?;
+    let engine = Engine::new(EngineConfig {
+        backend,
+        ..EngineConfig::default()
+    })?;
     let seeds: Vec<u64> = (1..=args.proofs).collect();
     let circuits = seeds
         .iter()
