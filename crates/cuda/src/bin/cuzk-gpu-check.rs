@@ -689,24 +689,23 @@ fn main() -> Result<()> {
     ));
     let pool = pool();
     let (max_msm, max_ntt) = if quick { (20, 22) } else { (24, 26) };
+    // A section that errors out is logged as a failure and the run goes on, so one
+    // visit to the GPU machine reports on everything.
+    let section = |name: &str, r: Result<()>| {
+        if let Err(e) = r {
+            log.check(&format!("{name} (aborted)"), false, &format!("{e:#}"));
+        }
+        log.line(&format!("{name} done at {:.1?}", t0.elapsed()));
+    };
     if !no_check {
-        backend.with_gpu(|gpu, ntt| -> Result<()> {
-            let t = Instant::now();
-            check_fields(gpu, &log)?;
-            log.line(&format!("fields done {:.1?}", t.elapsed()));
-            check_ntt(gpu, ntt, &log, &pool, max_ntt)?;
-            log.line(&format!("ntt done {:.1?}", t.elapsed()));
-            check_h(gpu, ntt, &log, &pool, max_ntt)?;
-            log.line(&format!("h done {:.1?}", t.elapsed()));
-            check_msm(gpu, &log, &pool, max_msm)?;
-            log.line(&format!("msm done {:.1?}", t.elapsed()));
-            Ok(())
-        })?;
-        check_partition(&backend, &log, pool.clone())?;
-        log.line(&format!("partition done {:.1?}", t0.elapsed()));
+        section("fields", backend.with_gpu(|gpu, _| check_fields(gpu, &log)));
+        section("ntt", backend.with_gpu(|gpu, ntt| check_ntt(gpu, ntt, &log, &pool, max_ntt)));
+        section("h", backend.with_gpu(|gpu, ntt| check_h(gpu, ntt, &log, &pool, max_ntt)));
+        section("msm", backend.with_gpu(|gpu, _| check_msm(gpu, &log, &pool, max_msm)));
+        section("partition", check_partition(&backend, &log, pool.clone()));
     }
     if !no_bench {
-        backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, quick))?;
+        section("bench", backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, quick)));
     }
     let failures = log.failures.lock().unwrap().clone();
     let checks = *log.checks.lock().unwrap();
