@@ -4,7 +4,7 @@
 // msm_scan turns the counts into offsets; msm_scatter recomputes the digits and writes
 // (point index | sign << 31) into its bucket's segment, so the (bucket, point) pairs
 // end up grouped by bucket (a counting sort, order inside a bucket is irrelevant);
-// msm_accumulate sums each bucket's points in XYZZ with mixed additions; then
+// msm_sum_points / msm_sum_xyzz sum each bucket's points in XYZZ, load-balanced; then
 // msm_bucket_segments and xyzz_reduce reduce the buckets of each window to
 // sum_b b * B_b. The window sums are combined on the host (c doublings each).
 //
@@ -97,20 +97,91 @@ extern "C" __global__ void msm_scatter(const Fr* scalars, const u32* index_map, 
     }
 }
 
-// One thread per (window, bucket): the bucket's segment is [offsets, ends).
-extern "C" __global__ void msm_accumulate(const Affine* bases, const u32* sorted, const u32* offsets, const u32* ends,
-                                          u32 total, Xyzz* buckets) {
-    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= total) return;
+// Bucket sums, load-balanced: a bucket may hold any number of points (all of them,
+// for equal scalars; half of them in the carry window of some window sizes), so no
+// thread sums a whole bucket. Level 1 cuts every bucket into pieces of at most K
+// points, one thread per piece; each further level cuts the previous level's pieces
+// of a bucket into groups of at most K, until every bucket has one sum. A level's
+// per-bucket counts and starts come from msm_level_scan; a thread finds its bucket by
+// binary search over the starts.
+
+// Last slot x with start[x] <= o (empty slots repeat their successor's start, so the
+// last one is the non-empty slot that holds o).
+__device__ __forceinline__ u32 find_slot(const u32* start, u32 slots, u32 o) {
+    u32 lo = 0, hi = slots - 1;
+    while (lo < hi) {
+        u32 mid = (lo + hi + 1) >> 1;
+        if (start[mid] <= o) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+// One block of 1024 threads: cnt_next[x] = ceil(cnt[x] / K), start_next = exclusive
+// scan of cnt_next over all slots, *total = the sum.
+extern "C" __global__ void msm_level_scan(const u32* cnt, u32* cnt_next, u32* start_next, u32* total, u32 slots, u32 K) {
+    __shared__ u32 sums[1024];
+    const u32 t = threadIdx.x;
+    const u32 per = (slots + 1023) / 1024;
+    const u32 first = t * per;
+    u32 local = 0;
+    for (u32 i = 0; i < per && first + i < slots; i++) local += (cnt[first + i] + K - 1) / K;
+    sums[t] = local;
+    __syncthreads();
+    for (u32 d = 1; d < 1024; d <<= 1) {
+        u32 v = t >= d ? sums[t - d] : 0;
+        __syncthreads();
+        sums[t] += v;
+        __syncthreads();
+    }
+    u32 run = sums[t] - local;
+    for (u32 i = 0; i < per && first + i < slots; i++) {
+        u32 x = first + i;
+        u32 c = (cnt[x] + K - 1) / K;
+        cnt_next[x] = c;
+        start_next[x] = run;
+        run += c;
+    }
+    if (t == 1023) *total = sums[1023];
+}
+
+// Level 1: out[o] = sum of the points of piece o (at most K of one bucket's sorted
+// entries, negated where the sign bit is set).
+extern "C" __global__ void msm_sum_points(const Affine* bases, const u32* sorted, const u32* offsets, const u32* cnt0,
+                                          const u32* start1, const u32* total1, u32 slots, u32 K, Xyzz* out) {
+    u32 o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= *total1) return;
+    u32 x = find_slot(start1, slots, o);
+    u32 begin = offsets[x] + (o - start1[x]) * K;
+    u32 end = min(begin + K, offsets[x] + cnt0[x]);
     Xyzz acc = Xyzz::inf();
-    const u32 end = ends[x];
-    for (u32 k = offsets[x]; k < end; k++) {
+    for (u32 k = begin; k < end; k++) {
         u32 v = sorted[k];
         Affine a = Affine::load(bases + (v & 0x7fffffffu));
         if (v >> 31) a = neg_affine(a);
         acc = add_mixed(acc, a);
     }
-    acc.store(buckets + x);
+    acc.store(out + o);
+}
+
+// Level L >= 2: out[o] = sum of at most K consecutive level L-1 sums of one bucket.
+extern "C" __global__ void msm_sum_xyzz(const Xyzz* in, const u32* start_in, const u32* cnt_in, const u32* start_out,
+                                        const u32* total_out, u32 slots, u32 K, Xyzz* out) {
+    u32 o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= *total_out) return;
+    u32 x = find_slot(start_out, slots, o);
+    u32 begin = start_in[x] + (o - start_out[x]) * K;
+    u32 end = min(begin + K, start_in[x] + cnt_in[x]);
+    Xyzz acc = Xyzz::inf();
+    for (u32 k = begin; k < end; k++) acc = add(acc, Xyzz::load(in + k));
+    acc.store(out + o);
+}
+
+// After the last level every slot has at most one sum.
+extern "C" __global__ void msm_gather_buckets(const Xyzz* in, const u32* start, const u32* cnt, u32 slots, Xyzz* buckets) {
+    u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= slots) return;
+    Xyzz b = cnt[x] ? Xyzz::load(in + start[x]) : Xyzz::inf();
+    b.store(buckets + x);
 }
 
 // Thread (w, t) reduces buckets [t L + 1, (t + 1) L] of window w (L = nb / segs) to

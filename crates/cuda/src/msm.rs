@@ -58,13 +58,21 @@ impl MsmPlan {
     /// Device bytes the MSM's scratch buffers take for `n` scalars.
     pub fn scratch_bytes(&self, n: usize) -> u64 {
         let slots = self.nwin as u64 * self.nb as u64;
+        let entries = self.nwin as u64 * n as u64;
+        // counts/offsets/cursors + two per level, the sorted entries, the first
+        // level's piece sums (the larger levels coexist pairwise), the buckets and
+        // the reduction partials.
         slots * 4 * 3
-            + self.nwin as u64 * n as u64 * 4
+            + slots * 4 * 2 * 6
+            + entries * 4
+            + (entries / PIECE as u64 + slots) * 192 * 2
             + slots * 192
             + self.nwin as u64 * self.segs as u64 * 192 * 2
     }
 }
 
+/// Points (then partial sums) one thread adds up in the bucket sums.
+const PIECE: u32 = 64;
 /// Buckets each thread of the reduction walks.
 const SEGMENT_LEN: u32 = 16;
 /// Points summed per thread in the tree reductions.
@@ -205,7 +213,6 @@ pub fn msm(
         &nb,
         &nn
     )?;
-    drop(counts);
     let mut sorted = gpu.alloc_poisoned::<u32>(n * nwin as usize)?;
     // The index map goes in as a raw pointer (0 for none); its guard records the use.
     let (map_ptr, _map_use) = match index_map {
@@ -228,22 +235,90 @@ pub fn msm(
         &mut cursors,
         &mut sorted
     )?;
+    // Load-balanced bucket sums (see msm.cu): levels of pieces of at most
+    // PIECE points until every bucket has one sum.
+    let slots32 = slots as u32;
+    let piece = PIECE;
+    let one_block = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1024, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut cnt_prev = counts;
+    let mut start_prev = offsets;
+    let mut sums_prev: Option<CudaSlice<XyzzRepr>> = None;
+    let mut bound = n as u64 * nwin as u64;
+    let mut reach = 1u64;
+    loop {
+        let mut cnt = gpu.alloc_poisoned::<u32>(slots)?;
+        let mut start = gpu.alloc_poisoned::<u32>(slots)?;
+        let mut total = gpu.alloc_poisoned::<u32>(1)?;
+        crate::launch!(
+            gpu,
+            "msm_level_scan",
+            one_block,
+            &cnt_prev,
+            &mut cnt,
+            &mut start,
+            &mut total,
+            &slots32,
+            &piece
+        )?;
+        bound = bound.div_ceil(piece as u64) + slots as u64;
+        let mut out = gpu.alloc_poisoned::<XyzzRepr>(bound as usize)?;
+        match &sums_prev {
+            None => crate::launch!(
+                gpu,
+                "msm_sum_points",
+                grid(bound as usize, 128),
+                bases,
+                &sorted,
+                &start_prev,
+                &cnt_prev,
+                &start,
+                &total,
+                &slots32,
+                &piece,
+                &mut out
+            )?,
+            Some(prev) => crate::launch!(
+                gpu,
+                "msm_sum_xyzz",
+                grid(bound as usize, 128),
+                prev,
+                &start_prev,
+                &cnt_prev,
+                &start,
+                &total,
+                &slots32,
+                &piece,
+                &mut out
+            )?,
+        }
+        cnt_prev = cnt;
+        start_prev = start;
+        sums_prev = Some(out);
+        reach *= piece as u64;
+        // A bucket holds at most n points: after ceil(log_K n) levels each has one sum.
+        if reach >= n as u64 {
+            break;
+        }
+    }
+    drop(sorted);
+    drop(cursors);
+    let sums_last = sums_prev.expect("at least one level");
     let mut buckets = gpu.alloc_poisoned::<XyzzRepr>(slots)?;
-    let total = slots as u32;
     crate::launch!(
         gpu,
-        "msm_accumulate",
+        "msm_gather_buckets",
         grid(slots, 128),
-        bases,
-        &sorted,
-        &offsets,
-        &cursors,
-        &total,
+        &sums_last,
+        &start_prev,
+        &cnt_prev,
+        &slots32,
         &mut buckets
     )?;
-    drop(sorted);
-    drop(offsets);
-    drop(cursors);
+    drop(sums_last);
     let parts = (nwin * segs) as usize;
     let mut partials = gpu.alloc_poisoned::<XyzzRepr>(parts)?;
     crate::launch!(
