@@ -37,6 +37,26 @@
 //!
 //! No `unsafe`: the column tasks get disjoint `&mut` chunks by splitting every slice
 //! at the same column, recursively (`rayon::join`).
+//!
+//! # Measured
+//!
+//! On the GPU machine's host (16 vCPUs of an Intel Xeon, 2 MiB L2 each), median of
+//! several runs, beside bellperson 0.27's `EvaluationDomain` on the same 16 threads:
+//!
+//! | size | `fft_to_bitrev` | `fft` | bellperson `fft` | `compute_h` | bellperson H chain |
+//! |---|---|---|---|---|---|
+//! | 2^16 | 1.8 ms | 2.4 ms | 13.1 ms | 16.2 ms | 81 ms |
+//! | 2^20 | 32.7 ms | 36.8 ms | 182 ms | 248 ms | 1377 ms |
+//! | 2^24 | 638 ms | 700 ms | 3.9 s | 4.9 s | 28.5 s |
+//! | 2^26 | 2.67 s | 3.34 s | – | 20.3 s | – |
+//!
+//! One thread at 2^20: 422 ms (≈ 40 ns a butterfly) against bellperson's 1009 ms, so
+//! 16 threads run 12.9× faster than one. The pass shape hardly matters there: at
+//! 2^22, `block_log` 9–13, `max_pass_log` 5–10 and `col_width` 2–32 all landed
+//! within ±6% of the default; the butterflies' arithmetic, not memory, sets the pace
+//! (inlining the Fr sum and difference, see `fr.rs`, took 2^24 from 1006 to 638 ms).
+//! The H chain costs about seven transforms, as it must: fusing passes saves memory
+//! traffic, which this machine has to spare.
 
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
