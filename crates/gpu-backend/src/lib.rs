@@ -11,6 +11,8 @@
 //! parameters files. Its inputs are `Abc`, bases and the split scalars that
 //! `prep_msm` produced; its outputs are group elements.
 
+#![forbid(unsafe_code)]
+
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 pub use cuzk_alloc::Abc;
 pub use cuzk_msm_cpu::SplitScalars;
