@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use blstrs::{Fp, G1Affine, G1Projective, Scalar};
+use blst::{blst_fp, blst_fp_mul, blst_fp_sqr, blst_p1};
+use blstrs::{G1Affine, G1Projective, Scalar};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig,
     ValidAsZeroBits,
@@ -27,18 +28,13 @@ use crate::raw;
 pub struct FrRepr(pub [u32; 8]);
 /// A G1 affine point as the kernels see it: the bytes of a blstrs `G1Affine`.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AffineRepr(pub [u32; 24]);
 /// A G1 point in XYZZ coordinates (X, Y, ZZ, ZZZ, each 12 × u32 Montgomery).
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XyzzRepr(pub [u32; 48]);
 
-impl Default for AffineRepr {
-    fn default() -> Self {
-        Self([0; 24])
-    }
-}
 impl Default for XyzzRepr {
     fn default() -> Self {
         Self([0; 48])
@@ -103,26 +99,48 @@ pub fn scalar_to_repr(s: &Scalar) -> FrRepr {
     r
 }
 
-fn fp_from_u32(l: &[u32]) -> Fp {
+fn fp_from_u32(l: &[u32]) -> blst_fp {
     let mut w = [0u64; 6];
     for i in 0..6 {
         w[i] = l[2 * i] as u64 | ((l[2 * i + 1] as u64) << 32);
     }
-    Fp::from_raw_unchecked(w)
+    blst_fp { l: w }
+}
+
+fn fp_mul(a: &blst_fp, b: &blst_fp) -> blst_fp {
+    let mut r = blst_fp::default();
+    // SAFETY: blst reads two valid field elements and writes one.
+    unsafe { blst_fp_mul(&mut r, a, b) };
+    r
+}
+
+fn fp_sqr(a: &blst_fp) -> blst_fp {
+    let mut r = blst_fp::default();
+    // SAFETY: as above.
+    unsafe { blst_fp_sqr(&mut r, a) };
+    r
 }
 
 /// XYZZ → blstrs' Jacobian point: (X·ZZ², Y·ZZZ², ZZZ) has x = X/ZZ and y = Y/ZZZ
-/// because ZZZ² = ZZ³.
+/// because ZZZ² = ZZ³. (blst arithmetic: blstrs does not export its Fp.)
 pub fn xyzz_to_projective(p: &XyzzRepr) -> G1Projective {
+    use group::Group;
+    let mut out = G1Projective::identity();
+    // The kernels keep elements fully reduced, so zero is all-zero limbs.
+    if p.0[24..36].iter().all(|&w| w == 0) {
+        return out;
+    }
     let x = fp_from_u32(&p.0[0..12]);
     let y = fp_from_u32(&p.0[12..24]);
     let zz = fp_from_u32(&p.0[24..36]);
     let zzz = fp_from_u32(&p.0[36..48]);
-    if bool::from(ff::Field::is_zero(&zz)) {
-        return <G1Projective as group::Group>::identity();
-    }
-    use ff::Field;
-    G1Projective::from_raw_unchecked(x * zz.square(), y * zzz.square(), zzz)
+    let jac = blst_p1 {
+        x: fp_mul(&x, &fp_sqr(&zz)),
+        y: fp_mul(&y, &fp_sqr(&zzz)),
+        z: zzz,
+    };
+    *AsMut::<blst_p1>::as_mut(&mut out) = jac;
+    out
 }
 
 /// The kernels of both modules, looked up once.
@@ -134,15 +152,17 @@ pub(crate) struct Kernels {
 
 /// Per-process cache of compiled CUBINs, keyed by architecture: NVRTC runs once per
 /// process (the MSM module takes seconds).
-fn cubin_cache() -> &'static Mutex<HashMap<String, Arc<Vec<(ModuleSource, Vec<u8>)>>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Vec<(ModuleSource, Vec<u8>)>>>>> =
-        OnceLock::new();
+/// Compiled modules of one architecture: each source with its CUBIN.
+pub type Cubins = Arc<Vec<(ModuleSource, Vec<u8>)>>;
+
+fn cubin_cache() -> &'static Mutex<HashMap<String, Cubins>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Cubins>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
 /// Compiles (or takes from the process cache, or from the directory named by
 /// `CUZK_CUDA_CACHE`) every module for `arch`, the modules in parallel.
-pub fn compiled_modules(arch: &str) -> Result<Arc<Vec<(ModuleSource, Vec<u8>)>>, CudaError> {
+pub fn compiled_modules(arch: &str) -> Result<Cubins, CudaError> {
     let mut cache = cubin_cache().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = cache.get(arch) {
         return Ok(c.clone());
@@ -336,8 +356,9 @@ macro_rules! launch {
             Ok(f) => {
                 let mut b = gpu.compute_stream().launch_builder(f);
                 $( b.arg($arg); )*
+                let cfg: cudarc::driver::LaunchConfig = $cfg;
                 // SAFETY: see the macro's documentation; checked by the call site.
-                unsafe { b.launch($cfg) }
+                unsafe { b.launch(cfg) }
                     .map(|_| ())
                     .map_err(|source| $crate::error::CudaError::Driver { call: $name, source })
             }
@@ -351,5 +372,51 @@ pub fn grid(n: usize, block: u32) -> LaunchConfig {
         grid_dim: ((n as u64).div_ceil(block as u64).max(1) as u32, 1, 1),
         block_dim: (block, 1, 1),
         shared_mem_bytes: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use group::Group;
+    use rand::SeedableRng;
+
+    fn to_u32(f: &blst_fp, out: &mut [u32]) {
+        for i in 0..6 {
+            out[2 * i] = f.l[i] as u32;
+            out[2 * i + 1] = (f.l[i] >> 32) as u32;
+        }
+    }
+
+    /// A Jacobian (X, Y, Z) is the XYZZ point (X, Y, Z², Z³); the conversion back
+    /// must give the same group element.
+    #[test]
+    fn xyzz_round_trips_through_jacobian() {
+        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        for i in 0..33 {
+            let p = G1Projective::random(&mut r) * Scalar::from(i as u64 + 1);
+            let j: &blst_p1 = p.as_ref();
+            let zz = fp_sqr(&j.z);
+            let zzz = fp_mul(&zz, &j.z);
+            let mut x = XyzzRepr::default();
+            to_u32(&j.x, &mut x.0[0..12]);
+            to_u32(&j.y, &mut x.0[12..24]);
+            to_u32(&zz, &mut x.0[24..36]);
+            to_u32(&zzz, &mut x.0[36..48]);
+            assert_eq!(xyzz_to_projective(&x), p);
+        }
+        assert_eq!(
+            xyzz_to_projective(&XyzzRepr::default()),
+            G1Projective::identity()
+        );
+    }
+
+    #[test]
+    fn scalar_repr_round_trips() {
+        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        for _ in 0..33 {
+            let s = <Scalar as ff::Field>::random(&mut r);
+            assert_eq!(scalar_from_repr(&scalar_to_repr(&s)), s);
+        }
     }
 }

@@ -117,7 +117,7 @@ fn reduce_groups(
         let fan = group.min(FAN);
         // Keep groups aligned: fan must divide the group size (both powers of two,
         // or the single-group case where alignment does not matter).
-        let fan = if group % fan == 0 || count == group {
+        let fan = if group.is_multiple_of(fan) || count == group {
             fan
         } else {
             1

@@ -1,0 +1,78 @@
+//! The CUDA backend against the CPU backend on a small partition, where a GPU exists;
+//! elsewhere, that `CudaBackend::new` fails with a clear "no CUDA device" error
+//! instead of panicking. (The full check with every size and the benchmarks is the
+//! `cuzk-gpu-check` binary, run on the GPU machine.)
+
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G1Projective, Scalar};
+use cuzk_alloc::Abc;
+use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
+use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm};
+use ff::Field;
+use group::{Curve, Group};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+fn scalars(n: usize, r: &mut ChaCha20Rng) -> Vec<Scalar> {
+    (0..n)
+        .map(|_| match r.gen_range(0..4) {
+            0 => Scalar::ZERO,
+            1 => Scalar::ONE,
+            _ => Scalar::random(&mut *r),
+        })
+        .collect()
+}
+
+fn points(n: usize, r: &mut ChaCha20Rng) -> Vec<G1Affine> {
+    (0..n)
+        .map(|_| G1Projective::random(&mut *r).to_affine())
+        .collect()
+}
+
+#[test]
+fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
+    let backend = match CudaBackend::new(CudaConfig::default()) {
+        Ok(b) => b,
+        Err(CudaError::NoDevice(why)) => {
+            assert!(!why.is_empty());
+            println!("skipped: no CUDA device ({why})");
+            return;
+        }
+        Err(e) => panic!("CUDA backend failed to start: {e}"),
+    };
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().build().unwrap());
+    let cpu = CpuBackend::new(pool.clone());
+    let mut r = ChaCha20Rng::seed_from_u64(7);
+    for n in [1usize, 2, 5, 17, 33, 300] {
+        let abc = Abc {
+            a: scalars(n, &mut r),
+            b: scalars(n, &mut r),
+            c: scalars(n, &mut r),
+        };
+        let aux = scalars(n + 3, &mut r);
+        let split = cuzk_msm_cpu::prep_msm(&[], None, &aux, None, &pool).unwrap();
+        let h_bases = points((1 << cuzk_cuda::log_domain(n)) - 1, &mut r);
+        let q_bases = points(aux.len(), &mut r);
+        let job = |abc: Abc| PartitionJob {
+            abc,
+            h_bases: &h_bases,
+            l: SplitMsm {
+                bases: &q_bases,
+                split: &split,
+            },
+            a: SplitMsm {
+                bases: &q_bases,
+                split: &split,
+            },
+            b_g1: SplitMsm {
+                bases: &q_bases,
+                split: &split,
+            },
+            b_g2: None,
+        };
+        let want = cpu.prove_partition(job(abc.clone())).unwrap();
+        let got = backend.prove_partition(job(abc)).unwrap();
+        assert_eq!(got, want, "n = {n}");
+    }
+}
