@@ -1,18 +1,19 @@
 //! [`CudaBackend`]: the [`GpuBackend`] implementation over one CUDA device.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use blstrs::{G1Affine, G1Projective};
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaContext, CudaSlice};
 use cuzk_gpu_backend::{
     BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionResult, SplitMsm,
 };
 
 use crate::error::CudaError;
-use crate::gpu::{points_as_bytes, AffineRepr, FrRepr, Gpu};
+use crate::gpu::{points_as_bytes, scalars_as_bytes, AffineRepr, FrRepr, Gpu};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{Ntt, MAX_LOG_DOMAIN};
+use crate::raw::HostRegistration;
 
 /// Settings of a [`CudaBackend`].
 #[derive(Clone, Debug)]
@@ -49,6 +50,9 @@ impl Default for CudaConfig {
 #[derive(Debug)]
 pub struct CudaBackend {
     inner: Mutex<Inner>,
+    /// The device context, outside the mutex: page-locking a partition's a, b, c
+    /// needs it and is done before the device is taken.
+    ctx: Arc<CudaContext>,
     caps: Capabilities,
 }
 
@@ -90,6 +94,7 @@ impl CudaBackend {
             }],
         };
         Ok(Self {
+            ctx: gpu.ctx.clone(),
             inner: Mutex::new(Inner {
                 gpu,
                 ntt,
@@ -267,14 +272,6 @@ impl GpuBackend for CudaBackend {
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
         let working = Self::working_bytes(&job);
-        let mut inner = self.lock();
-        inner.prepare_bases(
-            &[job.h_bases, job.l.bases, job.a.bases, job.b_g1.bases],
-            working,
-        )?;
-        let inner = &*inner;
-        let gpu = &inner.gpu;
-
         let PartitionJob {
             abc,
             h_bases,
@@ -283,11 +280,32 @@ impl GpuBackend for CudaBackend {
             b_g1,
             ..
         } = job;
+        // Page-lock a, b, c before taking the device (phase 9 of the C2 history): the
+        // pinning of ~12 GiB overlaps another partition's GPU work, and compute_h's
+        // own registration finds the ranges registered and skips it. Declared after
+        // `abc`, so on every path the registrations go before the vectors do.
+        let mut pinned = Vec::new();
+        for v in [&abc.a, &abc.b, &abc.c] {
+            if v.len() >= crate::ntt::PIN_MIN_LEN {
+                // SAFETY: `abc` outlives `pinned` (dropped first, explicitly below or
+                // in reverse declaration order on an early return).
+                pinned.push(
+                    unsafe { HostRegistration::new(&self.ctx, scalars_as_bytes(v)) }
+                        .map_err(dev)?,
+                );
+            }
+        }
+        let mut inner = self.lock();
+        inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], working)?;
+        let inner = &*inner;
+        let gpu = &inner.gpu;
+
         let h_coeffs = inner
             .ntt
             .compute_h(gpu, &abc.a, &abc.b, &abc.c)
             .map_err(dev)?;
         // Uploads are done: the evaluations may go while the device works.
+        drop(pinned);
         drop(abc);
         let h_pending = msm::msm(
             gpu,

@@ -59,13 +59,14 @@ impl MsmPlan {
     pub fn scratch_bytes(&self, n: usize) -> u64 {
         let slots = self.nwin as u64 * self.nb as u64;
         let entries = self.nwin as u64 * n as u64;
-        // counts/offsets/cursors + two per level, the sorted entries, the first
-        // level's piece sums (the larger levels coexist pairwise), the buckets and
-        // the reduction partials.
+        // counts/offsets/cursors + two per level, the sorted entries, the first two
+        // levels' piece sums (a level and the next coexist), the buckets and the
+        // reduction partials.
         slots * 4 * 3
             + slots * 4 * 2 * 6
             + entries * 4
-            + (entries / PIECE as u64 + slots) * 192 * 2
+            + (entries / PIECE as u64 + slots) * 192
+            + (entries / (PIECE as u64 * PIECE as u64) + 2 * slots) * 192
             + slots * 192
             + self.nwin as u64 * self.segs as u64 * 192 * 2
     }

@@ -29,7 +29,7 @@ const MAX_PASS_BITS: u32 = 10;
 const TABLE: usize = 1 << 16;
 /// Vectors shorter than this are copied from pageable memory (pinning costs more
 /// than it saves, and small vectors may share pages).
-const PIN_MIN_LEN: usize = 1 << 15;
+pub(crate) const PIN_MIN_LEN: usize = 1 << 15;
 const POW_HI: usize = 1 << (MAX_LOG_DOMAIN - 16);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
