@@ -1,22 +1,24 @@
 //! The few operations the MSM needs from a curve, so one batch-affine implementation serves
 //! G1 (coordinates in Fp) and G2 (coordinates in Fp2).
 
-use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective};
-use ff::Field;
-use group::{prime::PrimeCurveAffine, Group};
+use blst::{blst_fp, blst_fp2, blst_p1_affine, blst_p2_affine};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
+use group::Group;
 
-/// A short Weierstrass curve `y² = x³ + b` over `F` as blstrs represents it: affine points
-/// for the inputs, projective points for sums.
+use crate::field::Coord;
+
+/// A short Weierstrass curve over `F` as blstrs represents it: affine points for the
+/// inputs, projective points for sums.
 pub(crate) trait MsmCurve: 'static {
-    /// The coordinate field (Fp for G1, Fp2 for G2).
-    type F: Field;
+    /// The coordinate field (Fp for G1, Fp2 for G2), as blst's limbs.
+    type F: Coord;
     type Affine: Copy + Send + Sync;
     type Projective: Copy + Send + Sync;
 
     /// The coordinates of `p`, or `None` for the identity (blst's all-zero encoding).
-    fn coords(p: &Self::Affine) -> Option<(Self::F, Self::F)>;
+    fn coords(p: &Self::Affine) -> Option<(&Self::F, &Self::F)>;
     /// The affine point with these coordinates (not checked to be on the curve).
-    fn from_coords(x: Self::F, y: Self::F) -> Self::Affine;
+    fn from_coords(x: &Self::F, y: &Self::F) -> Self::Affine;
     fn identity() -> Self::Projective;
     /// `acc += p`, correct for every input (doubling, inverses, identity).
     fn add_affine(acc: &mut Self::Projective, p: &Self::Affine);
@@ -30,21 +32,21 @@ pub(crate) struct G1;
 pub(crate) struct G2;
 
 impl MsmCurve for G1 {
-    type F = Fp;
+    type F = blst_fp;
     type Affine = G1Affine;
     type Projective = G1Projective;
 
     #[inline(always)]
-    fn coords(p: &G1Affine) -> Option<(Fp, Fp)> {
-        if bool::from(p.is_identity()) {
-            None
-        } else {
-            Some((p.x(), p.y()))
-        }
+    fn coords(p: &G1Affine) -> Option<(&blst_fp, &blst_fp)> {
+        let raw: &blst_p1_affine = p.as_ref();
+        let zero = blst_fp::is_zero(&raw.x) && blst_fp::is_zero(&raw.y);
+        (!zero).then_some((&raw.x, &raw.y))
     }
     #[inline(always)]
-    fn from_coords(x: Fp, y: Fp) -> G1Affine {
-        G1Affine::from_raw_unchecked(x, y, false)
+    fn from_coords(x: &blst_fp, y: &blst_fp) -> G1Affine {
+        let mut p = G1Affine::default();
+        *p.as_mut() = blst_p1_affine { x: *x, y: *y };
+        p
     }
     fn identity() -> G1Projective {
         G1Projective::identity()
@@ -64,21 +66,21 @@ impl MsmCurve for G1 {
 }
 
 impl MsmCurve for G2 {
-    type F = Fp2;
+    type F = blst_fp2;
     type Affine = G2Affine;
     type Projective = G2Projective;
 
     #[inline(always)]
-    fn coords(p: &G2Affine) -> Option<(Fp2, Fp2)> {
-        if bool::from(p.is_identity()) {
-            None
-        } else {
-            Some((p.x(), p.y()))
-        }
+    fn coords(p: &G2Affine) -> Option<(&blst_fp2, &blst_fp2)> {
+        let raw: &blst_p2_affine = p.as_ref();
+        let zero = blst_fp2::is_zero(&raw.x) && blst_fp2::is_zero(&raw.y);
+        (!zero).then_some((&raw.x, &raw.y))
     }
     #[inline(always)]
-    fn from_coords(x: Fp2, y: Fp2) -> G2Affine {
-        G2Affine::from_raw_unchecked(x, y, false)
+    fn from_coords(x: &blst_fp2, y: &blst_fp2) -> G2Affine {
+        let mut p = G2Affine::default();
+        *p.as_mut() = blst_p2_affine { x: *x, y: *y };
+        p
     }
     fn identity() -> G2Projective {
         G2Projective::identity()

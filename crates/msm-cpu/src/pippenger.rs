@@ -25,28 +25,75 @@ impl<A> Points<'_, A> {
     }
 }
 
-/// The window width for `n` points (per chunk).
-///
-/// Cost model, per window: `n` bucket additions (batch-affine, ~1 unit each) plus the
-/// running-sum reduction over `2^(c-1)` buckets (a mixed and a full projective addition,
-/// ~3.5 units); `256 / c` windows. The minimum sits near `c = log2(n) - 4`.
-/// TODO(measure): tuned on the 2-core Xeon (Sapphire Rapids, 2 MiB L2 per core), see
-/// `benches/msm.rs`.
-pub(crate) fn window_bits(n: usize, nbits: usize) -> usize {
-    let mut best = (f64::INFINITY, 2usize);
-    for c in 2..=18usize {
-        let windows = nbits.div_ceil(c) as f64;
-        let cost = windows * (n as f64 + 3.5 * (1u64 << (c - 1)) as f64);
-        if cost < best.0 {
-            best = (cost, c);
-        }
-    }
-    best.1
+/// How an MSM is cut into tasks: `windows` windows of `c` bits, points in `chunks`
+/// chunks of `chunk_len`; one task per (window, chunk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub c: usize,
+    pub windows: usize,
+    pub chunks: usize,
+    pub chunk_len: usize,
 }
 
-/// Additions queued per batch inversion. An inversion costs about as much as 60–100
-/// multiplications, so a few hundred additions amortise it; larger batches touch more
-/// buckets (cache) and conflict more often.
+/// Widest window tried. G1 buckets at c = 16 take 3 MiB, beyond the 2 MiB L2 of both
+/// machines measured; the prefetch in `batch.rs` hides that. On the Xeon host (2 threads,
+/// G1) c = 17 measured 3.28 µs/point at 2^20 against 3.51 for 16, and c = 18 3.30 at 2^22
+/// against 3.43 — within that machine's run-to-run noise (~5%), while G2 buckets at
+/// c = 18 would take 25 MiB per task, so the cap stays at 16.
+const MAX_C: usize = 16;
+
+/// Chooses the window width and the chunking for `n` points whose scalars use `nbits`
+/// bits (carry bit included) on `threads` threads.
+///
+/// Cost model in bucket additions: a task over `m` points with `2^(c-1)` buckets costs
+/// `m + 2·2^(c-1)` (the batch-affine reduction does two additions per bucket); tasks of
+/// one plan all cost the same, so the wall time is `ceil(tasks / threads)` of them. The
+/// model's minimum sits near `c = log2(n) - 4` and matched the measured optima: c = 13
+/// at 2^16 (12, 14 slower), 15–16 at 2^18, 16 at 2^20, for G1 and G2 with 2 threads, on
+/// the 2-core Xeon (Sapphire Rapids, 2 MiB L2 per core) and on a 16-core Xeon host
+/// pinned to 2 cores. Points are split into chunks only when that shortens the wall
+/// time, since each chunk pays its own reduction (16 threads at 2^20: one task per
+/// window, no chunks).
+pub(crate) fn plan(n: usize, nbits: usize, threads: usize) -> Plan {
+    let mut best = (
+        u128::MAX,
+        u128::MAX,
+        Plan {
+            c: 2,
+            windows: nbits.div_ceil(2),
+            chunks: 1,
+            chunk_len: n,
+        },
+    );
+    for c in 2..=MAX_C {
+        let windows = nbits.div_ceil(c);
+        for chunks in 1..=threads.clamp(1, n.max(1)) {
+            let chunk_len = n.div_ceil(chunks);
+            let task = (chunk_len + 2 * (1usize << (c - 1))) as u128;
+            let tasks = (windows * chunks) as u128;
+            let wall = tasks.div_ceil(threads as u128) * task;
+            let work = tasks * task;
+            if (wall, work) < (best.0, best.1) {
+                let p = Plan {
+                    c,
+                    windows,
+                    chunks,
+                    chunk_len,
+                };
+                best = (wall, work, p);
+            }
+        }
+    }
+    best.2
+}
+
+/// Additions queued per batch inversion. An inversion costs about 80 multiplications
+/// (4.4 µs against 55 ns for Fp, 4.9 µs against 171 ns for Fp2, on the Xeon host), so 512
+/// additions amortise it to 2% in G1. Larger batches measured slower (Xeon host, G1 2^20,
+/// c = 16: 3.72 µs/point with 512, 3.85 with 1024, 3.94 with 2048; the 2-core Xeon: 2.72
+/// with 512, 2.86 with 1024, 2.90 with 256): the batch outgrows L1 and conflicts more
+/// often. Small windows keep the batch at most an eighth of the buckets, where a point
+/// rarely meets a busy bucket.
 fn batch_size(num_buckets: usize) -> usize {
     (num_buckets / 8).clamp(4, 512)
 }
@@ -97,21 +144,12 @@ pub(crate) fn msm<C: MsmCurve>(
     }
     let nbits = bitlen + 1;
 
-    let threads = pool.current_num_threads().max(1);
-    // Windows are independent tasks; split the points into chunks only when there are
-    // too few windows to keep every thread busy (each chunk pays its own reduction).
-    let c0 = window_bits(n, nbits);
-    let windows0 = nbits.div_ceil(c0);
-    let chunks = (2 * threads)
-        .div_ceil(windows0)
-        .clamp(1, n.div_ceil(1024).max(1));
-    let chunk_len = n.div_ceil(chunks);
-    let c = if chunks > 1 {
-        window_bits(chunk_len, nbits)
-    } else {
-        c0
-    };
-    let windows = nbits.div_ceil(c);
+    let Plan {
+        c,
+        windows,
+        chunks,
+        chunk_len,
+    } = plan(n, nbits, pool.current_num_threads().max(1));
 
     let tasks: Vec<(usize, usize)> = (0..chunks)
         .flat_map(|ch| (0..windows).map(move |w| (w, ch)))
@@ -158,11 +196,7 @@ fn window_sum<C: MsmCurve>(
         let Some((x, y)) = C::coords(points.get(i)) else {
             continue;
         };
-        if d > 0 {
-            acc.push((d - 1) as u32, x, y);
-        } else {
-            acc.push((-d - 1) as u32, x, -y);
-        }
+        acc.push(d.unsigned_abs() - 1, x, y, d < 0);
     }
     acc.weighted_sum()
 }
@@ -188,8 +222,8 @@ pub(crate) fn sum_density<C: MsmCurve>(
                     while w != 0 {
                         let k = (ci * WORDS + wi) * 64 + w.trailing_zeros() as usize;
                         w &= w - 1;
-                        if let Some(xy) = C::coords(&bases[k]) {
-                            pts.push(xy);
+                        if let Some((x, y)) = C::coords(&bases[k]) {
+                            pts.push((*x, *y));
                         }
                     }
                 }
@@ -208,7 +242,7 @@ pub(crate) fn sum_density<C: MsmCurve>(
 mod tests {
     use super::*;
 
-    fn to_u256(s: &[u64; 4]) -> u128 {
+    fn to_u128(s: &[u64; 4]) -> u128 {
         // Only used with scalars below 2^128.
         s[0] as u128 | (s[1] as u128) << 64
     }
@@ -232,8 +266,35 @@ mod tests {
                     // Mod 2^128 is enough: the digits are bounded separately.
                     acc = acc.wrapping_shl(c as u32).wrapping_add(d as i128);
                 }
-                assert_eq!(acc as u128, to_u256(s), "c = {c}");
+                assert_eq!(acc as u128, to_u128(s), "c = {c}");
             }
         }
+    }
+
+    #[test]
+    fn plans_match_the_measured_optima_and_fill_the_threads() {
+        // Measured best widths with 2 threads (see `plan`).
+        assert_eq!(plan(1 << 16, 256, 2).c, 13);
+        assert_eq!(plan(1 << 20, 256, 2).c, 16);
+        for threads in [1, 2, 3, 16, 96] {
+            for npow in [0, 3, 10, 16, 20, 24] {
+                let n = 1usize << npow;
+                let p = plan(n, 256, threads);
+                assert!((2..=MAX_C).contains(&p.c));
+                assert_eq!(p.windows, 256usize.div_ceil(p.c));
+                assert!(p.chunks * p.chunk_len >= n);
+                // Large MSMs occupy (nearly) every thread.
+                if npow >= 16 {
+                    let tasks = p.windows * p.chunks;
+                    assert!(
+                        10 * tasks >= 9 * threads,
+                        "{threads} threads, 2^{npow}: {p:?}"
+                    );
+                }
+            }
+        }
+        // Few windows (small scalars) are made up for by chunks.
+        let p = plan(1 << 16, 5, 2);
+        assert_eq!(p.windows * p.chunks % 2, 0);
     }
 }
