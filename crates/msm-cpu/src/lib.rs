@@ -52,6 +52,7 @@
 mod batch;
 mod curve;
 mod field;
+mod parts;
 mod pippenger;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -81,6 +82,8 @@ pub enum MsmError {
     BaseCount { need: usize, have: usize },
     #[error("base index {index} is out of range for {bases} bases")]
     IndexOutOfRange { index: usize, bases: usize },
+    #[error("the split is malformed: {0}")]
+    MalformedSplit(String),
     #[error("the query has {bases} bases, more than 32-bit base indices can address")]
     TooManyBases { bases: usize },
 }

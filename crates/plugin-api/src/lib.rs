@@ -48,6 +48,8 @@ pub mod export;
 pub mod module;
 pub mod params;
 pub mod repr;
+#[cfg(feature = "stages")]
+pub mod stages;
 
 pub use error::{AbiError, ErrorCode};
 pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, ThrottlePlugin};

@@ -1,0 +1,187 @@
+//! Glue for plugins that wrap one of cuzk's in-process backends (feature `stages`):
+//! a [`PartitionJobC`] turned into a `cuzk_gpu_backend::PartitionJob`, and the
+//! result and errors turned back.
+//!
+//! Two conversions are not free, and both are linear in the partition (the NTTs and
+//! MSMs behind them are not):
+//! - `a, b, c` arrive as host-owned vectors (freed by the host's allocator), while
+//!   `Abc` owns vectors of this library's allocator, so each is copied, one at a
+//!   time, into a vector with room for the NTT domain, and the host's buffer is
+//!   freed right after its copy;
+//! - each split is rebuilt as a `SplitScalars` from its raw parts (checked: a
+//!   malformed split from a buggy host is an error, not undefined behaviour).
+//!
+//! At 2^16 constraints the copies are a few milliseconds against a second of proving
+//! on 2 cores (BENCHMARKS.md measures the whole crossing).
+
+use abi_stable::std_types::{RSome, RString, RVec};
+use blstrs::{G1Affine, G2Affine, G2Projective, Scalar};
+use cuzk_alloc::{Abc, Density};
+use cuzk_gpu_backend::{
+    BackendError, Capabilities, PartitionJob, PartitionResult, SplitMsm, SplitScalars,
+};
+
+use crate::{
+    AbiError, BackendCaps, DeviceInfoC, ErrorCode, PartitionJobC, PartitionResultC, Repr,
+    ScalarRepr, SplitMsmC, CURVE,
+};
+
+/// A split MSM with its split owned.
+struct Owned<'a, G> {
+    bases: &'a [G],
+    split: SplitScalars,
+}
+
+/// A [`PartitionJobC`] in cuzk's in-process types.
+pub struct InProcessJob<'a> {
+    abc: Abc,
+    h_bases: &'a [G1Affine],
+    l: Owned<'a, G1Affine>,
+    a: Owned<'a, G1Affine>,
+    b_g1: Owned<'a, G1Affine>,
+    b_g2: Option<Owned<'a, G2Affine>>,
+}
+
+impl<'a> InProcessJob<'a> {
+    /// Converts (and checks) a job from the host. Splits are checked before
+    /// anything is copied.
+    pub fn from_c(job: PartitionJobC<'a>) -> Result<Self, AbiError> {
+        let PartitionJobC {
+            abc,
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            resident: _,
+        } = job;
+        let l = owned(&l, G1Affine::slice_from_repr)?;
+        let a = owned(&a, G1Affine::slice_from_repr)?;
+        let b_g1 = owned(&b_g1, G1Affine::slice_from_repr)?;
+        let b_g2 = match &b_g2 {
+            RSome(m) => Some(owned(m, G2Affine::slice_from_repr)?),
+            _ => None,
+        };
+        let domain = abc.a.len().max(1).next_power_of_two();
+        let abc = Abc {
+            a: to_vec(abc.a, domain),
+            b: to_vec(abc.b, domain),
+            c: to_vec(abc.c, domain),
+        };
+        Ok(Self {
+            abc,
+            h_bases: G1Affine::slice_from_repr(h_bases.as_slice()),
+            l,
+            a,
+            b_g1,
+            b_g2,
+        })
+    }
+
+    /// Runs `prove` (a backend's `prove_partition`) on the job and converts its
+    /// result for the host.
+    pub fn run(
+        self,
+        prove: impl FnOnce(PartitionJob<'_>) -> Result<PartitionResult, BackendError>,
+    ) -> Result<PartitionResultC, AbiError> {
+        let job = PartitionJob {
+            abc: self.abc,
+            h_bases: self.h_bases,
+            l: SplitMsm {
+                bases: self.l.bases,
+                split: &self.l.split,
+            },
+            a: SplitMsm {
+                bases: self.a.bases,
+                split: &self.a.split,
+            },
+            b_g1: SplitMsm {
+                bases: self.b_g1.bases,
+                split: &self.b_g1.split,
+            },
+            b_g2: self.b_g2.as_ref().map(|m| SplitMsm {
+                bases: m.bases,
+                split: &m.split,
+            }),
+        };
+        let r = prove(job).map_err(backend_error)?;
+        Ok(PartitionResultC {
+            h: r.h.to_repr(),
+            l: r.l.to_repr(),
+            a: r.a.to_repr(),
+            b_g1: r.b_g1.to_repr(),
+            b_g2: r.b_g2.map(G2Projective::to_repr).into(),
+        })
+    }
+}
+
+/// Copies a host vector into one of this library's with room for the NTT domain
+/// (so `compute_h` pads it in place), then frees the host's.
+fn to_vec(v: RVec<ScalarRepr>, domain: usize) -> Vec<Scalar> {
+    let mut out = Vec::with_capacity(domain.max(v.len()));
+    out.extend_from_slice(Scalar::slice_from_repr(v.as_slice()));
+    drop(v);
+    out
+}
+
+fn owned<'a, R, G: 'a>(
+    m: &SplitMsmC<'a, R>,
+    bases: impl FnOnce(&'a [R]) -> &'a [G],
+) -> Result<Owned<'a, G>, AbiError> {
+    let n = usize::try_from(m.num_bases)
+        .map_err(|_| AbiError::shape("num_bases does not fit in memory"))?;
+    if m.ones_len != m.num_bases || m.ones_words.len() != n.div_ceil(64) {
+        return Err(AbiError::shape(format!(
+            "the ones bitmap covers {} bases in {} words, but the split has {n} bases",
+            m.ones_len,
+            m.ones_words.len()
+        )));
+    }
+    let ones = Density::from_words(m.ones_words.as_slice().to_vec(), n);
+    let split = SplitScalars::from_parts(
+        n,
+        ones,
+        m.tail_indices.as_slice().to_vec(),
+        m.tail_scalars.as_slice().to_vec(),
+    )
+    .map_err(|e| AbiError::shape(e.to_string()))?;
+    Ok(Owned {
+        bases: bases(m.bases.as_slice()),
+        split,
+    })
+}
+
+/// A backend error as an ABI error with the matching code.
+pub fn backend_error(e: BackendError) -> AbiError {
+    let code = match &e {
+        BackendError::DomainTooLarge { .. } | BackendError::Unsupported(_) => {
+            ErrorCode::UNSUPPORTED
+        }
+        BackendError::AbcShape { .. }
+        | BackendError::BaseCount { .. }
+        | BackendError::NttLength { .. } => ErrorCode::SHAPE,
+        BackendError::Device(_) => ErrorCode::DEVICE,
+        _ => ErrorCode::OTHER,
+    };
+    AbiError::new(code, e.to_string())
+}
+
+/// A backend's capabilities for the handshake.
+pub fn capabilities(c: &Capabilities, resident_bases: bool) -> BackendCaps {
+    BackendCaps {
+        name: RString::from(c.name.as_str()),
+        curve: RString::from(CURVE),
+        max_log_domain: c.max_log_domain,
+        g2: c.g2,
+        resident_bases,
+        devices: c
+            .devices
+            .iter()
+            .map(|d| DeviceInfoC {
+                name: RString::from(d.name.as_str()),
+                total_memory: d.total_memory,
+                free_memory: d.free_memory,
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,58 @@
+//! Backend plugin `cuda`: [`cuzk_cuda::CudaBackend`] behind the plugin ABI.
+//!
+//! Parameters: `device` (CUDA ordinal) and `reserve_gib` (device memory left alone).
+//! Where there is no CUDA driver or device, instantiating the plugin fails with the
+//! backend's "no CUDA device" error, which the host reports; nothing panics.
+//!
+//! The crossing is `cuzk_plugin_api::stages` (a copy of `a, b, c` into this
+//! library's vectors, splits rebuilt from their parts). The bases are the host's
+//! slices, so the backend's resident-bases cache (keyed by slice address) works
+//! across calls exactly as in-process.
+
+use cuzk_cuda::{CudaBackend, CudaConfig};
+use cuzk_gpu_backend::GpuBackend;
+use cuzk_plugin_api::{
+    stages, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params, PartitionJobC,
+    PartitionResultC,
+};
+
+pub struct Cuda {
+    backend: CudaBackend,
+}
+
+impl BackendPlugin for Cuda {
+    const PARAMS: &'static [ParamDoc] = &[
+        ParamDoc::new("device", "0", "CUDA device ordinal"),
+        ParamDoc::new(
+            "reserve_gib",
+            "2",
+            "device memory (GiB) left for other processes and the driver",
+        ),
+    ];
+
+    fn new(params: &Params<'_>) -> Result<Self, AbiError> {
+        let device: usize = params.get("device")?;
+        let reserve_gib: u64 = params.get("reserve_gib")?;
+        let backend = CudaBackend::new(CudaConfig {
+            device,
+            reserve_bytes: reserve_gib << 30,
+        })
+        .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
+        Ok(Self { backend })
+    }
+
+    fn capabilities(&self) -> Result<BackendCaps, AbiError> {
+        Ok(stages::capabilities(&self.backend.capabilities(), false))
+    }
+
+    fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError> {
+        stages::InProcessJob::from_c(job)?.run(|job| self.backend.prove_partition(job))
+    }
+}
+
+cuzk_plugin_api::export_plugin! {
+    kind: backend,
+    name: "cuda",
+    description: "the CUDA backend: H (NTT chain) and the G1 MSMs on an NVIDIA GPU, kernels compiled by NVRTC",
+    type: Cuda,
+}
