@@ -236,3 +236,60 @@ pub fn load_policies(cfg: &RunConfig, needs: &BackendNeeds) -> Result<Loaded> {
         sources,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shipped example configuration parses, and flags override the file.
+    #[test]
+    fn shipped_configs_parse_and_flags_override_them() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let cfg = RunArgs {
+                    config: Some(path.clone()),
+                    ..RunArgs::default()
+                }
+                .resolve()
+                .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                assert!(cfg.plugins.backend.is_some(), "{}", path.display());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 5, "only {seen} configs in {}", dir.display());
+
+        let cfg = RunArgs {
+            config: Some(dir.join("dealloc-bounded.toml")),
+            dealloc: Some("bounded".into()),
+            gpu_lock: Some("split".into()),
+            gpu_threads: Some(3),
+            no_verify: true,
+            ..RunArgs::default()
+        }
+        .resolve()
+        .unwrap();
+        let dealloc = cfg.plugins.dealloc.unwrap();
+        assert_eq!(dealloc.plugin, "bounded");
+        assert_eq!(dealloc.params.get("depth").map(String::as_str), Some("4"));
+        assert_eq!(cfg.plugins.gpu_lock.unwrap().plugin, "split");
+        assert_eq!(cfg.engine.gpu_threads, 3);
+        assert!(!cfg.engine.verify);
+    }
+
+    #[test]
+    fn an_unknown_engine_knob_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "[engine]\nsynth_job = 2\n").unwrap();
+        let err = RunArgs {
+            config: Some(path),
+            ..RunArgs::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("synth_job"), "{err:#}");
+    }
+}

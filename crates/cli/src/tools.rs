@@ -69,6 +69,9 @@ fn print_info(info: &PluginInfo) {
     for p in &info.params {
         println!("          {} = {} (default): {}", p.name, p.default, p.help);
     }
+    if let Some(why) = &info.unavailable {
+        println!("          cannot start here: {why}");
+    }
     if let Some(c) = &info.capabilities {
         println!(
             "          capabilities: max domain 2^{}, G2 {}, {} device(s)",

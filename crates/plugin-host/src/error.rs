@@ -52,7 +52,7 @@ pub enum PluginError {
         key: String,
         known: String,
     },
-    #[error("{kind} plugin `{plugin}` refused its parameters: {message}")]
+    #[error("{kind} plugin `{plugin}` could not be created: {message}")]
     Rejected {
         kind: &'static str,
         plugin: String,

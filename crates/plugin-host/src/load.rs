@@ -108,6 +108,8 @@ pub struct PluginInfo {
     pub params: Vec<ParamInfo>,
     /// A backend's capabilities with its default parameters; `None` for other kinds.
     pub capabilities: Option<Capabilities>,
+    /// Why a backend that loaded cannot start on this machine (no device, ...).
+    pub unavailable: Option<String>,
     pub path: PathBuf,
 }
 
@@ -271,15 +273,20 @@ fn first_lines(s: &str) -> String {
 }
 
 /// Loads `path` (any kind) and describes it. A backend is instantiated with its
-/// default parameters to read its capabilities.
+/// default parameters to read its capabilities; one that loads but cannot start here
+/// (a GPU backend on a machine without a GPU) is described with the reason in
+/// `unavailable` rather than refused.
 pub fn check_plugin(path: &Path) -> Result<PluginInfo, PluginError> {
     let lib = open(path, None)?;
     let root = lib.root;
-    let capabilities = if root.kind() == PluginKind::BACKEND {
-        let b = crate::backend::PluginBackend::instantiate(lib, &BTreeMap::new())?;
-        Some(cuzk_gpu_backend::GpuBackend::capabilities(&b))
+    let (capabilities, unavailable) = if root.kind() == PluginKind::BACKEND {
+        match crate::backend::PluginBackend::instantiate(lib, &BTreeMap::new()) {
+            Ok(b) => (Some(cuzk_gpu_backend::GpuBackend::capabilities(&b)), None),
+            Err(e @ PluginError::Panicked { .. }) => return Err(e),
+            Err(e) => (None, Some(e.to_string())),
+        }
     } else {
-        None
+        (None, None)
     };
     Ok(PluginInfo {
         kind: root.kind(),
@@ -288,6 +295,7 @@ pub fn check_plugin(path: &Path) -> Result<PluginInfo, PluginError> {
         abi_version: root.abi_version(),
         params: lib.params(),
         capabilities,
+        unavailable,
         path: path.to_path_buf(),
     })
 }

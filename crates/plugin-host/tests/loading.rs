@@ -25,11 +25,15 @@ fn lists_every_shipped_plugin_and_no_fixture() {
             .unwrap_or_else(|e| panic!("a shipped plugin failed its check: {e}"));
         assert_eq!(info.abi_version, ABI_VERSION);
         assert!(!info.description.is_empty());
-        assert_eq!(info.capabilities.is_some(), info.kind == Kind::BACKEND);
+        assert_eq!(
+            info.capabilities.is_some() || info.unavailable.is_some(),
+            info.kind == Kind::BACKEND
+        );
         got.push((info.kind.as_str().to_string(), info.name.clone()));
     }
     let want = [
         ("backend", "cpu"),
+        ("backend", "cuda"),
         ("dealloc", "bounded"),
         ("dealloc", "detached"),
         ("dealloc", "inline"),

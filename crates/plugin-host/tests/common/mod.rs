@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 /// Every plugin and fixture package the tests load.
 pub const PACKAGES: &[&str] = &[
     "cuzk-plugin-backend-cpu",
+    "cuzk-plugin-backend-cuda",
     "cuzk-plugin-dealloc-inline",
     "cuzk-plugin-dealloc-detached",
     "cuzk-plugin-dealloc-bounded",
