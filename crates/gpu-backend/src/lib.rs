@@ -93,7 +93,11 @@ pub enum BackendError {
     #[error("a, b and c have different lengths ({a}, {b}, {c})")]
     AbcShape { a: usize, b: usize, c: usize },
     #[error("the {query} query has {got} bases but the circuit needs {want}")]
-    BaseCount { query: &'static str, got: usize, want: usize },
+    BaseCount {
+        query: &'static str,
+        got: usize,
+        want: usize,
+    },
     #[error("this backend does not offer {0}")]
     Unsupported(&'static str),
     #[error("MSM failed: {0}")]

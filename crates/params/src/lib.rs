@@ -78,9 +78,9 @@ pub use bellperson::groth16::{Parameters, VerifyingKey};
 pub use bellperson::SynthesisError;
 
 pub mod generate;
-pub mod timing;
 mod layout;
 mod point;
+pub mod timing;
 
 pub use generate::{generate_params, load_or_generate};
 pub use point::PointError;
