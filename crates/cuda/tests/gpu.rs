@@ -3,6 +3,7 @@
 //! instead of panicking. (The full check with every size and the benchmarks is the
 //! `cuzk-gpu-check` binary, run on the GPU machine.)
 
+use std::io::Write as _;
 use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, Scalar};
@@ -36,7 +37,8 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
         Ok(b) => b,
         Err(CudaError::NoDevice(why)) => {
             assert!(!why.is_empty());
-            println!("skipped: no CUDA device ({why})");
+            // Straight to stderr, past the test harness's capture, so CI logs say it.
+            let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({why})");
             return;
         }
         Err(e) => panic!("CUDA backend failed to start: {e}"),

@@ -1,11 +1,12 @@
 //! Every kernel module compiles with NVRTC for sm_90 (where libnvrtc is found).
 
+use std::io::Write as _;
 use cuzk_cuda::kernels;
 
 #[test]
 fn every_kernel_module_compiles() {
     if !kernels::nvrtc_available() {
-        println!("skipped: no NVRTC");
+        let _ = writeln!(std::io::stderr(), "skipped: no NVRTC");
         return;
     }
     for module in kernels::MODULES {
