@@ -45,6 +45,7 @@
 
 pub mod error;
 pub mod export;
+pub mod gates;
 pub mod module;
 pub mod params;
 pub mod repr;

@@ -312,10 +312,10 @@ struct SynthItem {
     spec: PartitionSpec,
 }
 
-struct GpuItem {
+/// What a partition carries from synthesis to the finisher, besides `a, b, c`.
+struct Carry {
     job: Arc<JobShared>,
     partition: u32,
-    abc: Abc,
     splits: Arc<Splits>,
     r: Scalar,
     s: Scalar,
@@ -325,20 +325,17 @@ struct GpuItem {
     started: Instant,
 }
 
+struct GpuItem {
+    abc: Abc,
+    carry: Carry,
+}
+
 type BG2Result = Result<G2Projective, ProveError>;
 
 struct FinishItem {
-    job: Arc<JobShared>,
-    partition: u32,
     gpu: Result<PartitionResult, ProveError>,
     b_g2: Option<Receiver<(BG2Result, std::time::Duration)>>,
-    splits: Arc<Splits>,
-    r: Scalar,
-    s: Scalar,
-    public_inputs: Vec<Scalar>,
-    permit: Permit,
-    times: StageTimes,
-    started: Instant,
+    carry: Carry,
 }
 
 struct Shared {
@@ -786,16 +783,18 @@ fn synth_partition(
     times.dealloc += t.elapsed();
 
     Ok(GpuItem {
-        job: job.clone(),
-        partition: p,
         abc,
-        splits: Arc::new(splits),
-        r: spec.r,
-        s: spec.s,
-        public_inputs: spec.public_inputs,
-        permit,
-        times,
-        started,
+        carry: Carry {
+            job: job.clone(),
+            partition: p,
+            splits: Arc::new(splits),
+            r: spec.r,
+            s: spec.s,
+            public_inputs: spec.public_inputs,
+            permit,
+            times,
+            started,
+        },
     })
 }
 
@@ -807,41 +806,27 @@ fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError>
 
 fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
     let (wk, dev) = (Some(w), Some(device as u32));
-    while let Some(item) = sh.gpu_q.pop() {
-        let GpuItem {
-            job,
-            partition: p,
-            abc,
-            splits,
-            r,
-            s,
-            public_inputs,
-            permit,
-            mut times,
-            started,
-        } = item;
+    // The finisher outlives the GPU workers (it is joined last), so a send fails only
+    // during a panic elsewhere; the item is then dropped, freeing its buffers.
+    let send = |gpu, b_g2, carry| {
+        let _ = finish.send(FinishItem { gpu, b_g2, carry });
+    };
+    while let Some(GpuItem { abc, mut carry }) = sh.gpu_q.pop() {
+        let (job, p) = (carry.job.clone(), carry.partition);
         if sh.is_over(job.id) {
             sh.dealloc(job.id, p, Released::of(abc, "abc"));
-            sh.rec(
-                Ev::BudgetReleased,
-                job.id,
-                p,
-                None,
-                None,
-                Some(permit.bytes()),
-                "",
-            );
-            drop(permit);
+            let bytes = Some(carry.permit.bytes());
+            sh.rec(Ev::BudgetReleased, job.id, p, None, None, bytes, "");
+            drop(carry);
             sh.partition_left(job.id, p, None);
             continue;
         }
         sh.rec(Ev::GpuPickup, job.id, p, wk, dev, None, "");
-        let caps_g2 = sh.policies.backend.capabilities().g2;
-        let g2_on_backend = sh.cfg.b_g2_on_backend && caps_g2;
+        let g2_on_backend = sh.cfg.b_g2_on_backend && sh.policies.backend.capabilities().g2;
 
         // b_g2_msm starts now on its own pool and overlaps this partition's GPU work
         // and the next one's.
-        let b_g2 = (!g2_on_backend).then(|| spawn_b_g2(sh, &job, p, &splits));
+        let b_g2 = (!g2_on_backend).then(|| spawn_b_g2(sh, &job, p, &carry.splits));
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
         let guard = sh.policies.lock.partition(device);
@@ -850,100 +835,31 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
                 "the GPU lock failed: {why}"
             )));
             drop(guard);
-            finish_now(
-                finish,
-                job,
-                p,
-                Err(err),
-                b_g2,
-                splits,
-                r,
-                s,
-                public_inputs,
-                permit,
-                times,
-                started,
-            );
+            send(Err(err), b_g2, carry);
             continue;
         }
-        sh.rec(
-            Ev::LockAcquired,
-            job.id,
-            p,
-            wk,
-            dev,
-            None,
-            &format!("waited_ms={:.3}", guard.waited().as_secs_f64() * 1e3),
-        );
+        let waited = guard.waited().as_secs_f64() * 1e3;
+        let detail = format!("waited_ms={waited:.3}");
+        sh.rec(Ev::LockAcquired, job.id, p, wk, dev, None, &detail);
         sh.rec(Ev::GpuStart, job.id, p, wk, dev, None, "");
         let t = Instant::now();
         let gpu = {
             let _compute = sh.policies.lock.region(device, Region::Compute);
-            let bases = query_bases(&job.srs, &job.r1cs);
-            match bases {
-                Ok(bases) => catch("gpu", || {
-                    gpu_stage(
-                        sh.policies.backend.as_ref(),
-                        abc,
-                        &bases,
-                        &splits,
-                        g2_on_backend,
-                    )
+            query_bases(&job.srs, &job.r1cs)
+                .map_err(ProveError::from)
+                .and_then(|bases| {
+                    let backend = sh.policies.backend.as_ref();
+                    catch("gpu", || {
+                        gpu_stage(backend, abc, &bases, &carry.splits, g2_on_backend)
+                    })?
+                    .map_err(ProveError::from)
                 })
-                .and_then(|r| r.map_err(ProveError::from)),
-                Err(e) => Err(e.into()),
-            }
         };
-        times.gpu = t.elapsed();
+        carry.times.gpu = t.elapsed();
         sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, "");
         drop(guard);
-        finish_now(
-            finish,
-            job,
-            p,
-            gpu,
-            b_g2,
-            splits,
-            r,
-            s,
-            public_inputs,
-            permit,
-            times,
-            started,
-        );
+        send(gpu, b_g2, carry);
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn finish_now(
-    finish: &Sender<FinishItem>,
-    job: Arc<JobShared>,
-    partition: u32,
-    gpu: Result<PartitionResult, ProveError>,
-    b_g2: Option<Receiver<(BG2Result, std::time::Duration)>>,
-    splits: Arc<Splits>,
-    r: Scalar,
-    s: Scalar,
-    public_inputs: Vec<Scalar>,
-    permit: Permit,
-    times: StageTimes,
-    started: Instant,
-) {
-    // The finisher outlives the GPU workers (it is joined last), so this only fails
-    // during a panic elsewhere; the item is then dropped, freeing its buffers.
-    let _ = finish.send(FinishItem {
-        job,
-        partition,
-        gpu,
-        b_g2,
-        splits,
-        r,
-        s,
-        public_inputs,
-        permit,
-        times,
-        started,
-    });
 }
 
 fn spawn_b_g2(
@@ -982,11 +898,10 @@ fn spawn_b_g2(
 
 fn finisher(sh: &Shared, rx: &Receiver<FinishItem>) {
     while let Ok(item) = rx.recv() {
-        let FinishItem {
+        let FinishItem { gpu, b_g2, carry } = item;
+        let Carry {
             job,
             partition: p,
-            gpu,
-            b_g2,
             splits,
             r,
             s,
@@ -994,7 +909,7 @@ fn finisher(sh: &Shared, rx: &Receiver<FinishItem>) {
             permit,
             mut times,
             started,
-        } = item;
+        } = carry;
         let outcome = (|| -> Result<ProofPoints, ProveError> {
             let result = gpu?;
             let b_g2_sum = match (b_g2, result.b_g2) {
