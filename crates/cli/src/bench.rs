@@ -381,6 +381,9 @@ fn git_revision() -> String {
         .unwrap_or_else(|| "unknown (not run from a git checkout)".into())
 }
 
+/// The revision this binary was built from (see build.rs).
+const BUILD_REVISION: &str = env!("CUZK_BUILD_REVISION");
+
 fn cpu_model() -> String {
     fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -430,6 +433,7 @@ fn write_manifest(
     let e = &cfg.engine;
     let manifest = serde_json::json!({
         "git_revision": git_revision(),
+        "build_revision": BUILD_REVISION,
         "cuzk_version": env!("CARGO_PKG_VERSION"),
         "config_file": cfg.source.as_ref().map(|p| p.display().to_string()),
         "engine": {

@@ -8,31 +8,33 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::{AbiError, LockScope};
 
+/// A first-come, first-served mutex (a ticket lock): a worker that releases and
+/// comes straight back must not overtake one that has been waiting.
 #[derive(Default)]
 struct Gate {
-    held: Mutex<bool>,
+    /// (next ticket to hand out, ticket being served)
+    tickets: Mutex<(u64, u64)>,
     freed: Condvar,
 }
 
 impl Gate {
     fn acquire(&self) {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        while *held {
-            held = self
-                .freed
-                .wait(held)
-                .unwrap_or_else(PoisonError::into_inner);
+        let mut t = self.tickets.lock().unwrap_or_else(PoisonError::into_inner);
+        let mine = t.0;
+        t.0 += 1;
+        while t.1 != mine {
+            t = self.freed.wait(t).unwrap_or_else(PoisonError::into_inner);
         }
-        *held = true;
     }
 
     fn release(&self) -> Result<(), AbiError> {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if !*held {
+        let mut t = self.tickets.lock().unwrap_or_else(PoisonError::into_inner);
+        if t.1 >= t.0 {
             return Err(AbiError::other("released a GPU lock that was not held"));
         }
-        *held = false;
-        self.freed.notify_one();
+        t.1 += 1;
+        drop(t);
+        self.freed.notify_all();
         Ok(())
     }
 }
