@@ -1,7 +1,7 @@
 //! Every kernel module compiles with NVRTC for sm_90 (where libnvrtc is found).
 
-use std::io::Write as _;
 use cuzk_cuda::kernels;
+use std::io::Write as _;
 
 #[test]
 fn every_kernel_module_compiles() {

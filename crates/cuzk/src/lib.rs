@@ -29,7 +29,7 @@ use std::{
 
 use bellpepper_core::{Circuit, SynthesisError};
 use bellperson::groth16::{ParameterSource, Proof};
-use blstrs::{Bls12, G1Affine, Scalar};
+use blstrs::{Bls12, Scalar};
 use ec_source::SourceExt as _;
 use rayon::prelude::*;
 
@@ -334,6 +334,3 @@ pub fn verify(
     let pvk = bellperson::groth16::prepare_verifying_key(vk);
     bellperson::groth16::verify_proof(&pvk, proof, public_inputs)
 }
-
-#[doc(hidden)]
-pub fn _g1(_: G1Affine) {}

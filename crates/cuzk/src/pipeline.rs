@@ -1,5 +1,10 @@
 //! The pipelined engine with bellperson's types: jobs from circuits and parameters,
 //! proofs checked by bellperson's verifier.
+//!
+//! [`crate::Engine`] proves one batch at a time, stage after stage; the pipelined
+//! engine ([`PipelineEngine`]) keeps many partitions of many jobs in flight, under
+//! a memory budget, with the strategies (`Policies`) chosen at run time, and
+//! records a TIMELINE.
 
 use std::sync::Arc;
 
@@ -11,6 +16,11 @@ use cuzk_scheduler::{JobSpec, PartitionSpec, ProofVerifier, Srs};
 use cuzk_synth::R1cs;
 
 use crate::VerifyingKey;
+
+pub use cuzk_scheduler::{
+    Engine as PipelineEngine, EngineConfig as PipelineConfig, JobError, JobHandle, JobOutput,
+    Policies, Unthrottled,
+};
 
 /// bellperson's Groth16 verifier behind the engine's [`ProofVerifier`].
 pub struct BellpersonVerifier {

@@ -13,7 +13,7 @@
 
 #![forbid(unsafe_code)]
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
 pub use cuzk_alloc::Abc;
 pub use cuzk_msm_cpu::SplitScalars;
 
@@ -118,9 +118,3 @@ pub trait GpuBackend: Send + Sync {
 pub fn log_domain(n: usize) -> u32 {
     n.max(1).next_power_of_two().trailing_zeros()
 }
-
-#[doc(hidden)]
-pub fn _assert_object_safe(_: &dyn GpuBackend) {}
-
-#[allow(dead_code)]
-fn _types(_: (&G2Affine, &Scalar)) {}
