@@ -103,7 +103,7 @@ impl Density {
 
     /// Appends one variable, unset.
     pub fn push(&mut self, set: bool) {
-        if self.len % 64 == 0 {
+        if self.len.is_multiple_of(64) {
             self.words.push(0);
         }
         self.len += 1;

@@ -106,7 +106,7 @@ pub struct Engine {
 }
 
 /// How to build an [`Engine`].
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct EngineConfig {
     /// Threads for synthesis, spmv and prep_msm (0: all cores).
     pub synth_threads: usize,
@@ -118,19 +118,6 @@ pub struct EngineConfig {
     pub backend: Option<Arc<dyn GpuBackend>>,
     pub throttle: Option<Arc<dyn Throttle>>,
     pub prover: ProverConfig,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            synth_threads: 0,
-            b_g2_threads: 0,
-            backend_threads: 0,
-            backend: None,
-            throttle: None,
-            prover: ProverConfig::default(),
-        }
-    }
 }
 
 impl std::fmt::Debug for EngineConfig {

@@ -47,7 +47,7 @@ fn scalars(rng: &mut ChaCha20Rng, n: usize) -> Vec<Scalar> {
 fn density(rng: &mut ChaCha20Rng, n: usize) -> Density {
     let mut d = Density::new(0);
     for _ in 0..n {
-        d.push(rng.next_u32() % 3 != 0);
+        d.push(!rng.next_u32().is_multiple_of(3));
     }
     d
 }

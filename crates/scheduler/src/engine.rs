@@ -354,6 +354,9 @@ struct Shared {
 }
 
 impl Shared {
+    /// One TIMELINE event; the argument list is the event's fields, in the
+    /// recorder's order.
+    #[allow(clippy::too_many_arguments)]
     fn rec(
         &self,
         ev: Ev,
@@ -650,8 +653,8 @@ impl Drop for Engine {
         // Synthesis workers first (their partitions go on to the GPU queue), then the
         // GPU workers, then the finisher. Joining never panics: a worker that
         // panicked is reported and skipped.
-        let mut threads = std::mem::take(&mut self.threads);
-        for (name, h) in threads.drain(..).collect::<Vec<_>>() {
+        let mut threads = Vec::new();
+        for (name, h) in std::mem::take(&mut self.threads) {
             if name == "synth" {
                 if h.join().is_err() {
                     tracing::error!("a synthesis worker panicked");

@@ -89,7 +89,7 @@ impl ThrottlePlugin for Flag {
         }
         if self.check_every > 1 {
             let n = self.calls[(worker % SLOTS as u64) as usize].fetch_add(1, Ordering::Relaxed);
-            if n % self.check_every != 0 {
+            if !n.is_multiple_of(self.check_every) {
                 return;
             }
         }
