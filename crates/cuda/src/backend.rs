@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use blstrs::{G1Affine, G1Projective};
 use cudarc::driver::{CudaContext, CudaSlice};
 use cuzk_gpu_backend::{
-    BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionResult, SplitMsm,
+    AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
+    PartitionResult, SplitMsm,
 };
 
 use crate::error::CudaError;
@@ -128,7 +129,7 @@ impl CudaBackend {
 
     /// Device bytes `prove_partition` needs for `job` beyond the bases (H buffers, the
     /// largest MSM's scratch, the split uploads).
-    pub fn working_bytes(job: &PartitionJob<'_>) -> u64 {
+    pub fn working_bytes(job: &PartitionJobRef<'_>) -> u64 {
         let n = job.abc.len();
         let big = 1usize << crate::log_domain(n);
         let h = Ntt::h_device_bytes(n);
@@ -240,6 +241,30 @@ impl GpuBackend for CudaBackend {
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        // The device only reads a, b, c: the borrowed path does all the work, and the
+        // evaluations go when it returns.
+        let PartitionJob {
+            abc,
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+        } = job;
+        self.prove_partition_ref(PartitionJobRef {
+            abc: AbcRef::new(&abc),
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+        })
+    }
+
+    fn prove_partition_ref(
+        &self,
+        job: PartitionJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
         if !job.abc.is_consistent() {
             return Err(BackendError::AbcShape {
                 a: job.abc.a.len(),
@@ -272,7 +297,7 @@ impl GpuBackend for CudaBackend {
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
         let working = Self::working_bytes(&job);
-        let PartitionJob {
+        let PartitionJobRef {
             abc,
             h_bases,
             l,
@@ -282,13 +307,12 @@ impl GpuBackend for CudaBackend {
         } = job;
         // Page-lock a, b, c before taking the device (phase 9 of the C2 history): the
         // pinning of ~12 GiB overlaps another partition's GPU work, and compute_h's
-        // own registration finds the ranges registered and skips it. Declared after
-        // `abc`, so on every path the registrations go before the vectors do.
+        // own registration finds the ranges registered and skips it.
         let mut pinned = Vec::new();
-        for v in [&abc.a, &abc.b, &abc.c] {
+        for v in [abc.a, abc.b, abc.c] {
             if v.len() >= crate::ntt::PIN_MIN_LEN {
-                // SAFETY: `abc` outlives `pinned` (dropped first, explicitly below or
-                // in reverse declaration order on an early return).
+                // SAFETY: the borrowed `abc` outlives this call, and `pinned` is
+                // dropped within it (explicitly below, or on an early return).
                 pinned.push(
                     unsafe { HostRegistration::new(&self.ctx, scalars_as_bytes(v)) }
                         .map_err(dev)?,
@@ -300,13 +324,9 @@ impl GpuBackend for CudaBackend {
         let inner = &*inner;
         let gpu = &inner.gpu;
 
-        let h_coeffs = inner
-            .ntt
-            .compute_h(gpu, &abc.a, &abc.b, &abc.c)
-            .map_err(dev)?;
-        // Uploads are done: the evaluations may go while the device works.
+        let h_coeffs = inner.ntt.compute_h(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
+        // Uploads are done: unpin while the device works.
         drop(pinned);
-        drop(abc);
         let h_pending = msm::msm(
             gpu,
             &inner.bases[&key(h_bases)],

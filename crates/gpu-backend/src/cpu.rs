@@ -275,7 +275,19 @@ mod tests {
                         split: &b2.split,
                     }),
                 };
+                // The borrowed entry point (what a plugin calls) gives the same sums.
+                let by_ref = backend
+                    .prove_partition_ref(crate::PartitionJobRef {
+                        abc: crate::AbcRef::new(&job.abc),
+                        h_bases: job.h_bases,
+                        l: job.l,
+                        a: job.a,
+                        b_g1: job.b_g1,
+                        b_g2: job.b_g2,
+                    })
+                    .unwrap();
                 let got = backend.prove_partition(job).unwrap();
+                assert_eq!(by_ref, got);
                 assert_eq!(
                     got,
                     PartitionResult {

@@ -13,7 +13,7 @@
 
 #![forbid(unsafe_code)]
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 pub use cuzk_alloc::Abc;
 pub use cuzk_msm_cpu::SplitScalars;
 
@@ -73,6 +73,73 @@ pub struct PartitionJob<'a> {
     pub b_g2: Option<SplitMsm<'a, G2Affine>>,
 }
 
+/// `a, b, c` borrowed, for a backend that only reads them.
+#[derive(Clone, Copy, Debug)]
+pub struct AbcRef<'a> {
+    pub a: &'a [Scalar],
+    pub b: &'a [Scalar],
+    pub c: &'a [Scalar],
+}
+
+impl<'a> AbcRef<'a> {
+    pub fn new(abc: &'a Abc) -> Self {
+        Self {
+            a: &abc.a,
+            b: &abc.b,
+            c: &abc.c,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.a.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.a.is_empty()
+    }
+
+    pub fn is_consistent(&self) -> bool {
+        self.a.len() == self.b.len() && self.b.len() == self.c.len()
+    }
+}
+
+/// A [`PartitionJob`] whose `a, b, c` are borrowed (a plugin's view of the host's
+/// buffers, say).
+#[derive(Clone, Copy, Debug)]
+pub struct PartitionJobRef<'a> {
+    pub abc: AbcRef<'a>,
+    pub h_bases: &'a [G1Affine],
+    pub l: SplitMsm<'a, G1Affine>,
+    pub a: SplitMsm<'a, G1Affine>,
+    pub b_g1: SplitMsm<'a, G1Affine>,
+    pub b_g2: Option<SplitMsm<'a, G2Affine>>,
+}
+
+impl<'a> PartitionJobRef<'a> {
+    /// An owned job, copying `a, b, c` into vectors with room for the NTT domain
+    /// (so an in-place H computation pads them without a second copy).
+    pub fn to_owned_job(&self) -> PartitionJob<'a> {
+        let domain = self.abc.len().max(1).next_power_of_two();
+        let copy = |v: &[Scalar]| {
+            let mut out = Vec::with_capacity(domain.max(v.len()));
+            out.extend_from_slice(v);
+            out
+        };
+        PartitionJob {
+            abc: Abc {
+                a: copy(self.abc.a),
+                b: copy(self.abc.b),
+                c: copy(self.abc.c),
+            },
+            h_bases: self.h_bases,
+            l: self.l,
+            a: self.a,
+            b_g1: self.b_g1,
+            b_g2: self.b_g2,
+        }
+    }
+}
+
 /// The sums the partition's proof is assembled from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionResult {
@@ -112,6 +179,17 @@ pub trait GpuBackend: Send + Sync {
 
     /// Computes H from `a, b, c` and the MSMs H, L, A, B_G1 (and B_G2 if asked).
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError>;
+
+    /// The same call with `a, b, c` borrowed. The default copies them into an owned
+    /// job (the CPU backend transforms them in place); a backend that only reads
+    /// them (a GPU uploads them) overrides this and saves the copy, 12 GiB for a
+    /// 32 GiB-sector partition.
+    fn prove_partition_ref(
+        &self,
+        job: PartitionJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        self.prove_partition(job.to_owned_job())
+    }
 }
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).

@@ -2,28 +2,23 @@
 //! a [`PartitionJobC`] turned into a `cuzk_gpu_backend::PartitionJob`, and the
 //! result and errors turned back.
 //!
-//! Two conversions are not free, and both are linear in the partition (the NTTs and
-//! MSMs behind them are not):
-//! - `a, b, c` arrive as host-owned vectors (freed by the host's allocator), while
-//!   `Abc` owns vectors of this library's allocator, so each is copied, one at a
-//!   time, into a vector with room for the NTT domain, and the host's buffer is
-//!   freed right after its copy;
-//! - each split is rebuilt as a `SplitScalars` from its raw parts (checked: a
-//!   malformed split from a buggy host is an error, not undefined behaviour).
-//!
-//! At 2^16 constraints the copies are a few milliseconds against a second of proving
-//! on 2 cores (BENCHMARKS.md measures the whole crossing).
+//! `a, b, c` are handed to the backend as borrowed slices of the host's vectors
+//! (`GpuBackend::prove_partition_ref`): a GPU backend uploads them without a copy;
+//! a backend that transforms them in place (the CPU reference) copies them into its
+//! own vectors, the trait's default. Each split is rebuilt as a `SplitScalars` from
+//! its raw parts (checked: a malformed split from a buggy host is an error, not
+//! undefined behaviour); the parts are small next to the evaluations.
 
-use abi_stable::std_types::{RSome, RString, RVec};
+use abi_stable::std_types::{RSome, RString};
 use blstrs::{G1Affine, G2Affine, G2Projective, Scalar};
-use cuzk_alloc::{Abc, Density};
+use cuzk_alloc::Density;
 use cuzk_gpu_backend::{
-    BackendError, Capabilities, PartitionJob, PartitionResult, SplitMsm, SplitScalars,
+    AbcRef, BackendError, Capabilities, PartitionJobRef, PartitionResult, SplitMsm, SplitScalars,
 };
 
 use crate::{
-    AbiError, BackendCaps, DeviceInfoC, ErrorCode, PartitionJobC, PartitionResultC, Repr,
-    ScalarRepr, SplitMsmC, CURVE,
+    AbcC, AbiError, BackendCaps, DeviceInfoC, ErrorCode, PartitionJobC, PartitionResultC, Repr,
+    SplitMsmC, CURVE,
 };
 
 /// A split MSM with its split owned.
@@ -34,7 +29,7 @@ struct Owned<'a, G> {
 
 /// A [`PartitionJobC`] in cuzk's in-process types.
 pub struct InProcessJob<'a> {
-    abc: Abc,
+    abc: AbcC,
     h_bases: &'a [G1Affine],
     l: Owned<'a, G1Affine>,
     a: Owned<'a, G1Affine>,
@@ -62,12 +57,6 @@ impl<'a> InProcessJob<'a> {
             RSome(m) => Some(owned(m, G2Affine::slice_from_repr)?),
             _ => None,
         };
-        let domain = abc.a.len().max(1).next_power_of_two();
-        let abc = Abc {
-            a: to_vec(abc.a, domain),
-            b: to_vec(abc.b, domain),
-            c: to_vec(abc.c, domain),
-        };
         Ok(Self {
             abc,
             h_bases: G1Affine::slice_from_repr(h_bases.as_slice()),
@@ -78,14 +67,18 @@ impl<'a> InProcessJob<'a> {
         })
     }
 
-    /// Runs `prove` (a backend's `prove_partition`) on the job and converts its
-    /// result for the host.
+    /// Runs `prove` (a backend's `prove_partition_ref`) on the job and converts its
+    /// result for the host. The host's `a, b, c` are freed when this returns.
     pub fn run(
         self,
-        prove: impl FnOnce(PartitionJob<'_>) -> Result<PartitionResult, BackendError>,
+        prove: impl FnOnce(PartitionJobRef<'_>) -> Result<PartitionResult, BackendError>,
     ) -> Result<PartitionResultC, AbiError> {
-        let job = PartitionJob {
-            abc: self.abc,
+        let job = PartitionJobRef {
+            abc: AbcRef {
+                a: Scalar::slice_from_repr(self.abc.a.as_slice()),
+                b: Scalar::slice_from_repr(self.abc.b.as_slice()),
+                c: Scalar::slice_from_repr(self.abc.c.as_slice()),
+            },
             h_bases: self.h_bases,
             l: SplitMsm {
                 bases: self.l.bases,
@@ -113,15 +106,6 @@ impl<'a> InProcessJob<'a> {
             b_g2: r.b_g2.map(G2Projective::to_repr).into(),
         })
     }
-}
-
-/// Copies a host vector into one of this library's with room for the NTT domain
-/// (so `compute_h` pads it in place), then frees the host's.
-fn to_vec(v: RVec<ScalarRepr>, domain: usize) -> Vec<Scalar> {
-    let mut out = Vec::with_capacity(domain.max(v.len()));
-    out.extend_from_slice(Scalar::slice_from_repr(v.as_slice()));
-    drop(v);
-    out
 }
 
 fn owned<'a, R, G: 'a>(

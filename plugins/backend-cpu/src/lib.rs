@@ -5,9 +5,9 @@
 //! the in-process backend bit for bit, and so that the cost of the crossing can be
 //! measured with a backend whose work is known.
 //!
-//! The crossing is `cuzk_plugin_api::stages`: `a, b, c` are copied once into this
-//! library's vectors (sized for the NTT domain) and the splits are rebuilt from their
-//! parts, checked.
+//! The crossing is `cuzk_plugin_api::stages`: the splits are rebuilt from their
+//! parts, checked, and `a, b, c` are copied once into this library's vectors (the
+//! CPU backend transforms them in place).
 
 use std::sync::Arc;
 
@@ -46,7 +46,7 @@ impl BackendPlugin for Cpu {
     }
 
     fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError> {
-        stages::InProcessJob::from_c(job)?.run(|job| self.backend.prove_partition(job))
+        stages::InProcessJob::from_c(job)?.run(|job| self.backend.prove_partition_ref(job))
     }
 }
 

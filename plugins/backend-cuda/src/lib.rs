@@ -4,10 +4,10 @@
 //! Where there is no CUDA driver or device, instantiating the plugin fails with the
 //! backend's "no CUDA device" error, which the host reports; nothing panics.
 //!
-//! The crossing is `cuzk_plugin_api::stages` (a copy of `a, b, c` into this
-//! library's vectors, splits rebuilt from their parts). The bases are the host's
-//! slices, so the backend's resident-bases cache (keyed by slice address) works
-//! across calls exactly as in-process.
+//! The crossing is `cuzk_plugin_api::stages`: `a, b, c` stay the host's (the
+//! backend pins and uploads them where they are), the splits are rebuilt from their
+//! parts, and the bases are the host's slices, so the backend's resident-bases
+//! cache (keyed by slice address) works across calls exactly as in-process.
 
 use cuzk_cuda::{CudaBackend, CudaConfig};
 use cuzk_gpu_backend::GpuBackend;
@@ -46,7 +46,7 @@ impl BackendPlugin for Cuda {
     }
 
     fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError> {
-        stages::InProcessJob::from_c(job)?.run(|job| self.backend.prove_partition(job))
+        stages::InProcessJob::from_c(job)?.run(|job| self.backend.prove_partition_ref(job))
     }
 }
 
