@@ -63,27 +63,52 @@ fn instantiate(
         .map_err(|e| crate::rejected(kind, &lib.name(), e))
 }
 
-// ---------------------------------------------------------------------------------
+/// A policy plugin's kind module, as the adapters below need it.
+trait PolicyModule: Copy {
+    const KIND: &'static str;
+    fn of(lib: &Library) -> Option<Self>;
+    fn instantiate_fn(self) -> extern "C" fn(RSlice<'_, Param<'_>>) -> RResult<Instance, AbiError>;
+    fn destroy_fn(self) -> extern "C" fn(Instance);
+}
 
-/// A dealloc plugin as a [`DeallocPolicy`].
-pub struct PluginDealloc {
+macro_rules! policy_module {
+    ($($t:ty => $kind:literal, $get:ident;)*) => {$(
+        impl PolicyModule for $t {
+            const KIND: &'static str = $kind;
+            fn of(lib: &Library) -> Option<Self> {
+                lib.root.$get().into_option()
+            }
+            fn instantiate_fn(
+                self,
+            ) -> extern "C" fn(RSlice<'_, Param<'_>>) -> RResult<Instance, AbiError> {
+                self.instantiate()
+            }
+            fn destroy_fn(self) -> extern "C" fn(Instance) {
+                self.destroy()
+            }
+        }
+    )*};
+}
+
+policy_module! {
+    DeallocMod_Ref => "dealloc", dealloc;
+    ThrottleMod_Ref => "throttle", throttle;
+    GpuLockMod_Ref => "gpu_lock", gpu_lock;
+}
+
+/// What every policy adapter holds: the plugin's name, its kind module, its
+/// instance (destroyed on drop) and the errors its calls returned.
+struct Plugged<M: PolicyModule> {
     name: String,
-    module: DeallocMod_Ref,
+    module: M,
     instance: Option<Instance>,
     errors: Errors,
 }
 
-impl PluginDealloc {
-    pub(crate) fn instantiate(
-        lib: Library,
-        params: &BTreeMap<String, String>,
-    ) -> Result<Self, PluginError> {
-        let module = lib
-            .root
-            .dealloc()
-            .into_option()
-            .ok_or_else(|| missing_module(&lib, "dealloc"))?;
-        let instance = instantiate(&lib, "dealloc", params, module.instantiate())?;
+impl<M: PolicyModule> Plugged<M> {
+    fn new(lib: Library, params: &BTreeMap<String, String>) -> Result<Self, PluginError> {
+        let module = M::of(&lib).ok_or_else(|| missing_module(&lib, M::KIND))?;
+        let instance = instantiate(&lib, M::KIND, params, module.instantiate_fn())?;
         Ok(Self {
             name: lib.name(),
             module,
@@ -96,14 +121,40 @@ impl PluginDealloc {
         self.instance.as_ref().expect("instance present until drop")
     }
 
+    fn record(&self, call: &'static str, r: RResult<(), AbiError>) {
+        self.errors.record(&self.name, call, r);
+    }
+}
+
+impl<M: PolicyModule> Drop for Plugged<M> {
+    fn drop(&mut self) {
+        if let Some(i) = self.instance.take() {
+            (self.module.destroy_fn())(i);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+
+/// A dealloc plugin as a [`DeallocPolicy`].
+pub struct PluginDealloc(Plugged<DeallocMod_Ref>);
+
+impl PluginDealloc {
+    pub(crate) fn instantiate(
+        lib: Library,
+        params: &BTreeMap<String, String>,
+    ) -> Result<Self, PluginError> {
+        Plugged::new(lib, params).map(Self)
+    }
+
     pub fn plugin_name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     /// The last error the plugin returned and how many it returned since the last
     /// call (the buffers involved were freed regardless).
     pub fn take_error(&self) -> Option<(u64, PluginError)> {
-        self.errors.take()
+        self.0.errors.take()
     }
 }
 
@@ -114,21 +165,13 @@ impl DeallocPolicy for PluginDealloc {
         // own destructor: whatever thread the plugin runs it on, the host allocator
         // frees the memory.
         let buf = ReleasedBuf::from_value(buf, bytes, label);
-        let r = (self.module.release())(self.instance(), buf);
-        self.errors.record(&self.name, "release", r);
+        let p = &self.0;
+        p.record("release", (p.module.release())(p.instance(), buf));
     }
 
     fn drain(&self) {
-        let r = (self.module.drain())(self.instance());
-        self.errors.record(&self.name, "drain", r);
-    }
-}
-
-impl Drop for PluginDealloc {
-    fn drop(&mut self) {
-        if let Some(i) = self.instance.take() {
-            (self.module.destroy())(i);
-        }
+        let p = &self.0;
+        p.record("drain", (p.module.drain())(p.instance()));
     }
 }
 
@@ -136,117 +179,60 @@ impl Drop for PluginDealloc {
 
 /// A throttle plugin as both halves of the flag: [`ThrottleControl`] for the stage
 /// that raises it, [`cuzk_synth::Throttle`] for the synthesis workers.
-pub struct PluginThrottle {
-    name: String,
-    module: ThrottleMod_Ref,
-    instance: Option<Instance>,
-    errors: Errors,
-}
+pub struct PluginThrottle(Plugged<ThrottleMod_Ref>);
 
 impl PluginThrottle {
     pub(crate) fn instantiate(
         lib: Library,
         params: &BTreeMap<String, String>,
     ) -> Result<Self, PluginError> {
-        let module = lib
-            .root
-            .throttle()
-            .into_option()
-            .ok_or_else(|| missing_module(&lib, "throttle"))?;
-        let instance = instantiate(&lib, "throttle", params, module.instantiate())?;
-        Ok(Self {
-            name: lib.name(),
-            module,
-            instance: Some(instance),
-            errors: Errors::default(),
-        })
-    }
-
-    fn instance(&self) -> &Instance {
-        self.instance.as_ref().expect("instance present until drop")
+        Plugged::new(lib, params).map(Self)
     }
 
     pub fn plugin_name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     /// See [`PluginDealloc::take_error`].
     pub fn take_error(&self) -> Option<(u64, PluginError)> {
-        self.errors.take()
+        self.0.errors.take()
     }
 }
 
 impl ThrottleControl for PluginThrottle {
     fn raise(&self) {
-        let r = (self.module.raise())(self.instance());
-        self.errors.record(&self.name, "raise", r);
+        let p = &self.0;
+        p.record("raise", (p.module.raise())(p.instance()));
     }
 
     fn lower(&self) {
-        let r = (self.module.lower())(self.instance());
-        self.errors.record(&self.name, "lower", r);
+        let p = &self.0;
+        p.record("lower", (p.module.lower())(p.instance()));
     }
 }
 
 impl cuzk_synth::Throttle for PluginThrottle {
     fn checkpoint(&self, worker: usize) {
-        let r = (self.module.checkpoint())(self.instance(), worker as u64);
-        self.errors.record(&self.name, "checkpoint", r);
-    }
-}
-
-impl Drop for PluginThrottle {
-    fn drop(&mut self) {
-        if let Some(i) = self.instance.take() {
-            (self.module.destroy())(i);
-        }
+        let p = &self.0;
+        p.record(
+            "checkpoint",
+            (p.module.checkpoint())(p.instance(), worker as u64),
+        );
     }
 }
 
 // ---------------------------------------------------------------------------------
 
-struct LockInner {
-    name: String,
-    module: GpuLockMod_Ref,
-    instance: Option<Instance>,
-    errors: Errors,
-}
-
-impl LockInner {
-    fn instance(&self) -> &Instance {
-        self.instance.as_ref().expect("instance present until drop")
-    }
-}
-
-impl Drop for LockInner {
-    fn drop(&mut self) {
-        if let Some(i) = self.instance.take() {
-            (self.module.destroy())(i);
-        }
-    }
-}
-
 /// A GPU-lock plugin as a [`GpuLock`]. Guards keep the plugin instance alive, so a
 /// guard may outlive the `PluginGpuLock` it came from.
-pub struct PluginGpuLock(Arc<LockInner>);
+pub struct PluginGpuLock(Arc<Plugged<GpuLockMod_Ref>>);
 
 impl PluginGpuLock {
     pub(crate) fn instantiate(
         lib: Library,
         params: &BTreeMap<String, String>,
     ) -> Result<Self, PluginError> {
-        let module = lib
-            .root
-            .gpu_lock()
-            .into_option()
-            .ok_or_else(|| missing_module(&lib, "gpu_lock"))?;
-        let instance = instantiate(&lib, "gpu_lock", params, module.instantiate())?;
-        Ok(Self(Arc::new(LockInner {
-            name: lib.name(),
-            module,
-            instance: Some(instance),
-            errors: Errors::default(),
-        })))
+        Plugged::new(lib, params).map(|p| Self(Arc::new(p)))
     }
 
     pub fn plugin_name(&self) -> &str {
@@ -269,7 +255,7 @@ impl PluginGpuLock {
                 let inner = Arc::clone(&self.0);
                 LockGuard::new(waited, move || {
                     let r = (inner.module.release())(inner.instance(), device as u64, scope);
-                    inner.errors.record(&inner.name, "release", r);
+                    inner.record("release", r);
                 })
             }
             RResult::RErr(e) => {
@@ -296,17 +282,13 @@ impl GpuLock for PluginGpuLock {
 }
 
 macro_rules! debug_by_name {
-    ($($t:ty => $name:expr),*) => {$(
+    ($($t:ty),*) => {$(
         impl std::fmt::Debug for $t {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(stringify!($t)).field("plugin", &$name(self)).finish()
+                f.debug_struct(stringify!($t)).field("plugin", &self.plugin_name()).finish()
             }
         }
     )*};
 }
 
-debug_by_name! {
-    PluginDealloc => |s: &PluginDealloc| s.name.clone(),
-    PluginThrottle => |s: &PluginThrottle| s.name.clone(),
-    PluginGpuLock => |s: &PluginGpuLock| s.0.name.clone()
-}
+debug_by_name!(PluginDealloc, PluginThrottle, PluginGpuLock);
