@@ -94,9 +94,48 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // The chain of causes, without a backtrace: these are the user's errors
             // (a bad file, a missing plugin), not ours.
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cause_chain(&e));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes joined by ": ", skipping a cause whose text its
+/// parent already includes (the library errors say what went wrong inside them,
+/// and also expose it as their source).
+fn cause_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut parent = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !parent.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        parent = text;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_already_in_their_parent_are_not_repeated() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("inner failure")]
+        struct Inner;
+        #[derive(Debug, thiserror::Error)]
+        #[error("the stage failed: {0}")]
+        struct Outer(#[from] Inner);
+        let e = anyhow::Error::from(Outer(Inner)).context("reading x");
+        assert_eq!(
+            cause_chain(&e),
+            "reading x: the stage failed: inner failure"
+        );
     }
 }
 

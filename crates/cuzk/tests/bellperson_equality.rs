@@ -173,6 +173,18 @@ fn params_of_another_circuit_are_a_typed_error() {
     assert!(msg.contains("parameters"), "{msg}");
 }
 
+/// Parameters of another circuit with the same domain size and input count: every
+/// query length but the IC and h ones differ, which must be an error, not a proof
+/// that does not verify.
+#[test]
+fn params_of_another_circuit_of_the_same_size_are_a_typed_error() {
+    let params = params_for(MulChain::new(12, 2, None).unwrap(), 16);
+    let c = Sha256Chain::new(12, Some(1)).unwrap();
+    let err = cuzk::create_proof(c, &params, Scalar::ONE, Scalar::ONE).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("generated for another circuit"), "{msg}");
+}
+
 #[test]
 fn batch_length_mismatch_is_a_typed_error() {
     let params = params_for(MulChain::new(10, 1, None).unwrap(), 14);

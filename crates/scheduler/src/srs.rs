@@ -41,13 +41,21 @@ impl<G> Bases<G> {
         self.range.is_empty()
     }
 
-    /// The first `n` bases, or an error naming the query if there are fewer.
-    pub fn prefix(&self, query: &'static str, n: usize) -> Result<&[G], SrsError> {
-        self.as_slice().get(..n).ok_or(SrsError::TooFewBases {
-            query,
-            have: self.len(),
-            need: n,
-        })
+    /// All the bases, if there are exactly `n`; else an error naming the query.
+    ///
+    /// Exact, not "at least": parameters for another circuit of the same domain
+    /// size (a SHA chain's for a multiplication chain's, say) have other query
+    /// lengths, and would otherwise give a proof that does not verify.
+    pub fn exactly(&self, query: &'static str, n: usize) -> Result<&[G], SrsError> {
+        if self.len() == n {
+            Ok(self.as_slice())
+        } else {
+            Err(SrsError::BaseCount {
+                query,
+                have: self.len(),
+                need: n,
+            })
+        }
     }
 }
 
@@ -71,7 +79,7 @@ pub struct Srs {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SrsError {
     #[error("the parameters' {query} query has {have} bases but the circuit needs {need}: were these parameters generated for another circuit?")]
-    TooFewBases {
+    BaseCount {
         query: &'static str,
         have: usize,
         need: usize,

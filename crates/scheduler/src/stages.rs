@@ -141,10 +141,10 @@ pub fn query_bases<'a>(srs: &'a Srs, r1cs: &R1cs) -> Result<QueryBases<'a>, SrsE
     let b_count = r1cs.b_input_density().count() + r1cs.b_aux_density().count();
     Ok(QueryBases {
         h: srs.h.as_slice(),
-        l: srs.l.prefix("l", r1cs.num_aux())?,
-        a: srs.a.prefix("a", a_count)?,
-        b_g1: srs.b_g1.prefix("b_g1", b_count)?,
-        b_g2: srs.b_g2.prefix("b_g2", b_count)?,
+        l: srs.l.exactly("l", r1cs.num_aux())?,
+        a: srs.a.exactly("a", a_count)?,
+        b_g1: srs.b_g1.exactly("b_g1", b_count)?,
+        b_g2: srs.b_g2.exactly("b_g2", b_count)?,
     })
 }
 
