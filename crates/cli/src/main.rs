@@ -119,6 +119,22 @@ fn cause_chain(e: &anyhow::Error) -> String {
     out
 }
 
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Prove(args) => prove::prove(args),
+        Command::Verify(args) => prove::verify(args),
+        Command::Params { command } => match command {
+            ParamsCommand::Gen(args) => prove::params_gen(args),
+            ParamsCommand::Info { file } => prove::params_info(&file),
+        },
+        Command::Bench(args) => bench::bench(args),
+        Command::Ab(args) => bench::ab(args),
+        Command::Timeline(args) => tools::timeline(args),
+        Command::Plugins { command } => tools::plugins(command),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,21 +152,5 @@ mod tests {
             cause_chain(&e),
             "reading x: the stage failed: inner failure"
         );
-    }
-}
-
-fn run(cli: Cli) -> Result<()> {
-    match cli.command {
-        Command::Demo(args) => demo::run(args),
-        Command::Prove(args) => prove::prove(args),
-        Command::Verify(args) => prove::verify(args),
-        Command::Params { command } => match command {
-            ParamsCommand::Gen(args) => prove::params_gen(args),
-            ParamsCommand::Info { file } => prove::params_info(&file),
-        },
-        Command::Bench(args) => bench::bench(args),
-        Command::Ab(args) => bench::ab(args),
-        Command::Timeline(args) => tools::timeline(args),
-        Command::Plugins { command } => tools::plugins(command),
     }
 }
