@@ -48,6 +48,7 @@ pub mod export;
 pub mod gates;
 pub mod module;
 pub mod params;
+pub mod pending;
 pub mod repr;
 #[cfg(feature = "stages")]
 pub mod stages;

@@ -7,16 +7,10 @@
 //! unmapped memory pile up past the memory budget.
 
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use cuzk_plugin_api::{AbiError, DeallocPlugin, ParamDoc, Params, ReleasedBuf};
-
-#[derive(Default)]
-struct Pending {
-    count: Mutex<usize>,
-    done: Condvar,
-}
+use cuzk_plugin_api::{pending::Pending, AbiError, DeallocPlugin, ParamDoc, Params, ReleasedBuf};
 
 pub struct Bounded {
     queue: Mutex<Option<SyncSender<ReleasedBuf>>>,
@@ -41,11 +35,7 @@ impl DeallocPlugin for Bounded {
             .spawn(move || {
                 for buf in rx {
                     buf.free();
-                    let mut n = p.count.lock().unwrap_or_else(PoisonError::into_inner);
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
-                        p.done.notify_all();
-                    }
+                    p.finish();
                 }
             })
             .map_err(|e| AbiError::other(format!("could not start the dealloc thread: {e}")))?;
@@ -66,20 +56,12 @@ impl DeallocPlugin for Bounded {
             buf.free();
             return Ok(());
         };
-        *self
-            .pending
-            .count
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) += 1;
+        self.pending.start();
         // Blocks while the queue is full: the back-pressure.
         if let Err(returned) = tx.send(buf) {
             // The thread is gone (it cannot panic: frees are contained); free here.
-            *self
-                .pending
-                .count
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) -= 1;
             returned.0.free();
+            self.pending.finish();
             return Err(AbiError::other(
                 "the dealloc thread has stopped; freed inline",
             ));
@@ -88,18 +70,7 @@ impl DeallocPlugin for Bounded {
     }
 
     fn drain(&self) -> Result<(), AbiError> {
-        let mut n = self
-            .pending
-            .count
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        while *n > 0 {
-            n = self
-                .pending
-                .done
-                .wait(n)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        self.pending.wait_idle();
         Ok(())
     }
 }

@@ -4,25 +4,9 @@
 //! `munmap` at once, and each unmap interrupts every core (TLB shootdowns); the C2
 //! history measured that storm slowing synthesis. Kept so it can be measured again.
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::Arc;
 
-use cuzk_plugin_api::{AbiError, DeallocPlugin, ParamDoc, Params, ReleasedBuf};
-
-#[derive(Default)]
-struct Pending {
-    count: Mutex<usize>,
-    done: Condvar,
-}
-
-impl Pending {
-    fn finish(&self) {
-        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            self.done.notify_all();
-        }
-    }
-}
+use cuzk_plugin_api::{pending::Pending, AbiError, DeallocPlugin, ParamDoc, Params, ReleasedBuf};
 
 pub struct Detached {
     pending: Arc<Pending>,
@@ -38,11 +22,7 @@ impl DeallocPlugin for Detached {
     }
 
     fn release(&self, buf: ReleasedBuf) -> Result<(), AbiError> {
-        *self
-            .pending
-            .count
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) += 1;
+        self.pending.start();
         let pending = Arc::clone(&self.pending);
         let spawned = std::thread::Builder::new()
             .name("cuzk-dealloc-detached".into())
@@ -62,18 +42,7 @@ impl DeallocPlugin for Detached {
     }
 
     fn drain(&self) -> Result<(), AbiError> {
-        let mut n = self
-            .pending
-            .count
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        while *n > 0 {
-            n = self
-                .pending
-                .done
-                .wait(n)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        self.pending.wait_idle();
         Ok(())
     }
 }
