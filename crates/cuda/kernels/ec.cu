@@ -73,26 +73,27 @@ __device__ __forceinline__ Xyzz dbl(const Xyzz& p) {
     return r;
 }
 
-// p + a, a affine (may be infinity).
+// p + a, a affine (may be infinity). The hot formula of every MSM: its products are
+// inlined (mul_inl), the rarer formulas call one shared product.
 __device__ __forceinline__ Xyzz add_mixed(const Xyzz& p, const Affine& a) {
     if (a.is_inf()) return p;
     if (p.is_inf()) return Xyzz::from_affine(a);
-    Fq U2 = Fq::mul(a.x, p.ZZ);
-    Fq S2 = Fq::mul(a.y, p.ZZZ);
+    Fq U2 = Fq::mul_inl(a.x, p.ZZ);
+    Fq S2 = Fq::mul_inl(a.y, p.ZZZ);
     Fq P = Fq::sub(U2, p.X);
     Fq R = Fq::sub(S2, p.Y);
     if (P.is_zero()) {
         if (R.is_zero()) return dbl_affine(a);
         return Xyzz::inf();
     }
-    Fq PP = Fq::sqr(P);
-    Fq PPP = Fq::mul(P, PP);
-    Fq Q = Fq::mul(p.X, PP);
+    Fq PP = Fq::sqr_inl(P);
+    Fq PPP = Fq::mul_inl(P, PP);
+    Fq Q = Fq::mul_inl(p.X, PP);
     Xyzz r;
-    r.X = Fq::sub(Fq::sub(Fq::sqr(R), PPP), Fq::dbl(Q));
-    r.Y = Fq::sub(Fq::mul(R, Fq::sub(Q, r.X)), Fq::mul(p.Y, PPP));
-    r.ZZ = Fq::mul(p.ZZ, PP);
-    r.ZZZ = Fq::mul(p.ZZZ, PPP);
+    r.X = Fq::sub(Fq::sub(Fq::sqr_inl(R), PPP), Fq::dbl(Q));
+    r.Y = Fq::sub(Fq::mul_inl(R, Fq::sub(Q, r.X)), Fq::mul_inl(p.Y, PPP));
+    r.ZZ = Fq::mul_inl(p.ZZ, PP);
+    r.ZZZ = Fq::mul_inl(p.ZZZ, PPP);
     return r;
 }
 
