@@ -1,7 +1,8 @@
 // G1 multi-scalar multiplication: Pippenger with signed c-bit digits.
 //
 // Per MSM: msm_histogram counts, per window, how many scalars fall into each bucket;
-// msm_scan turns the counts into offsets; msm_scatter recomputes the digits and writes
+// an exclusive scan over all buckets of all windows (scan_* below) turns the counts
+// into offsets; msm_scatter recomputes the digits and writes
 // (point index | sign << 31) into its bucket's segment, so the (bucket, point) pairs
 // end up grouped by bucket (a counting sort, order inside a bucket is irrelevant);
 // msm_sum_points / msm_sum_xyzz sum each bucket's points in XYZZ, load-balanced; then
@@ -48,36 +49,6 @@ extern "C" __global__ void msm_histogram(const Fr* scalars, u32 n, u32 fmt, u32 
     }
 }
 
-// One block of 1024 threads per window: exclusive scan of that window's counts into
-// offsets (global positions in the sorted array, window w starting at w * n) and a
-// copy into cursors for msm_scatter.
-extern "C" __global__ void msm_scan(const u32* counts, u32* offsets, u32* cursors, u32 nb, u32 n) {
-    __shared__ u32 sums[1024];
-    const u32 w = blockIdx.x, t = threadIdx.x;
-    const u32 per = (nb + 1023) / 1024;
-    const u32 first = t * per;
-    u32 local = 0;
-    for (u32 i = 0; i < per; i++)
-        if (first + i < nb) local += counts[w * nb + first + i];
-    sums[t] = local;
-    __syncthreads();
-    for (u32 d = 1; d < 1024; d <<= 1) {
-        u32 v = t >= d ? sums[t - d] : 0;
-        __syncthreads();
-        sums[t] += v;
-        __syncthreads();
-    }
-    u32 run = w * n + sums[t] - local;
-    for (u32 i = 0; i < per; i++) {
-        if (first + i < nb) {
-            u32 x = w * nb + first + i;
-            offsets[x] = run;
-            cursors[x] = run;
-            run += counts[x];
-        }
-    }
-}
-
 extern "C" __global__ void msm_scatter(const Fr* scalars, const u32* index_map, u32 n, u32 fmt, u32 c, u32 nwin,
                                        u32* cursors, u32* sorted) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -102,7 +73,7 @@ extern "C" __global__ void msm_scatter(const Fr* scalars, const u32* index_map, 
 // thread sums a whole bucket. Level 1 cuts every bucket into pieces of at most K
 // points, one thread per piece; each further level cuts the previous level's pieces
 // of a bucket into groups of at most K, until every bucket has one sum. A level's
-// per-bucket counts and starts come from msm_level_scan; a thread finds its bucket by
+// per-bucket counts and starts come from a scan (mode 1); a thread finds its bucket by
 // binary search over the starts.
 
 // Last slot x with start[x] <= o (empty slots repeat their successor's start, so the
@@ -114,34 +85,6 @@ __device__ __forceinline__ u32 find_slot(const u32* start, u32 slots, u32 o) {
         if (start[mid] <= o) lo = mid; else hi = mid - 1;
     }
     return lo;
-}
-
-// One block of 1024 threads: cnt_next[x] = ceil(cnt[x] / K), start_next = exclusive
-// scan of cnt_next over all slots, *total = the sum.
-extern "C" __global__ void msm_level_scan(const u32* cnt, u32* cnt_next, u32* start_next, u32* total, u32 slots, u32 K) {
-    __shared__ u32 sums[1024];
-    const u32 t = threadIdx.x;
-    const u32 per = (slots + 1023) / 1024;
-    const u32 first = t * per;
-    u32 local = 0;
-    for (u32 i = 0; i < per && first + i < slots; i++) local += (cnt[first + i] + K - 1) / K;
-    sums[t] = local;
-    __syncthreads();
-    for (u32 d = 1; d < 1024; d <<= 1) {
-        u32 v = t >= d ? sums[t - d] : 0;
-        __syncthreads();
-        sums[t] += v;
-        __syncthreads();
-    }
-    u32 run = sums[t] - local;
-    for (u32 i = 0; i < per && first + i < slots; i++) {
-        u32 x = first + i;
-        u32 c = (cnt[x] + K - 1) / K;
-        cnt_next[x] = c;
-        start_next[x] = run;
-        run += c;
-    }
-    if (t == 1023) *total = sums[1023];
 }
 
 // Level 1: out[o] = sum of the points of piece o (at most K of one bucket's sorted
@@ -249,4 +192,110 @@ extern "C" __global__ void replicate_affine(const Affine* src, u32 m, Affine* ou
     Affine a = Affine::load(src + (i % m));
     a.x.store(&out[i].x);
     a.y.store(&out[i].y);
+}
+
+// ---- Exclusive prefix sums over bucket slots ----
+//
+// The slot count is nwin * 2^(c-1): 2^19 at c = 16, 2^23 and more for the wide windows
+// of large MSMs, too many for one block. Three launches: scan_tiles sums each tile of
+// SCAN_TILE slots, scan_tile_sums (one block) turns the tile sums into tile offsets,
+// scan_apply scans inside each tile and writes the results. The scanned value of slot
+// x is f(x) = ceil(cnt[x] / K) (K = 1: the count itself).
+
+#define SCAN_THREADS 1024
+#define SCAN_PER 4
+#define SCAN_TILE (SCAN_THREADS * SCAN_PER)
+
+__device__ __forceinline__ u32 scan_value(const u32* cnt, u32 x, u32 slots, u32 K) {
+    if (x >= slots) return 0;
+    const u32 v = cnt[x];
+    return K == 1 ? v : (v + K - 1) / K;
+}
+
+// Exclusive scan of one value per thread over a block of SCAN_THREADS threads; *total
+// gets the block's sum. ws: 33 words of shared memory.
+__device__ __forceinline__ u32 block_exclusive_scan(u32 v, u32* ws, u32* total) {
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u32 x = v;
+#pragma unroll
+    for (u32 d = 1; d < 32; d <<= 1) {
+        u32 y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= d) x += y;
+    }
+    if (lane == 31) ws[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        const u32 s = ws[lane];
+        u32 t = s;
+#pragma unroll
+        for (u32 d = 1; d < 32; d <<= 1) {
+            u32 y = __shfl_up_sync(0xffffffffu, t, d);
+            if (lane >= d) t += y;
+        }
+        ws[lane] = t - s;
+        if (lane == 31) ws[32] = t;
+    }
+    __syncthreads();
+    const u32 r = ws[warp] + x - v;
+    *total = ws[32];
+    __syncthreads();
+    return r;
+}
+
+// tile_sums[b] = sum of f over tile b (coalesced: thread t reads t, t + 1024, ...).
+extern "C" __global__ void scan_tiles(const u32* cnt, u32 slots, u32 K, u32* tile_sums) {
+    __shared__ u32 ws[33];
+    const u32 base = blockIdx.x * SCAN_TILE;
+    u32 s = 0;
+#pragma unroll
+    for (u32 i = 0; i < SCAN_PER; i++) s += scan_value(cnt, base + i * SCAN_THREADS + threadIdx.x, slots, K);
+    u32 total;
+    block_exclusive_scan(s, ws, &total);
+    if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
+}
+
+// One block: tile_sums becomes its own exclusive scan; *total = the sum of all.
+extern "C" __global__ void scan_tile_sums(u32* tile_sums, u32 tiles, u32* total) {
+    __shared__ u32 ws[33];
+    const u32 per = (tiles + SCAN_THREADS - 1) / SCAN_THREADS;
+    const u32 first = threadIdx.x * per;
+    u32 local = 0;
+    for (u32 i = 0; i < per; i++)
+        if (first + i < tiles) local += tile_sums[first + i];
+    u32 all;
+    u32 run = block_exclusive_scan(local, ws, &all);
+    for (u32 i = 0; i < per; i++) {
+        if (first + i < tiles) {
+            const u32 v = tile_sums[first + i];
+            tile_sums[first + i] = run;
+            run += v;
+        }
+    }
+    if (threadIdx.x == 0) *total = all;
+}
+
+// start[x] = exclusive prefix of f at x; other[x] = start[x] (mode 0: cursors for
+// msm_scatter) or f(x) (mode 1: the next level's per-slot counts).
+extern "C" __global__ void scan_apply(const u32* cnt, u32 slots, u32 K, const u32* tile_offsets, u32 mode,
+                                      u32* start, u32* other) {
+    __shared__ u32 ws[33];
+    const u32 base = blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_PER;
+    u32 v[SCAN_PER];
+    u32 s = 0;
+#pragma unroll
+    for (u32 i = 0; i < SCAN_PER; i++) {
+        v[i] = scan_value(cnt, base + i, slots, K);
+        s += v[i];
+    }
+    u32 total;
+    u32 run = tile_offsets[blockIdx.x] + block_exclusive_scan(s, ws, &total);
+#pragma unroll
+    for (u32 i = 0; i < SCAN_PER; i++) {
+        const u32 x = base + i;
+        if (x < slots) {
+            start[x] = run;
+            other[x] = mode == 0 ? run : v[i];
+        }
+        run += v[i];
+    }
 }

@@ -204,6 +204,12 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// The device context (for page-locking host memory with
+    /// [`crate::raw::HostRegistration`] ahead of a partition).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
     /// Opens device `ordinal`: checks the driver library and the device, compiles the
     /// kernels for its architecture, loads them.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {

@@ -47,9 +47,10 @@ pub const MSM_MODULE: ModuleSource = ModuleSource {
     parts: &[FIELD_CU, EC_CU, MSM_CU],
     kernels: &[
         "msm_histogram",
-        "msm_scan",
         "msm_scatter",
-        "msm_level_scan",
+        "scan_tiles",
+        "scan_tile_sums",
+        "scan_apply",
         "msm_sum_points",
         "msm_sum_xyzz",
         "msm_gather_buckets",

@@ -38,7 +38,7 @@ pub struct MsmPlan {
 
 impl MsmPlan {
     pub fn for_window(c: u32) -> Self {
-        let c = c.clamp(2, 20);
+        let c = c.clamp(2, 22);
         let nb = 1u32 << (c - 1);
         Self {
             c,
@@ -48,11 +48,21 @@ impl MsmPlan {
         }
     }
 
-    /// The default window for `n` points: large enough that the bucket reduction
-    /// (~2^c additions per window) stays small next to the n additions per window.
+    /// The default window for `n` points: the c that minimises the modelled cost
+    /// W·n + W·2^(c-1)·BUCKET_COST with W = ceil(256 / c) windows — one mixed addition
+    /// per (term, window) against the per-bucket work of the level sums and the window
+    /// reduction. Only the window count matters for the first term, so c = 17 (still
+    /// 16 windows) never wins over 16, while 20 (13 windows) does at 2^25 and up.
     pub fn for_size(n: usize) -> Self {
-        let log = usize::BITS - n.max(1).leading_zeros();
-        Self::for_window(log.saturating_sub(6).clamp(4, 16))
+        let n = n.max(1) as u64;
+        let cost = |c: u32| {
+            let w = 256u64.div_ceil(c as u64);
+            w * n + w * (1u64 << (c - 1)) * BUCKET_COST
+        };
+        let c = (MIN_WINDOW..=MAX_WINDOW)
+            .min_by_key(|&c| (cost(c), c))
+            .unwrap_or(MIN_WINDOW);
+        Self::for_window(c)
     }
 
     /// Device bytes the MSM's scratch buffers take for `n` scalars.
@@ -71,6 +81,14 @@ impl MsmPlan {
             + self.nwin as u64 * self.segs as u64 * 192 * 2
     }
 }
+
+/// Smallest and largest window the default plan picks.
+const MIN_WINDOW: u32 = 4;
+const MAX_WINDOW: u32 = 21;
+/// Work per bucket in mixed-addition units (level sums, gather, the running sums of
+/// the window reduction): fitted to the window sweep on the H200, where c = 17 cost
+/// 12% more than c = 16 at 2^24 for the same window count.
+const BUCKET_COST: u64 = 8;
 
 /// Points (then partial sums) one thread adds up in the bucket sums.
 const PIECE: u32 = 64;
@@ -104,6 +122,67 @@ impl PendingSum {
         }
         Ok(acc)
     }
+}
+
+/// What [`prefix_scan`] writes besides the start offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ScanMode {
+    /// A copy of the starts (msm_scatter's cursors).
+    Cursors = 0,
+    /// The scanned values ceil(cnt / k) (the next level's per-slot counts).
+    Counts = 1,
+}
+
+/// Slots per tile of the prefix scan (`SCAN_TILE` in msm.cu).
+const SCAN_TILE: u32 = 4096;
+
+/// Enqueues the exclusive prefix sum of ceil(cnt[x] / k) over `slots` slots into
+/// `start`, the [`ScanMode`]'s other output into `other` and the sum into `total`:
+/// three launches that use the whole device at any slot count.
+#[allow(clippy::too_many_arguments)]
+fn prefix_scan(
+    gpu: &Gpu,
+    cnt: &CudaSlice<u32>,
+    slots: u32,
+    k: u32,
+    mode: ScanMode,
+    start: &mut CudaSlice<u32>,
+    other: &mut CudaSlice<u32>,
+    total: &mut CudaSlice<u32>,
+) -> Result<(), CudaError> {
+    let tiles = slots.div_ceil(SCAN_TILE).max(1);
+    let mut tile_sums = gpu.alloc_poisoned::<u32>(tiles as usize)?;
+    let per_tile = LaunchConfig {
+        grid_dim: (tiles, 1, 1),
+        block_dim: (1024, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    crate::launch!(gpu, "scan_tiles", per_tile, cnt, &slots, &k, &mut tile_sums)?;
+    let one_block = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        ..per_tile
+    };
+    crate::launch!(
+        gpu,
+        "scan_tile_sums",
+        one_block,
+        &mut tile_sums,
+        &tiles,
+        &mut *total
+    )?;
+    let mode = mode as u32;
+    crate::launch!(
+        gpu,
+        "scan_apply",
+        per_tile,
+        cnt,
+        &slots,
+        &k,
+        &tile_sums,
+        &mode,
+        &mut *start,
+        &mut *other
+    )
 }
 
 /// Sums `count` XYZZ points in groups of `group` (count divisible by group) down to one
@@ -199,20 +278,16 @@ pub fn msm(
     )?;
     let mut offsets = gpu.alloc_poisoned::<u32>(slots)?;
     let mut cursors = gpu.alloc_poisoned::<u32>(slots)?;
-    let scan_cfg = LaunchConfig {
-        grid_dim: (nwin, 1, 1),
-        block_dim: (1024, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    crate::launch!(
+    let mut entries = gpu.alloc_poisoned::<u32>(1)?;
+    prefix_scan(
         gpu,
-        "msm_scan",
-        scan_cfg,
         &counts,
+        slots as u32,
+        1,
+        ScanMode::Cursors,
         &mut offsets,
         &mut cursors,
-        &nb,
-        &nn
+        &mut entries,
     )?;
     let mut sorted = gpu.alloc_poisoned::<u32>(n * nwin as usize)?;
     // The index map goes in as a raw pointer (0 for none); its guard records the use.
@@ -240,11 +315,6 @@ pub fn msm(
     // PIECE points until every bucket has one sum.
     let slots32 = slots as u32;
     let piece = PIECE;
-    let one_block = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (1024, 1, 1),
-        shared_mem_bytes: 0,
-    };
     let mut cnt_prev = counts;
     let mut start_prev = offsets;
     let mut sums_prev: Option<CudaSlice<XyzzRepr>> = None;
@@ -254,16 +324,15 @@ pub fn msm(
         let mut cnt = gpu.alloc_poisoned::<u32>(slots)?;
         let mut start = gpu.alloc_poisoned::<u32>(slots)?;
         let mut total = gpu.alloc_poisoned::<u32>(1)?;
-        crate::launch!(
+        prefix_scan(
             gpu,
-            "msm_level_scan",
-            one_block,
             &cnt_prev,
-            &mut cnt,
+            slots32,
+            piece,
+            ScanMode::Counts,
             &mut start,
+            &mut cnt,
             &mut total,
-            &slots32,
-            &piece
         )?;
         bound = bound.div_ceil(piece as u64) + slots as u64;
         let mut out = gpu.alloc_poisoned::<XyzzRepr>(bound as usize)?;
@@ -400,4 +469,26 @@ pub fn replicate_bases(
         &mut *out,
         &n
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_windows_follow_the_window_count() {
+        let c = |log: u32| MsmPlan::for_size(1usize << log).c;
+        // Small MSMs keep small windows; sizes between grow the window.
+        assert!(c(4) <= 6, "2^4 -> c = {}", c(4));
+        assert!((14..=16).contains(&c(20)), "2^20 -> c = {}", c(20));
+        // From 2^25 the 13-window plan (c = 20) is the cheapest.
+        assert_eq!(c(26), 20);
+        // Never a window that buys no fewer windows than the one below it.
+        for log in 1..=28 {
+            let p = MsmPlan::for_size(1usize << log);
+            let fewer = 256u32.div_ceil(p.c - 1);
+            assert!(p.nwin < fewer || p.c == MIN_WINDOW, "2^{log}: c = {} is wasted", p.c);
+            assert!(p.c * p.nwin >= 256);
+        }
+    }
 }
