@@ -310,6 +310,32 @@ impl Ntt {
         crate::launch!(gpu, "ntt_pass", cfg, &mut *data, &p.lo, &p.k, &p.c, &p.prev_k, &dit, t0, t1)
     }
 
+    /// The passes of a 2^log_n transform in DIF order, as (lo, k, c, prev_k): chunk
+    /// [lo, lo + k), 2^c sub-transforms per block (for per-pass benchmarks).
+    pub fn passes(log_n: u32) -> Vec<(u32, u32, u32, u32)> {
+        plan(log_n)
+            .into_iter()
+            .map(|p| (p.lo, p.k, p.c, p.prev_k))
+            .collect()
+    }
+
+    /// Runs pass `index` of [`Ntt::passes`] alone (DIF or DIT flavour), for timing.
+    pub fn run_pass(
+        &self,
+        gpu: &Gpu,
+        data: &mut CudaSlice<FrRepr>,
+        log_n: u32,
+        index: usize,
+        dit: bool,
+        dir: Direction,
+    ) -> Result<(), CudaError> {
+        check_len(data, log_n)?;
+        let p = *plan(log_n)
+            .get(index)
+            .ok_or_else(|| CudaError::Shape(format!("no pass {index} for 2^{log_n}")))?;
+        self.pass(gpu, data, log_n, p, dit, dir)
+    }
+
     /// Decimation in frequency: natural-order input, bit-reversed output, unscaled.
     pub fn dif(
         &self,
@@ -758,7 +784,6 @@ mod emu {
         tb.t1[i]
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn r8_round(x: &mut [Scalar; 8], t: u32, c: u32, w: u32, r: u32, dit: bool, tb: &Tabs) {
         for ii in 0..3u32 {
             let i = if dit { ii } else { 2 - ii };
@@ -803,7 +828,7 @@ mod emu {
         let threads = tile / 8;
         for blk in 0..grid {
             let base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u32 << (lo - c)) - 1)) << c);
-            let nr = (k + 2) / 3;
+            let nr = k.div_ceil(3); // (k + 2) / 3 in ntt.cu
             let r0 = k - 3 * (nr - 1);
             let mut sm = Smem::new(tile);
             let mut x = vec![[Scalar::ZERO; 8]; threads as usize];
