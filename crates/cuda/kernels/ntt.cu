@@ -14,6 +14,11 @@
 // come from two tables of 2^16 entries each (T0[i] = w^i, T1[i] = w^(i * 2^16) with
 // w the primitive 2^32-th root, or its inverse), so every root of every domain size is
 // T0[x & 0xffff] * T1[x >> 16] and the local stages' roots are single T1 entries.
+//
+// ntt_pass is the first version (one stage per barrier); ntt_r8_dif / ntt_r8_dit below
+// are the default and give bit-identical results (see their comment). The host-side
+// emulation in src/ntt.rs (module emu) mirrors the r8 kernels line by line: change
+// both together.
 
 __device__ __forceinline__ Fr root_pow(const Fr* T0, const Fr* T1, u32 x) {
     u32 lo = x & 0xffff, hi = x >> 16;
