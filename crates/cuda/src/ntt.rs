@@ -1021,7 +1021,29 @@ mod emu {
             .collect()
     }
 
-    fn check_size(log_n: u32, tabs: &[Tabs; 2], pool: &rayon::ThreadPool) {
+    /// A plan like `plan`'s with a given number of passes (small transforms then have
+    /// middle passes, with both a twiddle in and one out, as 2^21 and up do).
+    fn plan_split(log_n: u32, passes: u32) -> Vec<Pass> {
+        let base = log_n / passes;
+        let extra = log_n % passes;
+        let mut out = Vec::new();
+        let (mut hi, mut prev_k) = (log_n, 0);
+        for i in 0..passes {
+            let k = base + u32::from(i < extra);
+            let lo = hi - k;
+            out.push(Pass {
+                lo,
+                k,
+                c: lo.min(MAX_PASS_BITS - k),
+                prev_k,
+            });
+            prev_k = k;
+            hi = lo;
+        }
+        out
+    }
+
+    fn check_size(log_n: u32, tabs: &[Tabs; 2], pool: &rayon::ThreadPool, more_plans: bool) {
         let n = 1usize << log_n;
         let mut rng = ChaCha20Rng::seed_from_u64(u64::from(log_n));
         let input: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
@@ -1039,7 +1061,15 @@ mod emu {
         };
         let input_br = br(&input);
         let mut plans = vec![("default c", plan(log_n))];
-        if log_n > 1 {
+        let zero_c =
+            |v: Vec<Pass>| -> Vec<Pass> { v.into_iter().map(|p| Pass { c: 0, ..p }).collect() };
+        for passes in [3u32, 4] {
+            if more_plans && log_n >= 3 * passes {
+                plans.push(("split", plan_split(log_n, passes)));
+                plans.push(("split, c = 0", zero_c(plan_split(log_n, passes))));
+            }
+        }
+        if more_plans && log_n > 1 {
             plans.push(("c = 0", plan_with_c(log_n, |_| 0)));
             plans.push((
                 "c = min(lo, 2)",
@@ -1076,7 +1106,7 @@ mod emu {
         let tabs = [Tabs::new(Direction::Forward), Tabs::new(Direction::Inverse)];
         let pool = pool();
         for log_n in 1..=14 {
-            check_size(log_n, &tabs, &pool);
+            check_size(log_n, &tabs, &pool, true);
         }
     }
 
@@ -1085,8 +1115,10 @@ mod emu {
         let tabs = [Tabs::new(Direction::Forward), Tabs::new(Direction::Inverse)];
         let pool = pool();
         for log_n in [16, 17, 19] {
-            check_size(log_n, &tabs, &pool);
+            check_size(log_n, &tabs, &pool, true);
         }
+        // The real 3-pass plan (7, 7, 7), default c only.
+        check_size(21, &tabs, &pool, false);
     }
 
     /// Every shared-memory access pattern of the register kernel (round windows at any
