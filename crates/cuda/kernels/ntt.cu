@@ -14,6 +14,11 @@
 // come from two tables of 2^16 entries each (T0[i] = w^i, T1[i] = w^(i * 2^16) with
 // w the primitive 2^32-th root, or its inverse), so every root of every domain size is
 // T0[x & 0xffff] * T1[x >> 16] and the local stages' roots are single T1 entries.
+//
+// ntt_pass is the first version (one stage per barrier); ntt_r8_dif / ntt_r8_dit below
+// are the default and give bit-identical results (see their comment). The host-side
+// emulation in src/ntt.rs (module emu) mirrors the r8 kernels line by line: change
+// both together.
 
 __device__ __forceinline__ Fr root_pow(const Fr* T0, const Fr* T1, u32 x) {
     u32 lo = x & 0xffff, hi = x >> 16;
@@ -98,6 +103,171 @@ extern "C" __global__ void ntt_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, 
         if (dit && prev_k) x = Fr::mul(x, pass_twiddle(T0, T1, p, lo, k, prev_k));
         x.store(data + p);
     }
+}
+
+// ---- The register kernel (default): ntt_r8_dif / ntt_r8_dit. ----
+//
+// Same pass decomposition and the same butterflies as ntt_pass (bit for bit the same
+// results), scheduled differently: each thread holds 8 elements in registers, whose
+// tile indices differ in a window of 3 chunk bits, and does up to 3 radix-2 stages on
+// them between shared-memory exchanges ("rounds"). A pass of k stages is
+// ceil(k / 3) rounds. The chunk bits are grouped from the bottom: group 0 is bits
+// [0, r0) with r0 = k - 3 * (rounds - 1) in 1..=3, group g >= 1 is bits
+// [r0 + 3(g - 1), r0 + 3g). Group g's window is the 3 bits starting at r8_group_lo(g)
+// (for group 0 that is [0, 3), of which only the low r0 bits get stages). DIF runs
+// the groups top down, DIT bottom up, each stage in the same bit order as ntt_pass.
+//
+// Tile index e (k + c bits) = (chunk index q << c) | s as in ntt_pass. In a round with
+// window at chunk bit w, thread t holds e = r8_elem(t, c + w, m) for m = 0..7: t's bits
+// with 3 zero bits inserted at position c + w, m in them. Shared memory is word-planar
+// like ntt_pass's, at the swizzled slot r8_swz(e), which keeps every such access
+// pattern free of bank conflicts. The first round loads straight from global memory
+// in its own arrangement and the last round stores straight back, when the window
+// sits at tile bit >= 3 (runs of >= 8 consecutive elements); otherwise (only when
+// c = 0, i.e. lo = 0) that end goes through shared memory in the linear arrangement
+// e = t + (m << (k + c - 3)). Local twiddles are T1 entries as in ntt_pass (512
+// distinct ones per pass, they stay in L1). The inter-pass twiddle is one table load
+// when its order is <= 18 (T1, or T18[i] = w_{2^18}^i) and a product of two
+// otherwise. Needs k >= 3 (the host uses ntt_pass for smaller chunks).
+// Block: 2^(k + c - 3) threads, 32 * 2^(k + c) bytes of dynamic shared memory.
+
+__device__ __forceinline__ u32 r8_ins3(u32 t, u32 pos) {
+    return ((t >> pos) << (pos + 3)) | (t & ((1u << pos) - 1));
+}
+__device__ __forceinline__ u32 r8_elem(u32 t, u32 pos, u32 m) { return r8_ins3(t, pos) | (m << pos); }
+__device__ __forceinline__ u32 r8_swz(u32 e) { return e ^ ((e >> 3) & 31); }
+__device__ __forceinline__ u32 r8_group_lo(u32 g, u32 r0) { return g == 0 ? 0 : r0 + 3 * (g - 1); }
+__device__ __forceinline__ u32 r8_pos(u32 base, u32 lo, u32 c, u32 e) {
+    return base | ((e >> c) << lo) | (e & ((1u << c) - 1));
+}
+
+// pass_twiddle with one load up to order 18.
+__device__ __forceinline__ Fr r8_twiddle(const Fr* T0, const Fr* T1, const Fr* T18, u32 p, u32 lo, u32 k,
+                                         u32 prev_k) {
+    u32 below = lo + k;
+    u32 kp = bitrev((p >> below) & ((1u << prev_k) - 1), prev_k);
+    u32 irest = p & ((1u << below) - 1);
+    u32 order = below + prev_k;
+    u32 e = kp * irest;  // < 2^order
+    if (order <= 16) return Fr::load(T1 + (e << (16 - order)));
+    if (order <= 18) return Fr::load(T18 + (e << (18 - order)));
+    return root_pow(T0, T1, e << (32 - order));
+}
+
+// The stages of one round on the thread's 8 elements: window at chunk bit w, stages
+// on window bits [0, r). Chunk bit b = w + i has span 2^b; the pair (m, m | 2^i) is
+// (e1, e2) of ntt_pass with j = q & (2^b - 1), q the chunk index of element m.
+template <bool DIT>
+__device__ __forceinline__ void r8_round(Fr (&x)[8], u32 t, u32 c, u32 w, u32 r, const Fr* T1) {
+#pragma unroll
+    for (int ii = 0; ii < 3; ii++) {
+        const int i = DIT ? ii : 2 - ii;
+        if (i < (int)r) {
+            const u32 b = w + i;
+#pragma unroll
+            for (int m = 0; m < 8; m++) {
+                if (m & (1 << i)) continue;
+                const int m2 = m | (1 << i);
+                const u32 q = r8_elem(t, c + w, m) >> c;
+                const u32 j = q & ((1u << b) - 1);
+                if (DIT) {
+                    Fr y = x[m2];
+                    if (j != 0) y = Fr::mul(y, Fr::load(T1 + (j << (15 - b))));
+                    x[m2] = Fr::sub(x[m], y);
+                    x[m] = Fr::add(x[m], y);
+                } else {
+                    Fr d = Fr::sub(x[m], x[m2]);
+                    x[m] = Fr::add(x[m], x[m2]);
+                    if (j != 0) d = Fr::mul(d, Fr::load(T1 + (j << (15 - b))));
+                    x[m2] = d;
+                }
+            }
+        }
+    }
+}
+
+template <bool DIT>
+__device__ __forceinline__ void r8_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
+                                        const Fr* T18) {
+    extern __shared__ u32 smem[];
+    const u32 tb = k + c;
+    const u32 tile = 1u << tb;
+    const u32 t = threadIdx.x;
+    const u32 blk = blockIdx.x;
+    const u32 base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u << (lo - c)) - 1)) << c);
+    const u32 nr = (k + 2) / 3;
+    const u32 r0 = k - 3 * (nr - 1);
+
+    Fr x[8];
+    // Load: round 0's window.
+    u32 w = r8_group_lo(DIT ? 0 : nr - 1, r0);
+    if (c + w >= 3) {
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            u32 p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
+            x[m] = Fr::load(data + p);
+            if (!DIT && prev_k) x[m] = Fr::mul(x[m], r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            u32 e = t + (m << (tb - 3));
+            u32 p = r8_pos(base, lo, c, e);
+            Fr y = Fr::load(data + p);
+            if (!DIT && prev_k) y = Fr::mul(y, r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
+            smem_store(smem, tile, r8_swz(e), y);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < 8; m++) x[m] = smem_load(smem, tile, r8_swz(r8_elem(t, c + w, m)));
+    }
+
+    for (u32 ri = 0; ri < nr; ri++) {
+        const u32 g = DIT ? ri : nr - 1 - ri;
+        w = r8_group_lo(g, r0);
+        if (ri > 0) {
+            __syncthreads();
+#pragma unroll
+            for (int m = 0; m < 8; m++) x[m] = smem_load(smem, tile, r8_swz(r8_elem(t, c + w, m)));
+        }
+        r8_round<DIT>(x, t, c, w, g == 0 ? r0 : 3, T1);
+        if (ri + 1 < nr) {
+#pragma unroll
+            for (int m = 0; m < 8; m++) smem_store(smem, tile, r8_swz(r8_elem(t, c + w, m)), x[m]);
+        }
+    }
+
+    // Store: the last round's window (w as left by the loop).
+    if (c + w >= 3) {
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            u32 p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
+            Fr y = x[m];
+            if (DIT && prev_k) y = Fr::mul(y, r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
+            y.store(data + p);
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < 8; m++) smem_store(smem, tile, r8_swz(r8_elem(t, c + w, m)), x[m]);
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            u32 e = t + (m << (tb - 3));
+            u32 p = r8_pos(base, lo, c, e);
+            Fr y = smem_load(smem, tile, r8_swz(e));
+            if (DIT && prev_k) y = Fr::mul(y, r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
+            y.store(data + p);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) ntt_r8_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                            const Fr* T0, const Fr* T1, const Fr* T18) {
+    r8_pass<false>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+extern "C" __global__ void __launch_bounds__(128) ntt_r8_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                            const Fr* T0, const Fr* T1, const Fr* T18) {
+    r8_pass<true>(data, lo, k, c, prev_k, T0, T1, T18);
 }
 
 // data[p] *= P(idx) with idx = p or bitrev(p), P(i) = P0[i & 0xffff] * P1[i >> 16]

@@ -34,6 +34,8 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
     parts: &[FIELD_CU, NTT_CU],
     kernels: &[
         "ntt_pass",
+        "ntt_r8_dif",
+        "ntt_r8_dit",
         "scale_by_powers",
         "bitrev_permute",
         "bitrev_scale_copy",

@@ -1,9 +1,17 @@
 //! NTTs over Fr on the device and the H computation built from them.
 //!
-//! Domains up to 2^28. A transform of 2^L points runs as ceil(L / 10) passes of
-//! `ntt_pass`, each doing up to 10 radix-2 stages of one chunk of index bits in shared
-//! memory (see `kernels/ntt.cu` for the decomposition). Roots of unity come from two
-//! device tables of 2^16 powers each (per direction), shared by every domain size.
+//! Domains up to 2^28. A transform of 2^L points runs as ceil(L / 10) passes, each
+//! doing up to 10 radix-2 stages of one chunk of index bits in one kernel launch (see
+//! `kernels/ntt.cu` for the decomposition). Two pass kernels with bit-identical
+//! results: `ntt_r8_dif`/`ntt_r8_dit` (the default) keep 8 elements per thread in
+//! registers and do up to 3 stages between shared-memory exchanges; `ntt_pass` (the
+//! first version, selected by `CUZK_NTT_KERNEL=radix2`, and used for chunks of fewer
+//! than 3 bits) does one stage per exchange. Roots of unity come from two device tables
+//! of 2^16 powers each (per direction), shared by every domain size, plus a table of
+//! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
+//!
+//! The register kernel's index math is emulated on the host, line by line, by the
+//! `emu` test module below and checked against the CPU NTT for many plans.
 //!
 //! H uses no bit-reversal pass until the very end: the inverse transform runs as
 //! decimation in frequency (natural in, bit-reversed out), the coset factors are
@@ -11,6 +19,7 @@
 //! time (bit-reversed in, natural out).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
@@ -27,6 +36,8 @@ pub const MAX_LOG_DOMAIN: u32 = 28;
 /// Stages per pass: 2^10 elements × 32 bytes = 32 KiB of shared memory per block.
 const MAX_PASS_BITS: u32 = 10;
 const TABLE: usize = 1 << 16;
+/// Entries of the 2^18-th-roots table (one load for inter-pass twiddles of order <= 18).
+const TABLE18: usize = 1 << 18;
 /// Vectors shorter than this are copied from pageable memory (pinning costs more
 /// than it saves, and small vectors may share pages).
 pub(crate) const PIN_MIN_LEN: usize = 1 << 15;
@@ -36,6 +47,25 @@ const POW_HI: usize = 1 << (MAX_LOG_DOMAIN - 16);
 pub enum Direction {
     Forward,
     Inverse,
+}
+
+/// Which pass kernel the transforms use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NttKernel {
+    /// `ntt_r8_dif` / `ntt_r8_dit`: 8 elements per thread, 3 stages per exchange.
+    Radix8,
+    /// `ntt_pass`: one radix-2 stage per shared-memory exchange (the first version).
+    Radix2,
+}
+
+impl NttKernel {
+    /// The default, or `radix2` when the environment variable `CUZK_NTT_KERNEL` says so.
+    pub fn from_env() -> Self {
+        match std::env::var("CUZK_NTT_KERNEL").as_deref() {
+            Ok("radix2") => NttKernel::Radix2,
+            _ => NttKernel::Radix8,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,12 +118,42 @@ enum PowKind {
     CosetInvOverN,
 }
 
+/// One direction's root tables: T0[i] = w^i, T1[i] = w^(i 2^16) (w the primitive
+/// 2^32-th root or its inverse), T18[i] = w^(i 2^14).
+#[derive(Debug)]
+struct Tables {
+    t0: CudaSlice<FrRepr>,
+    t1: CudaSlice<FrRepr>,
+    t18: CudaSlice<FrRepr>,
+}
+
+/// The host values of [`Tables`] for the primitive 2^32-th root `w`.
+fn twiddle_tables(w: Scalar) -> [Vec<Scalar>; 3] {
+    [
+        powers_s(w, Scalar::ONE, TABLE),
+        powers_s(pow2k(w, 16), Scalar::ONE, TABLE),
+        powers_s(pow2k(w, 14), Scalar::ONE, TABLE18),
+    ]
+}
+
 /// The device NTT engine: twiddle tables and cached coset tables.
 #[derive(Debug)]
 pub struct Ntt {
-    fwd: (CudaSlice<FrRepr>, CudaSlice<FrRepr>),
-    inv: (CudaSlice<FrRepr>, CudaSlice<FrRepr>),
+    fwd: Tables,
+    inv: Tables,
     pows: Mutex<HashMap<(u32, PowKind), Arc<Pows>>>,
+    /// [`NttKernel`] as a u8 (0 = Radix8, 1 = Radix2).
+    kernel: AtomicU8,
+}
+
+fn powers_s(base: Scalar, scale: Scalar, count: usize) -> Vec<Scalar> {
+    let mut out = Vec::with_capacity(count);
+    let mut x = scale;
+    for _ in 0..count {
+        out.push(x);
+        x *= base;
+    }
+    out
 }
 
 fn powers(base: Scalar, scale: Scalar, count: usize) -> Vec<FrRepr> {
@@ -123,16 +183,42 @@ fn pow2k(x: Scalar, k: u32) -> Scalar {
 
 impl Ntt {
     pub fn new(gpu: &Gpu) -> Result<Self, CudaError> {
-        let mk = |w: Scalar| -> Result<(CudaSlice<FrRepr>, CudaSlice<FrRepr>), CudaError> {
-            let t0 = powers(w, Scalar::ONE, TABLE);
-            let t1 = powers(pow2k(w, 16), Scalar::ONE, TABLE);
-            Ok((upload_reprs(gpu, &t0)?, upload_reprs(gpu, &t1)?))
+        let mk = |w: Scalar| -> Result<Tables, CudaError> {
+            let [t0, t1, t18] =
+                twiddle_tables(w).map(|v| v.iter().map(scalar_to_repr).collect::<Vec<_>>());
+            Ok(Tables {
+                t0: upload_reprs(gpu, &t0)?,
+                t1: upload_reprs(gpu, &t1)?,
+                t18: upload_reprs(gpu, &t18)?,
+            })
         };
         Ok(Self {
             fwd: mk(Scalar::ROOT_OF_UNITY)?,
             inv: mk(Scalar::ROOT_OF_UNITY_INV)?,
             pows: Mutex::new(HashMap::new()),
+            kernel: AtomicU8::new(match NttKernel::from_env() {
+                NttKernel::Radix8 => 0,
+                NttKernel::Radix2 => 1,
+            }),
         })
+    }
+
+    /// The pass kernel in use (initially [`NttKernel::from_env`]).
+    pub fn kernel(&self) -> NttKernel {
+        match self.kernel.load(Ordering::Relaxed) {
+            0 => NttKernel::Radix8,
+            _ => NttKernel::Radix2,
+        }
+    }
+
+    /// Switches the pass kernel for later calls (both give the same results; the
+    /// device check runs every transform with each).
+    pub fn set_kernel(&self, k: NttKernel) {
+        let v = match k {
+            NttKernel::Radix8 => 0,
+            NttKernel::Radix2 => 1,
+        };
+        self.kernel.store(v, Ordering::Relaxed);
     }
 
     fn pows(&self, gpu: &Gpu, log_n: u32, kind: PowKind) -> Result<Arc<Pows>, CudaError> {
@@ -159,7 +245,7 @@ impl Ntt {
         Ok(p)
     }
 
-    fn tables(&self, dir: Direction) -> &(CudaSlice<FrRepr>, CudaSlice<FrRepr>) {
+    fn tables(&self, dir: Direction) -> &Tables {
         match dir {
             Direction::Forward => &self.fwd,
             Direction::Inverse => &self.inv,
@@ -176,14 +262,78 @@ impl Ntt {
         dir: Direction,
     ) -> Result<(), CudaError> {
         let tile = 1u32 << (p.k + p.c);
+        let tb = self.tables(dir);
+        let (t0, t1, t18) = (&tb.t0, &tb.t1, &tb.t18);
+        if self.kernel() == NttKernel::Radix8 && p.k >= 3 {
+            let cfg = LaunchConfig {
+                grid_dim: (1u32 << (log_n - p.k - p.c), 1, 1),
+                block_dim: (tile / 8, 1, 1),
+                shared_mem_bytes: tile * 32,
+            };
+            let args = (&p.lo, &p.k, &p.c, &p.prev_k);
+            return if dit {
+                crate::launch!(
+                    gpu,
+                    "ntt_r8_dit",
+                    cfg,
+                    &mut *data,
+                    args.0,
+                    args.1,
+                    args.2,
+                    args.3,
+                    t0,
+                    t1,
+                    t18
+                )
+            } else {
+                crate::launch!(
+                    gpu,
+                    "ntt_r8_dif",
+                    cfg,
+                    &mut *data,
+                    args.0,
+                    args.1,
+                    args.2,
+                    args.3,
+                    t0,
+                    t1,
+                    t18
+                )
+            };
+        }
         let cfg = LaunchConfig {
             grid_dim: (1u32 << (log_n - p.k - p.c), 1, 1),
             block_dim: ((tile / 2).max(1), 1, 1),
             shared_mem_bytes: tile * 32,
         };
-        let (t0, t1) = self.tables(dir);
         let dit = u32::from(dit);
         crate::launch!(gpu, "ntt_pass", cfg, &mut *data, &p.lo, &p.k, &p.c, &p.prev_k, &dit, t0, t1)
+    }
+
+    /// The passes of a 2^log_n transform in DIF order, as (lo, k, c, prev_k): chunk
+    /// [lo, lo + k), 2^c sub-transforms per block (for per-pass benchmarks).
+    pub fn passes(log_n: u32) -> Vec<(u32, u32, u32, u32)> {
+        plan(log_n)
+            .into_iter()
+            .map(|p| (p.lo, p.k, p.c, p.prev_k))
+            .collect()
+    }
+
+    /// Runs pass `index` of [`Ntt::passes`] alone (DIF or DIT flavour), for timing.
+    pub fn run_pass(
+        &self,
+        gpu: &Gpu,
+        data: &mut CudaSlice<FrRepr>,
+        log_n: u32,
+        index: usize,
+        dit: bool,
+        dir: Direction,
+    ) -> Result<(), CudaError> {
+        check_len(data, log_n)?;
+        let p = *plan(log_n)
+            .get(index)
+            .ok_or_else(|| CudaError::Shape(format!("no pass {index} for 2^{log_n}")))?;
+        self.pass(gpu, data, log_n, p, dit, dir)
     }
 
     /// Decimation in frequency: natural-order input, bit-reversed output, unscaled.
@@ -444,6 +594,564 @@ mod tests {
             for x in &p {
                 assert!(x.k + x.c <= MAX_PASS_BITS && x.c <= x.lo && x.k >= 1);
             }
+        }
+    }
+}
+
+/// Host emulation of the pass kernels in `kernels/ntt.cu`, written to mirror them line
+/// by line (same helper functions, same block/thread/round/element index math, same
+/// twiddle exponents and tables, shared memory as slots with race detection), checked
+/// against the CPU NTT of `cuzk-gpu-backend` for every plan of 2^1..2^14 and a few
+/// larger ones. A change to the kernels' index math must be made here too.
+#[cfg(test)]
+mod emu {
+    use super::*;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn bitrev(x: u32, bits: u32) -> u32 {
+        if bits == 0 {
+            0
+        } else {
+            x.reverse_bits() >> (32 - bits)
+        }
+    }
+
+    struct Tabs {
+        t0: Vec<Scalar>,
+        t1: Vec<Scalar>,
+        t18: Vec<Scalar>,
+    }
+
+    impl Tabs {
+        fn new(dir: Direction) -> Self {
+            let w = match dir {
+                Direction::Forward => Scalar::ROOT_OF_UNITY,
+                Direction::Inverse => Scalar::ROOT_OF_UNITY_INV,
+            };
+            let [t0, t1, t18] = twiddle_tables(w);
+            Self { t0, t1, t18 }
+        }
+    }
+
+    /// Global memory of one pass: reads from the pass's input, writes to its output,
+    /// each position exactly once.
+    struct Global<'a> {
+        src: Vec<Scalar>,
+        dst: &'a mut [Scalar],
+        reads: Vec<u8>,
+        writes: Vec<u8>,
+    }
+
+    impl<'a> Global<'a> {
+        fn new(dst: &'a mut [Scalar]) -> Self {
+            let n = dst.len();
+            Self {
+                src: dst.to_vec(),
+                dst,
+                reads: vec![0; n],
+                writes: vec![0; n],
+            }
+        }
+        fn load(&mut self, p: u32) -> Scalar {
+            self.reads[p as usize] += 1;
+            self.src[p as usize]
+        }
+        fn store(&mut self, p: u32, x: Scalar) {
+            self.writes[p as usize] += 1;
+            self.dst[p as usize] = x;
+        }
+        fn finish(self) {
+            assert!(
+                self.reads.iter().all(|&r| r == 1),
+                "a position read != once"
+            );
+            assert!(
+                self.writes.iter().all(|&w| w == 1),
+                "a position written != once"
+            );
+        }
+    }
+
+    /// Shared memory as element slots; catches a read of a slot another thread wrote
+    /// (or a write to one another thread read or wrote) since the last barrier.
+    struct Smem {
+        slot: Vec<Option<Scalar>>,
+        writer: Vec<(u64, usize)>,
+        reader: Vec<(u64, usize)>,
+        phase: u64,
+    }
+
+    const NOBODY: usize = usize::MAX;
+    const MANY: usize = usize::MAX - 1;
+
+    impl Smem {
+        fn new(tile: u32) -> Self {
+            let n = tile as usize;
+            Self {
+                slot: vec![None; n],
+                writer: vec![(u64::MAX, NOBODY); n],
+                reader: vec![(u64::MAX, NOBODY); n],
+                phase: 0,
+            }
+        }
+        fn sync(&mut self) {
+            self.phase += 1;
+        }
+        fn store(&mut self, t: usize, s: u32, x: Scalar) {
+            let s = s as usize;
+            let (wp, wt) = self.writer[s];
+            assert!(wp != self.phase || wt == t, "smem write-write race");
+            let (rp, rt) = self.reader[s];
+            assert!(rp != self.phase || rt == t, "smem read-then-write race");
+            self.writer[s] = (self.phase, t);
+            self.slot[s] = Some(x);
+        }
+        fn load(&mut self, t: usize, s: u32) -> Scalar {
+            let s = s as usize;
+            let (wp, wt) = self.writer[s];
+            assert!(wp != self.phase || wt == t, "smem write-then-read race");
+            let (rp, rt) = self.reader[s];
+            self.reader[s] = if rp == self.phase && rt != t {
+                (rp, MANY)
+            } else {
+                (self.phase, t)
+            };
+            self.slot[s].expect("smem slot read before any write")
+        }
+    }
+
+    // ---- mirrors of ntt.cu ----
+
+    fn root_pow(tb: &Tabs, x: u32) -> Scalar {
+        let (lo, hi) = (x & 0xffff, x >> 16);
+        if lo == 0 {
+            return tb.t1[hi as usize];
+        }
+        if hi == 0 {
+            return tb.t0[lo as usize];
+        }
+        tb.t0[lo as usize] * tb.t1[hi as usize]
+    }
+
+    fn pass_twiddle(tb: &Tabs, p: u32, lo: u32, k: u32, prev_k: u32) -> Scalar {
+        let below = lo + k;
+        let kp = bitrev((p >> below) & ((1u32 << prev_k) - 1), prev_k);
+        let irest = p & ((1u32 << below) - 1);
+        let order = below + prev_k;
+        root_pow(tb, (kp * irest) << (32 - order))
+    }
+
+    fn r8_ins3(t: u32, pos: u32) -> u32 {
+        ((t >> pos) << (pos + 3)) | (t & ((1u32 << pos) - 1))
+    }
+    fn r8_elem(t: u32, pos: u32, m: u32) -> u32 {
+        r8_ins3(t, pos) | (m << pos)
+    }
+    fn r8_swz(e: u32) -> u32 {
+        e ^ ((e >> 3) & 31)
+    }
+    fn r8_group_lo(g: u32, r0: u32) -> u32 {
+        if g == 0 {
+            0
+        } else {
+            r0 + 3 * (g - 1)
+        }
+    }
+    fn r8_pos(base: u32, lo: u32, c: u32, e: u32) -> u32 {
+        base | ((e >> c) << lo) | (e & ((1u32 << c) - 1))
+    }
+
+    fn r8_twiddle(tb: &Tabs, p: u32, lo: u32, k: u32, prev_k: u32) -> Scalar {
+        let below = lo + k;
+        let kp = bitrev((p >> below) & ((1u32 << prev_k) - 1), prev_k);
+        let irest = p & ((1u32 << below) - 1);
+        let order = below + prev_k;
+        let e = kp * irest;
+        assert!(order >= 32 || u64::from(e) < 1u64 << order);
+        if order <= 16 {
+            return tb.t1[(e << (16 - order)) as usize];
+        }
+        if order <= 18 {
+            return tb.t18[(e << (18 - order)) as usize];
+        }
+        root_pow(tb, e << (32 - order))
+    }
+
+    fn t1_at(tb: &Tabs, j: u32, b: u32) -> Scalar {
+        let i = (j << (15 - b)) as usize;
+        assert!(i < TABLE);
+        tb.t1[i]
+    }
+
+    fn r8_round(x: &mut [Scalar; 8], t: u32, c: u32, w: u32, r: u32, dit: bool, tb: &Tabs) {
+        for ii in 0..3u32 {
+            let i = if dit { ii } else { 2 - ii };
+            if i < r {
+                let b = w + i;
+                for m in 0..8u32 {
+                    if m & (1 << i) != 0 {
+                        continue;
+                    }
+                    let m2 = (m | (1 << i)) as usize;
+                    let mi = m as usize;
+                    let q = r8_elem(t, c + w, m) >> c;
+                    let j = q & ((1u32 << b) - 1);
+                    if dit {
+                        let mut y = x[m2];
+                        if j != 0 {
+                            y *= t1_at(tb, j, b);
+                        }
+                        x[m2] = x[mi] - y;
+                        x[mi] += y;
+                    } else {
+                        let mut d = x[mi] - x[m2];
+                        x[mi] += x[m2];
+                        if j != 0 {
+                            d *= t1_at(tb, j, b);
+                        }
+                        x[m2] = d;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `r8_pass<DIT>` over every block of the grid the host launches.
+    fn r8_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs) {
+        let Pass { lo, k, c, prev_k } = p;
+        assert!(k >= 3 && k + c <= MAX_PASS_BITS && c <= lo);
+        let mut g = Global::new(data);
+        let grid = 1u32 << (log_n - k - c);
+        let tbits = k + c;
+        let tile = 1u32 << tbits;
+        let threads = tile / 8;
+        for blk in 0..grid {
+            let base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u32 << (lo - c)) - 1)) << c);
+            let nr = k.div_ceil(3); // (k + 2) / 3 in ntt.cu
+            let r0 = k - 3 * (nr - 1);
+            let mut sm = Smem::new(tile);
+            let mut x = vec![[Scalar::ZERO; 8]; threads as usize];
+            let mut w = r8_group_lo(if dit { 0 } else { nr - 1 }, r0);
+            if c + w >= 3 {
+                for t in 0..threads {
+                    for m in 0..8u32 {
+                        let p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
+                        let mut y = g.load(p);
+                        if !dit && prev_k != 0 {
+                            y *= r8_twiddle(tb, p, lo, k, prev_k);
+                        }
+                        x[t as usize][m as usize] = y;
+                    }
+                }
+            } else {
+                for t in 0..threads {
+                    for m in 0..8u32 {
+                        let e = t + (m << (tbits - 3));
+                        let p = r8_pos(base, lo, c, e);
+                        let mut y = g.load(p);
+                        if !dit && prev_k != 0 {
+                            y *= r8_twiddle(tb, p, lo, k, prev_k);
+                        }
+                        sm.store(t as usize, r8_swz(e), y);
+                    }
+                }
+                sm.sync();
+                for t in 0..threads {
+                    for m in 0..8u32 {
+                        x[t as usize][m as usize] =
+                            sm.load(t as usize, r8_swz(r8_elem(t, c + w, m)));
+                    }
+                }
+            }
+            for ri in 0..nr {
+                let gi = if dit { ri } else { nr - 1 - ri };
+                w = r8_group_lo(gi, r0);
+                if ri > 0 {
+                    sm.sync();
+                    for t in 0..threads {
+                        for m in 0..8u32 {
+                            x[t as usize][m as usize] =
+                                sm.load(t as usize, r8_swz(r8_elem(t, c + w, m)));
+                        }
+                    }
+                }
+                for t in 0..threads {
+                    let r = if gi == 0 { r0 } else { 3 };
+                    r8_round(&mut x[t as usize], t, c, w, r, dit, tb);
+                }
+                if ri + 1 < nr {
+                    for t in 0..threads {
+                        for m in 0..8u32 {
+                            let s = r8_swz(r8_elem(t, c + w, m));
+                            sm.store(t as usize, s, x[t as usize][m as usize]);
+                        }
+                    }
+                }
+            }
+            if c + w >= 3 {
+                for t in 0..threads {
+                    for m in 0..8u32 {
+                        let p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
+                        let mut y = x[t as usize][m as usize];
+                        if dit && prev_k != 0 {
+                            y *= r8_twiddle(tb, p, lo, k, prev_k);
+                        }
+                        g.store(p, y);
+                    }
+                }
+            } else {
+                for t in 0..threads {
+                    for m in 0..8u32 {
+                        let s = r8_swz(r8_elem(t, c + w, m));
+                        sm.store(t as usize, s, x[t as usize][m as usize]);
+                    }
+                }
+                sm.sync();
+                for t in 0..threads {
+                    for m in 0..8u32 {
+                        let e = t + (m << (tbits - 3));
+                        let p = r8_pos(base, lo, c, e);
+                        let mut y = sm.load(t as usize, r8_swz(e));
+                        if dit && prev_k != 0 {
+                            y *= r8_twiddle(tb, p, lo, k, prev_k);
+                        }
+                        g.store(p, y);
+                    }
+                }
+            }
+        }
+        g.finish();
+    }
+
+    /// `ntt_pass` (the radix-2 kernel) over every block.
+    fn radix2_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs) {
+        let Pass { lo, k, c, prev_k } = p;
+        let mut g = Global::new(data);
+        let grid = 1u32 << (log_n - k - c);
+        let tile = 1u32 << (k + c);
+        let half = tile >> 1;
+        let smask = (1u32 << c) - 1;
+        for b in 0..grid {
+            let sub_base = (b & ((1u32 << (lo - c)) - 1)) << c;
+            let high = b >> (lo - c);
+            let base = (high << (lo + k)) | sub_base;
+            let mut s = vec![Scalar::ZERO; tile as usize];
+            for t in 0..half {
+                for r in 0..2 {
+                    let e = t + r * half;
+                    let p = base | ((e >> c) << lo) | (e & smask);
+                    let mut x = g.load(p);
+                    if !dit && prev_k != 0 {
+                        x *= pass_twiddle(tb, p, lo, k, prev_k);
+                    }
+                    s[e as usize] = x;
+                }
+            }
+            for st in 0..k {
+                for t in 0..half {
+                    let sidx = t & smask;
+                    let q = t >> c;
+                    let lh = if dit { st } else { k - 1 - st };
+                    let h = 1u32 << lh;
+                    let j = q & (h - 1);
+                    let l1 = ((q >> lh) << (lh + 1)) | j;
+                    let (e1, e2) = (
+                        ((l1 << c) | sidx) as usize,
+                        (((l1 + h) << c) | sidx) as usize,
+                    );
+                    let (x, mut y) = (s[e1], s[e2]);
+                    if dit {
+                        if j != 0 {
+                            y *= tb.t1[(j << (15 - lh)) as usize];
+                        }
+                        s[e1] = x + y;
+                        s[e2] = x - y;
+                    } else {
+                        let mut d = x - y;
+                        if j != 0 {
+                            d *= tb.t1[(j << (15 - lh)) as usize];
+                        }
+                        s[e1] = x + y;
+                        s[e2] = d;
+                    }
+                }
+            }
+            for t in 0..half {
+                for r in 0..2 {
+                    let e = t + r * half;
+                    let p = base | ((e >> c) << lo) | (e & smask);
+                    let mut x = s[e as usize];
+                    if dit && prev_k != 0 {
+                        x *= pass_twiddle(tb, p, lo, k, prev_k);
+                    }
+                    g.store(p, x);
+                }
+            }
+        }
+        g.finish();
+    }
+
+    /// `Ntt::pass`'s choice of kernel.
+    fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, kernel: NttKernel) {
+        if kernel == NttKernel::Radix8 && p.k >= 3 {
+            r8_pass(data, log_n, p, dit, tb);
+        } else {
+            radix2_pass(data, log_n, p, dit, tb);
+        }
+    }
+
+    fn dif(data: &mut [Scalar], log_n: u32, plan: &[Pass], tb: &Tabs, kernel: NttKernel) {
+        for &p in plan {
+            pass(data, log_n, p, false, tb, kernel);
+        }
+    }
+
+    fn dit(data: &mut [Scalar], log_n: u32, plan: &[Pass], tb: &Tabs, kernel: NttKernel) {
+        for &p in plan.iter().rev() {
+            pass(data, log_n, p, true, tb, kernel);
+        }
+    }
+
+    /// `plan` with another choice of c (the kernels take any c <= lo with k + c <= 10).
+    fn plan_with_c(log_n: u32, f: impl Fn(&Pass) -> u32) -> Vec<Pass> {
+        plan(log_n)
+            .into_iter()
+            .map(|p| Pass { c: f(&p), ..p })
+            .collect()
+    }
+
+    /// A plan like `plan`'s with a given number of passes (small transforms then have
+    /// middle passes, with both a twiddle in and one out, as 2^21 and up do).
+    fn plan_split(log_n: u32, passes: u32) -> Vec<Pass> {
+        let base = log_n / passes;
+        let extra = log_n % passes;
+        let mut out = Vec::new();
+        let (mut hi, mut prev_k) = (log_n, 0);
+        for i in 0..passes {
+            let k = base + u32::from(i < extra);
+            let lo = hi - k;
+            out.push(Pass {
+                lo,
+                k,
+                c: lo.min(MAX_PASS_BITS - k),
+                prev_k,
+            });
+            prev_k = k;
+            hi = lo;
+        }
+        out
+    }
+
+    fn check_size(log_n: u32, tabs: &[Tabs; 2], pool: &rayon::ThreadPool, more_plans: bool) {
+        let n = 1usize << log_n;
+        let mut rng = ChaCha20Rng::seed_from_u64(u64::from(log_n));
+        let input: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        let dom = cuzk_gpu_backend::ntt::Domain::new(log_n).unwrap();
+        let mut fwd = input.clone();
+        dom.fft(&mut fwd, pool).unwrap();
+        let mut inv = input.clone();
+        dom.ifft(&mut inv, pool).unwrap();
+        let nn = Scalar::from(n as u64);
+        inv.iter_mut().for_each(|x| *x *= nn);
+        let br = |v: &[Scalar]| -> Vec<Scalar> {
+            (0..n)
+                .map(|i| v[bitrev(i as u32, log_n) as usize])
+                .collect()
+        };
+        let input_br = br(&input);
+        let mut plans = vec![("default c", plan(log_n))];
+        let zero_c =
+            |v: Vec<Pass>| -> Vec<Pass> { v.into_iter().map(|p| Pass { c: 0, ..p }).collect() };
+        for passes in [3u32, 4] {
+            if more_plans && log_n >= 3 * passes {
+                plans.push(("split", plan_split(log_n, passes)));
+                plans.push(("split, c = 0", zero_c(plan_split(log_n, passes))));
+            }
+        }
+        if more_plans && log_n > 1 {
+            plans.push(("c = 0", plan_with_c(log_n, |_| 0)));
+            plans.push((
+                "c = min(lo, 2)",
+                plan_with_c(log_n, |p| p.lo.min(2).min(MAX_PASS_BITS - p.k)),
+            ));
+        }
+        for (pname, pl) in &plans {
+            for kernel in [NttKernel::Radix8, NttKernel::Radix2] {
+                for (dir, want, tb) in [
+                    (Direction::Forward, &fwd, &tabs[0]),
+                    (Direction::Inverse, &inv, &tabs[1]),
+                ] {
+                    let what = format!("2^{log_n} {pname} {kernel:?} {dir:?}");
+                    let mut d = input.clone();
+                    dif(&mut d, log_n, pl, tb, kernel);
+                    assert!(br(&d) == *want, "dif {what}");
+                    let mut d = input_br.clone();
+                    dit(&mut d, log_n, pl, tb, kernel);
+                    assert!(d == *want, "dit {what}");
+                }
+            }
+        }
+    }
+
+    fn pool() -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn kernels_match_cpu_ntt_small() {
+        let tabs = [Tabs::new(Direction::Forward), Tabs::new(Direction::Inverse)];
+        let pool = pool();
+        for log_n in 1..=14 {
+            check_size(log_n, &tabs, &pool, true);
+        }
+    }
+
+    #[test]
+    fn kernels_match_cpu_ntt_large() {
+        let tabs = [Tabs::new(Direction::Forward), Tabs::new(Direction::Inverse)];
+        let pool = pool();
+        for log_n in [16, 17, 19] {
+            check_size(log_n, &tabs, &pool, true);
+        }
+        // The real 3-pass plan (7, 7, 7), default c only.
+        check_size(21, &tabs, &pool, false);
+    }
+
+    /// Every shared-memory access pattern of the register kernel (round windows at any
+    /// tile bit, the linear arrangement) hits 32 distinct banks per warp.
+    #[test]
+    fn r8_smem_is_free_of_bank_conflicts() {
+        for tbits in 8..=MAX_PASS_BITS {
+            let threads = 1u32 << (tbits - 3);
+            for m in 0..8u32 {
+                for warp in (0..threads).step_by(32) {
+                    let lanes = warp..warp + 32;
+                    for pos in 0..=tbits - 3 {
+                        let mut banks: Vec<u32> = lanes
+                            .clone()
+                            .map(|t| r8_swz(r8_elem(t, pos, m)) % 32)
+                            .collect();
+                        banks.sort_unstable();
+                        banks.dedup();
+                        assert_eq!(banks.len(), 32, "tile 2^{tbits} window at {pos}");
+                    }
+                    let mut banks: Vec<u32> =
+                        lanes.map(|t| r8_swz(t + (m << (tbits - 3))) % 32).collect();
+                    banks.sort_unstable();
+                    banks.dedup();
+                    assert_eq!(banks.len(), 32, "tile 2^{tbits} linear");
+                }
+            }
+        }
+        // The swizzle is a permutation of every tile.
+        for tbits in 0..=MAX_PASS_BITS {
+            let mut v: Vec<u32> = (0..1u32 << tbits).map(r8_swz).collect();
+            v.sort_unstable();
+            assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
         }
     }
 }

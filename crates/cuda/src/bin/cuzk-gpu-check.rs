@@ -27,7 +27,7 @@ use cuzk_cuda::gpu::{
     FrRepr, Gpu, XyzzRepr,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat};
-use cuzk_cuda::ntt::{Direction, Ntt};
+use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
 use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm};
 use ff::{Field, PrimeField};
@@ -288,18 +288,33 @@ fn check_ntt(
                 (Direction::Inverse, true) => dom.icoset_fft(&mut want, pool),
             }
             .map_err(|e| anyhow!("{e}"))?;
-            let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&input))?;
-            ntt.ntt(gpu, &mut d, lg, dir, coset)?;
-            let got = download_scalars(gpu, &d, n)?;
-            let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
-            log.check(
-                &format!("ntt {name} 2^{lg}"),
-                bad == 0,
-                &format!("{bad} of {n} wrong"),
-            );
+            for kernel in KERNELS {
+                ntt.set_kernel(kernel);
+                let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&input))?;
+                let r = ntt.ntt(gpu, &mut d, lg, dir, coset);
+                ntt.set_kernel(NttKernel::from_env());
+                r?;
+                let got = download_scalars(gpu, &d, n)?;
+                let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                log.check(
+                    &format!("ntt {name} 2^{lg} {}", kernel_name(kernel)),
+                    bad == 0,
+                    &format!("{bad} of {n} wrong"),
+                );
+            }
         }
     }
     Ok(())
+}
+
+/// Both NTT pass kernels are checked on every visit (same results bit for bit).
+const KERNELS: [NttKernel; 2] = [NttKernel::Radix8, NttKernel::Radix2];
+
+fn kernel_name(k: NttKernel) -> &'static str {
+    match k {
+        NttKernel::Radix8 => "r8",
+        NttKernel::Radix2 => "radix2",
+    }
 }
 
 fn check_h(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
@@ -323,16 +338,25 @@ fn check_h(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, max_log: u
                 fast_scalars(n, r.next_u64()),
             )
         };
-        let h = ntt.compute_h(gpu, &a, &b, &c)?;
+        let mut got_all = Vec::new();
+        for kernel in KERNELS {
+            ntt.set_kernel(kernel);
+            let h = ntt.compute_h(gpu, &a, &b, &c);
+            ntt.set_kernel(NttKernel::from_env());
+            let h = h?;
+            got_all.push((kernel, download_scalars(gpu, &h, h.len())?));
+        }
         let want =
             cuzk_gpu_backend::compute_h(Abc { a, b, c }, pool).map_err(|e| anyhow!("{e}"))?;
-        let got = download_scalars(gpu, &h, want.len())?;
-        let bad = got.iter().zip(&want).filter(|(x, y)| x != y).count();
-        log.check(
-            &format!("compute_h n={n}"),
-            bad == 0 && got.len() == want.len(),
-            &format!("{bad} of {} wrong", want.len()),
-        );
+        for (kernel, got) in got_all {
+            let got = &got[..want.len().min(got.len())];
+            let bad = got.iter().zip(&want).filter(|(x, y)| x != y).count();
+            log.check(
+                &format!("compute_h n={n} {}", kernel_name(kernel)),
+                bad == 0 && got.len() == want.len(),
+                &format!("{bad} of {} wrong", want.len()),
+            );
+        }
     }
     Ok(())
 }
@@ -629,16 +653,46 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, quick: bool) -> Result<()> {
         .into_iter()
         .filter(|(l, _)| *l <= max_ntt)
     {
-        let ms = time5(gpu, || ntt.ntt(gpu, &mut d, lg, Direction::Forward, false))?;
-        log.row(
-            "NTT fwd",
-            &format!("2^{lg}"),
-            ms,
-            format!("{:.2} ns/elem", ms * 1e6 / (1u64 << lg) as f64),
-            peer,
-        );
-        let ms = time5(gpu, || ntt.dif(gpu, &mut d, lg, Direction::Forward))?;
-        log.line(&format!("BENCH ntt dif-only 2^{lg}: {ms:.3} ms"));
+        // The table rows are the default (register) kernel; BENCH lines compare.
+        for kernel in [NttKernel::Radix2, NttKernel::Radix8] {
+            ntt.set_kernel(kernel);
+            let r = (|| -> Result<(f64, f64, f64)> {
+                let full = time5(gpu, || ntt.ntt(gpu, &mut d, lg, Direction::Forward, false))?;
+                let dif = time5(gpu, || ntt.dif(gpu, &mut d, lg, Direction::Forward))?;
+                let dit = time5(gpu, || ntt.dit(gpu, &mut d, lg, Direction::Inverse))?;
+                Ok((full, dif, dit))
+            })();
+            ntt.set_kernel(NttKernel::from_env());
+            let (ms, dif, dit) = r?;
+            let kn = kernel_name(kernel);
+            log.line(&format!(
+                "BENCH ntt {kn} 2^{lg}: fwd {ms:.3} ms, dif-only {dif:.3} ms, dit-only {dit:.3} ms"
+            ));
+            if kernel == NttKernel::Radix8 {
+                log.row(
+                    "NTT fwd (r8 kernel)",
+                    &format!("2^{lg}"),
+                    ms,
+                    format!("{:.2} ns/elem", ms * 1e6 / (1u64 << lg) as f64),
+                    peer,
+                );
+            }
+        }
+        // Each pass of the register kernel alone (where the time goes).
+        if lg == 24 || lg == 27 {
+            for (i, (lo, k, c, _)) in Ntt::passes(lg).into_iter().enumerate() {
+                let dif = time5(gpu, || {
+                    ntt.run_pass(gpu, &mut d, lg, i, false, Direction::Forward)
+                })?;
+                let dit = time5(gpu, || {
+                    ntt.run_pass(gpu, &mut d, lg, i, true, Direction::Forward)
+                })?;
+                log.line(&format!(
+                    "BENCH ntt {} 2^{lg} pass {i} (lo {lo}, k {k}, c {c}): dif {dif:.3} ms, dit {dit:.3} ms",
+                    kernel_name(ntt.kernel())
+                ));
+            }
+        }
     }
     drop(d);
 
