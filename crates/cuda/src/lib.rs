@@ -23,6 +23,7 @@ pub mod gpu;
 pub mod kernels;
 pub mod msm;
 pub mod ntt;
+pub mod profile;
 pub mod raw;
 
 pub use backend::{CudaBackend, CudaConfig};

@@ -1,0 +1,115 @@
+//! Per-phase device times, for tuning: CUDA events recorded on the compute stream
+//! between the phases of an MSM or a partition, read once the work is done.
+//!
+//! Off by default (`set_enabled`, or `CUZK_GPU_PROFILE=1` in the environment): then
+//! nothing is recorded and nothing costs anything. On, it adds no synchronisation of
+//! its own: the events are read after the caller's own wait for the results.
+//! Reports collect in a process-wide list that [`take`] empties (cuzk-gpu-check
+//! prints them).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
+
+use crate::error::{Ctx, CudaError};
+use crate::gpu::Gpu;
+
+/// 0: not decided yet (read the environment), 1: off, 2: on.
+static STATE: AtomicU8 = AtomicU8::new(0);
+static REPORTS: Mutex<Vec<Report>> = Mutex::new(Vec::new());
+
+/// One profiled piece of work: its phases' device times in order.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub what: String,
+    /// (phase, milliseconds since the previous mark).
+    pub phases: Vec<(&'static str, f32)>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let total: f32 = self.phases.iter().map(|p| p.1).sum();
+        write!(f, "{} {total:.2} ms:", self.what)?;
+        for (name, ms) in &self.phases {
+            write!(f, " {name} {ms:.2}")?;
+        }
+        Ok(())
+    }
+}
+
+pub fn set_enabled(on: bool) {
+    STATE.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+pub fn enabled() -> bool {
+    match STATE.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("CUZK_GPU_PROFILE").is_ok_and(|v| v == "1");
+            set_enabled(on);
+            on
+        }
+        s => s == 2,
+    }
+}
+
+/// The reports collected so far (the list is emptied).
+pub fn take() -> Vec<Report> {
+    std::mem::take(&mut *REPORTS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Events between phases of one piece of work; `None` when profiling is off.
+#[derive(Debug)]
+pub struct Phases {
+    what: String,
+    start: CudaEvent,
+    marks: Vec<(&'static str, CudaEvent)>,
+}
+
+fn record(gpu: &Gpu) -> Result<CudaEvent, CudaError> {
+    gpu.compute_stream()
+        .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .ctx("cuEventRecord")
+}
+
+impl Phases {
+    /// Starts timing `what` at the compute stream's current position.
+    pub fn start(gpu: &Gpu, what: impl FnOnce() -> String) -> Result<Option<Self>, CudaError> {
+        if !enabled() {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            what: what(),
+            start: record(gpu)?,
+            marks: Vec::new(),
+        }))
+    }
+
+    /// Ends phase `name` at the compute stream's current position.
+    pub fn mark(this: &mut Option<Self>, gpu: &Gpu, name: &'static str) -> Result<(), CudaError> {
+        if let Some(p) = this {
+            p.marks.push((name, record(gpu)?));
+        }
+        Ok(())
+    }
+
+    /// Waits for the last mark and files the report.
+    pub fn finish(this: Option<Self>) -> Result<(), CudaError> {
+        let Some(p) = this else { return Ok(()) };
+        if let Some((_, last)) = p.marks.last() {
+            last.synchronize().ctx("cuEventSynchronize")?;
+        }
+        let mut phases = Vec::with_capacity(p.marks.len());
+        let mut prev = &p.start;
+        for (name, ev) in &p.marks {
+            phases.push((*name, prev.elapsed_ms(ev).ctx("cuEventElapsedTime")?));
+            prev = ev;
+        }
+        REPORTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Report { what: p.what, phases });
+        Ok(())
+    }
+}
