@@ -1,142 +1,266 @@
-// BLS12-381 G1 (y^2 = x^3 + 4 over Fq) in XYZZ coordinates: x = X / ZZ, y = Y / ZZZ with
-// ZZ^3 = ZZZ^2. The point at infinity has ZZ = ZZZ = 0. XYZZ mixed addition costs 10
-// multiplications (8 + 2 squarings) and needs no inversion, which is why buckets use it.
+// BLS12-381 G1 (y^2 = x^3 + 4 over Fq) and G2 (y^2 = x^3 + 4(1 + u) over Fq2) in XYZZ
+// coordinates: x = X / ZZ, y = Y / ZZZ with ZZ^3 = ZZZ^2. The point at infinity has
+// ZZ = ZZZ = 0. XYZZ mixed addition costs 10 multiplications (8 + 2 squarings) and
+// needs no inversion, which is why buckets use it. The formulas below are those of
+// a = 0 curves and never use b, so one template over the field serves both groups:
+// AffineT<Fq> / XyzzT<Fq> for G1, AffineT<Fq2> / XyzzT<Fq2> for G2.
 //
 // Affine points have blstrs' layout (`blst_p1_affine`: x then y, 6 u64 limbs each,
-// Montgomery form); blst encodes the point at infinity as all-zero coordinates.
+// Montgomery form; `blst_p2_affine`: x then y, each an Fq2 c0 then c1); blst encodes
+// the point at infinity as all-zero coordinates.
 
-struct Affine {
-    Fq x, y;
+// Fq2 = Fq[u] / (u^2 + 1), blst's `blst_fp2` layout (c0 then c1), with Mont's
+// interface so that curve code is a template over the field.
+//
+// Products: one real call each (mul_call / sqr_call) whose body inlines its 3
+// (Karatsuba) or 2 Fq products, so the compiler schedules the products of one Fq2
+// product together while every curve formula stays small. mul_inl / sqr_inl, the
+// names G1's hot mixed addition uses to inline its Fq products, are the same calls
+// here: inlining 33 Fq products into each G2 formula would multiply the module's
+// code and its NVRTC time (see Mont::mul).
+struct Fq2 {
+    Fq c0, c1;
+
+    static __device__ __forceinline__ Fq2 make(const Fq& a, const Fq& b) {
+        Fq2 r;
+        r.c0 = a;
+        r.c1 = b;
+        return r;
+    }
+    static __device__ __forceinline__ Fq2 zero() { return make(Fq::zero(), Fq::zero()); }
+    static __device__ __forceinline__ Fq2 one() { return make(Fq::one(), Fq::zero()); }
+    __device__ __forceinline__ bool is_zero() const { return c0.is_zero() & c1.is_zero(); }
+    __device__ __forceinline__ bool eq(const Fq2& o) const { return c0.eq(o.c0) & c1.eq(o.c1); }
+    static __device__ __forceinline__ Fq2 load(const Fq2* p) { return make(Fq::load(&p->c0), Fq::load(&p->c1)); }
+    __device__ __forceinline__ void store(Fq2* p) const {
+        c0.store(&p->c0);
+        c1.store(&p->c1);
+    }
+
+    static __device__ __forceinline__ Fq2 add(const Fq2& a, const Fq2& b) { return make(Fq::add(a.c0, b.c0), Fq::add(a.c1, b.c1)); }
+    static __device__ __forceinline__ Fq2 sub(const Fq2& a, const Fq2& b) { return make(Fq::sub(a.c0, b.c0), Fq::sub(a.c1, b.c1)); }
+    static __device__ __forceinline__ Fq2 neg(const Fq2& a) { return make(Fq::neg(a.c0), Fq::neg(a.c1)); }
+    static __device__ __forceinline__ Fq2 dbl(const Fq2& a) { return make(Fq::dbl(a.c0), Fq::dbl(a.c1)); }
+
+    // (a0 + a1 u)(b0 + b1 u) = (a0 b0 - a1 b1) + ((a0 + a1)(b0 + b1) - a0 b0 - a1 b1) u.
+    static __device__ __forceinline__ Fq2 mul(const Fq2& a, const Fq2& b) {
+        Fq t0 = Fq::mul(a.c0, b.c0);
+        Fq t1 = Fq::mul(a.c1, b.c1);
+        Fq t2 = Fq::mul(Fq::add(a.c0, a.c1), Fq::add(b.c0, b.c1));
+        return make(Fq::sub(t0, t1), Fq::sub(Fq::sub(t2, t0), t1));
+    }
+    // (a0 + a1 u)^2 = (a0 + a1)(a0 - a1) + 2 a0 a1 u.
+    static __device__ __forceinline__ Fq2 sqr(const Fq2& a) {
+        Fq t = Fq::mul(a.c0, a.c1);
+        return make(Fq::mul(Fq::add(a.c0, a.c1), Fq::sub(a.c0, a.c1)), Fq::dbl(t));
+    }
+    static __device__ __forceinline__ Fq2 mul_inl(const Fq2& a, const Fq2& b) { return mul(a, b); }
+    static __device__ __forceinline__ Fq2 sqr_inl(const Fq2& a) { return sqr(a); }
+};
+
+// Whether a field's curve formulas are real calls: no for G1 (each kernel inlines
+// them, its hot mixed addition with inlined Fq products), yes for G2, where one copy
+// of each formula serves every kernel. G2's mixed addition, the one formula per MSM
+// term, inlines its 33 Fq products into that single copy (mul_inl); the other G2
+// formulas call the Fq2 product.
+template <class F> struct CallFormulas { static const bool value = false; };
+template <> struct CallFormulas<Fq2> { static const bool value = true; };
+
+template <class F>
+struct AffineT {
+    F x, y;
     __device__ __forceinline__ bool is_inf() const { return x.is_zero() && y.is_zero(); }
-    static __device__ __forceinline__ Affine load(const Affine* p) {
-        Affine r;
-        r.x = Fq::load(&p->x);
-        r.y = Fq::load(&p->y);
+    static __device__ __forceinline__ AffineT load(const AffineT* p) {
+        AffineT r;
+        r.x = F::load(&p->x);
+        r.y = F::load(&p->y);
         return r;
     }
 };
 
-struct Xyzz {
-    Fq X, Y, ZZ, ZZZ;
+template <class F>
+struct XyzzT {
+    F X, Y, ZZ, ZZZ;
 
-    static __device__ __forceinline__ Xyzz inf() {
-        Xyzz r;
-        r.X = Fq::zero(); r.Y = Fq::zero(); r.ZZ = Fq::zero(); r.ZZZ = Fq::zero();
+    static __device__ __forceinline__ XyzzT inf() {
+        XyzzT r;
+        r.X = F::zero(); r.Y = F::zero(); r.ZZ = F::zero(); r.ZZZ = F::zero();
         return r;
     }
     __device__ __forceinline__ bool is_inf() const { return ZZ.is_zero(); }
-    static __device__ __forceinline__ Xyzz from_affine(const Affine& a) {
+    static __device__ __forceinline__ XyzzT from_affine(const AffineT<F>& a) {
         if (a.is_inf()) return inf();
-        Xyzz r;
-        r.X = a.x; r.Y = a.y; r.ZZ = Fq::one(); r.ZZZ = Fq::one();
+        XyzzT r;
+        r.X = a.x; r.Y = a.y; r.ZZ = F::one(); r.ZZZ = F::one();
         return r;
     }
-    static __device__ __forceinline__ Xyzz load(const Xyzz* p) {
-        Xyzz r;
-        r.X = Fq::load(&p->X); r.Y = Fq::load(&p->Y); r.ZZ = Fq::load(&p->ZZ); r.ZZZ = Fq::load(&p->ZZZ);
+    static __device__ __forceinline__ XyzzT load(const XyzzT* p) {
+        XyzzT r;
+        r.X = F::load(&p->X); r.Y = F::load(&p->Y); r.ZZ = F::load(&p->ZZ); r.ZZZ = F::load(&p->ZZZ);
         return r;
     }
-    __device__ __forceinline__ void store(Xyzz* p) const {
+    __device__ __forceinline__ void store(XyzzT* p) const {
         X.store(&p->X); Y.store(&p->Y); ZZ.store(&p->ZZ); ZZZ.store(&p->ZZZ);
     }
 };
 
-// 2 * (x, y) for an affine point (not infinity; G1 has no point with y = 0).
-__device__ __forceinline__ Xyzz dbl_affine(const Affine& a) {
-    Fq U = Fq::dbl(a.y);
-    Fq V = Fq::sqr(U);
-    Fq W = Fq::mul(U, V);
-    Fq S = Fq::mul(a.x, V);
-    Fq xx = Fq::sqr(a.x);
-    Fq M = Fq::add(Fq::dbl(xx), xx);
-    Xyzz r;
-    r.X = Fq::sub(Fq::sqr(M), Fq::dbl(S));
-    r.Y = Fq::sub(Fq::mul(M, Fq::sub(S, r.X)), Fq::mul(W, a.y));
+typedef AffineT<Fq> Affine;
+typedef XyzzT<Fq> Xyzz;
+typedef AffineT<Fq2> Affine2;
+typedef XyzzT<Fq2> Xyzz2;
+
+// 2 * (x, y) for an affine point (not infinity; neither group has a point with y = 0:
+// both have odd prime order).
+template <class F>
+__device__ __forceinline__ XyzzT<F> dbl_affine_body(const AffineT<F>& a) {
+    F U = F::dbl(a.y);
+    F V = F::sqr(U);
+    F W = F::mul(U, V);
+    F S = F::mul(a.x, V);
+    F xx = F::sqr(a.x);
+    F M = F::add(F::dbl(xx), xx);
+    XyzzT<F> r;
+    r.X = F::sub(F::sqr(M), F::dbl(S));
+    r.Y = F::sub(F::mul(M, F::sub(S, r.X)), F::mul(W, a.y));
     r.ZZ = V;
     r.ZZZ = W;
     return r;
 }
+template <class F>
+__device__ __noinline__ XyzzT<F> dbl_affine_call(AffineT<F> a) { return dbl_affine_body(a); }
+template <class F>
+__device__ __forceinline__ XyzzT<F> dbl_affine(const AffineT<F>& a) {
+    if constexpr (CallFormulas<F>::value) return dbl_affine_call(a);
+    else return dbl_affine_body(a);
+}
 
-__device__ __forceinline__ Xyzz dbl(const Xyzz& p) {
+template <class F>
+__device__ __forceinline__ XyzzT<F> dbl_body(const XyzzT<F>& p) {
     if (p.is_inf()) return p;
-    Fq U = Fq::dbl(p.Y);
-    Fq V = Fq::sqr(U);
-    Fq W = Fq::mul(U, V);
-    Fq S = Fq::mul(p.X, V);
-    Fq xx = Fq::sqr(p.X);
-    Fq M = Fq::add(Fq::dbl(xx), xx);
-    Xyzz r;
-    r.X = Fq::sub(Fq::sqr(M), Fq::dbl(S));
-    r.Y = Fq::sub(Fq::mul(M, Fq::sub(S, r.X)), Fq::mul(W, p.Y));
-    r.ZZ = Fq::mul(V, p.ZZ);
-    r.ZZZ = Fq::mul(W, p.ZZZ);
+    F U = F::dbl(p.Y);
+    F V = F::sqr(U);
+    F W = F::mul(U, V);
+    F S = F::mul(p.X, V);
+    F xx = F::sqr(p.X);
+    F M = F::add(F::dbl(xx), xx);
+    XyzzT<F> r;
+    r.X = F::sub(F::sqr(M), F::dbl(S));
+    r.Y = F::sub(F::mul(M, F::sub(S, r.X)), F::mul(W, p.Y));
+    r.ZZ = F::mul(V, p.ZZ);
+    r.ZZZ = F::mul(W, p.ZZZ);
     return r;
+}
+template <class F>
+__device__ __noinline__ XyzzT<F> dbl_call(XyzzT<F> p) { return dbl_body(p); }
+template <class F>
+__device__ __forceinline__ XyzzT<F> dbl(const XyzzT<F>& p) {
+    if constexpr (CallFormulas<F>::value) return dbl_call(p);
+    else return dbl_body(p);
 }
 
 // p + a, a affine (may be infinity). The hot formula of every MSM: its products are
-// inlined (mul_inl), the rarer formulas call one shared product.
-__device__ __forceinline__ Xyzz add_mixed(const Xyzz& p, const Affine& a) {
+// inlined (mul_inl), the rarer formulas call one shared product (for G2: into the one
+// copy of the formula, see CallFormulas).
+template <class F>
+__device__ __forceinline__ XyzzT<F> add_mixed_body(const XyzzT<F>& p, const AffineT<F>& a) {
     if (a.is_inf()) return p;
-    if (p.is_inf()) return Xyzz::from_affine(a);
-    Fq U2 = Fq::mul_inl(a.x, p.ZZ);
-    Fq S2 = Fq::mul_inl(a.y, p.ZZZ);
-    Fq P = Fq::sub(U2, p.X);
-    Fq R = Fq::sub(S2, p.Y);
+    if (p.is_inf()) return XyzzT<F>::from_affine(a);
+    F U2 = F::mul_inl(a.x, p.ZZ);
+    F S2 = F::mul_inl(a.y, p.ZZZ);
+    F P = F::sub(U2, p.X);
+    F R = F::sub(S2, p.Y);
     if (P.is_zero()) {
         if (R.is_zero()) return dbl_affine(a);
-        return Xyzz::inf();
+        return XyzzT<F>::inf();
     }
-    Fq PP = Fq::sqr_inl(P);
-    Fq PPP = Fq::mul_inl(P, PP);
-    Fq Q = Fq::mul_inl(p.X, PP);
-    Xyzz r;
-    r.X = Fq::sub(Fq::sub(Fq::sqr_inl(R), PPP), Fq::dbl(Q));
-    r.Y = Fq::sub(Fq::mul_inl(R, Fq::sub(Q, r.X)), Fq::mul_inl(p.Y, PPP));
-    r.ZZ = Fq::mul_inl(p.ZZ, PP);
-    r.ZZZ = Fq::mul_inl(p.ZZZ, PPP);
+    F PP = F::sqr_inl(P);
+    F PPP = F::mul_inl(P, PP);
+    F Q = F::mul_inl(p.X, PP);
+    XyzzT<F> r;
+    r.X = F::sub(F::sub(F::sqr_inl(R), PPP), F::dbl(Q));
+    r.Y = F::sub(F::mul_inl(R, F::sub(Q, r.X)), F::mul_inl(p.Y, PPP));
+    r.ZZ = F::mul_inl(p.ZZ, PP);
+    r.ZZZ = F::mul_inl(p.ZZZ, PPP);
     return r;
 }
+template <class F>
+__device__ __noinline__ XyzzT<F> add_mixed_call(XyzzT<F> p, AffineT<F> a) { return add_mixed_body(p, a); }
+template <class F>
+__device__ __forceinline__ XyzzT<F> add_mixed(const XyzzT<F>& p, const AffineT<F>& a) {
+    if constexpr (CallFormulas<F>::value) return add_mixed_call(p, a);
+    else return add_mixed_body(p, a);
+}
 
-__device__ __forceinline__ Xyzz add(const Xyzz& p, const Xyzz& q) {
+template <class F>
+__device__ __forceinline__ XyzzT<F> add_body(const XyzzT<F>& p, const XyzzT<F>& q) {
     if (q.is_inf()) return p;
     if (p.is_inf()) return q;
-    Fq U1 = Fq::mul(p.X, q.ZZ);
-    Fq U2 = Fq::mul(q.X, p.ZZ);
-    Fq S1 = Fq::mul(p.Y, q.ZZZ);
-    Fq S2 = Fq::mul(q.Y, p.ZZZ);
-    Fq P = Fq::sub(U2, U1);
-    Fq R = Fq::sub(S2, S1);
+    F U1 = F::mul(p.X, q.ZZ);
+    F U2 = F::mul(q.X, p.ZZ);
+    F S1 = F::mul(p.Y, q.ZZZ);
+    F S2 = F::mul(q.Y, p.ZZZ);
+    F P = F::sub(U2, U1);
+    F R = F::sub(S2, S1);
     if (P.is_zero()) {
         if (R.is_zero()) return dbl(p);
-        return Xyzz::inf();
+        return XyzzT<F>::inf();
     }
-    Fq PP = Fq::sqr(P);
-    Fq PPP = Fq::mul(P, PP);
-    Fq Q = Fq::mul(U1, PP);
-    Xyzz r;
-    r.X = Fq::sub(Fq::sub(Fq::sqr(R), PPP), Fq::dbl(Q));
-    r.Y = Fq::sub(Fq::mul(R, Fq::sub(Q, r.X)), Fq::mul(S1, PPP));
-    r.ZZ = Fq::mul(Fq::mul(p.ZZ, q.ZZ), PP);
-    r.ZZZ = Fq::mul(Fq::mul(p.ZZZ, q.ZZZ), PPP);
+    F PP = F::sqr(P);
+    F PPP = F::mul(P, PP);
+    F Q = F::mul(U1, PP);
+    XyzzT<F> r;
+    r.X = F::sub(F::sub(F::sqr(R), PPP), F::dbl(Q));
+    r.Y = F::sub(F::mul(R, F::sub(Q, r.X)), F::mul(S1, PPP));
+    r.ZZ = F::mul(F::mul(p.ZZ, q.ZZ), PP);
+    r.ZZZ = F::mul(F::mul(p.ZZZ, q.ZZZ), PPP);
     return r;
 }
+template <class F>
+__device__ __noinline__ XyzzT<F> add_call(XyzzT<F> p, XyzzT<F> q) { return add_body(p, q); }
+template <class F>
+__device__ __forceinline__ XyzzT<F> add(const XyzzT<F>& p, const XyzzT<F>& q) {
+    if constexpr (CallFormulas<F>::value) return add_call(p, q);
+    else return add_body(p, q);
+}
 
-__device__ __forceinline__ Affine neg_affine(const Affine& a) {
-    Affine r;
+template <class F>
+__device__ __forceinline__ AffineT<F> neg_affine(const AffineT<F>& a) {
+    AffineT<F> r;
     r.x = a.x;
-    r.y = Fq::neg(a.y);
+    r.y = F::neg(a.y);
     return r;
 }
 
-// ---- Test kernel: one thread per pair, out[4i..4i+4) = a+b (mixed), a+a, (a+b)+b
-// (full add), 2(a+b). ----
-extern "C" __global__ void g1_ops_test(const Affine* a, const Affine* b, Xyzz* out, u32 n) {
+// ---- Test kernels. fq2_ops_test: out[4i..4i+4) = a+b, a-b, a*b, a^2 (checked against
+// blst's Fp2). g1_ops_test / g2_ops_test: one thread per pair, out[4i..4i+4) = a+b
+// (mixed), a+a, (a+b)+b (full add), 2(a+b). ----
+// The G1 tests go into the msm module, the G2 ones into msm_g2 (kernels.rs).
+#ifdef CUZK_G2
+extern "C" __global__ void fq2_ops_test(const Fq2* a, const Fq2* b, Fq2* out, u32 n) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    Affine p = Affine::load(a + i), q = Affine::load(b + i);
-    Xyzz s = add_mixed(Xyzz::from_affine(p), q);
+    Fq2 x = Fq2::load(a + i), y = Fq2::load(b + i);
+    Fq2::add(x, y).store(out + 4 * i);
+    Fq2::sub(x, y).store(out + 4 * i + 1);
+    Fq2::mul(x, y).store(out + 4 * i + 2);
+    Fq2::sqr(x).store(out + 4 * i + 3);
+}
+#endif
+
+template <class F>
+__device__ __forceinline__ void ops_test(const AffineT<F>* a, const AffineT<F>* b, XyzzT<F>* out, u32 n) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    AffineT<F> p = AffineT<F>::load(a + i), q = AffineT<F>::load(b + i);
+    XyzzT<F> s = add_mixed(XyzzT<F>::from_affine(p), q);
     s.store(out + 4 * i);
-    add_mixed(Xyzz::from_affine(p), p).store(out + 4 * i + 1);
-    add(s, Xyzz::from_affine(q)).store(out + 4 * i + 2);
+    add_mixed(XyzzT<F>::from_affine(p), p).store(out + 4 * i + 1);
+    add(s, XyzzT<F>::from_affine(q)).store(out + 4 * i + 2);
     dbl(s).store(out + 4 * i + 3);
 }
+
+#ifdef CUZK_G2
+extern "C" __global__ void g2_ops_test(const Affine2* a, const Affine2* b, Xyzz2* out, u32 n) { ops_test<Fq2>(a, b, out, n); }
+#else
+extern "C" __global__ void g1_ops_test(const Affine* a, const Affine* b, Xyzz* out, u32 n) { ops_test<Fq>(a, b, out, n); }
+#endif

@@ -1,4 +1,4 @@
-// G1 multi-scalar multiplication: Pippenger with signed c-bit digits.
+// G1 and G2 multi-scalar multiplication: Pippenger with signed c-bit digits.
 //
 // Per MSM: msm_histogram counts, per window, how many scalars fall into each bucket;
 // an exclusive scan over all buckets of all windows (scan_* below) turns the counts
@@ -8,6 +8,10 @@
 // msm_sum_points / msm_sum_xyzz sum each bucket's points in XYZZ, load-balanced; then
 // msm_bucket_segments and xyzz_reduce reduce the buckets of each window to
 // sum_b b * B_b. The window sums are combined on the host (c doublings each).
+//
+// The kernels that touch points are templates over the field (Fq: G1, Fq2: G2),
+// instantiated as extern "C" kernels with a _g1 / _g2 suffix at the end of this file;
+// the digit kernels (histogram, scans, scatter) are the same for both curves.
 //
 // Digits: window w covers bits [w c, w c + c) plus the carry from below; a value above
 // 2^(c-1) becomes value - 2^c with a carry into the next window, so buckets hold
@@ -89,17 +93,18 @@ __device__ __forceinline__ u32 find_slot(const u32* start, u32 slots, u32 o) {
 
 // Level 1: out[o] = sum of the points of piece o (at most K of one bucket's sorted
 // entries, negated where the sign bit is set).
-extern "C" __global__ void msm_sum_points(const Affine* bases, const u32* sorted, const u32* offsets, const u32* cnt0,
-                                          const u32* start1, const u32* total1, u32 slots, u32 K, Xyzz* out) {
+template <class F>
+__device__ __forceinline__ void sum_points(const AffineT<F>* bases, const u32* sorted, const u32* offsets, const u32* cnt0,
+                                           const u32* start1, const u32* total1, u32 slots, u32 K, XyzzT<F>* out) {
     u32 o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= *total1) return;
     u32 x = find_slot(start1, slots, o);
     u32 begin = offsets[x] + (o - start1[x]) * K;
     u32 end = min(begin + K, offsets[x] + cnt0[x]);
-    Xyzz acc = Xyzz::inf();
+    XyzzT<F> acc = XyzzT<F>::inf();
     for (u32 k = begin; k < end; k++) {
         u32 v = sorted[k];
-        Affine a = Affine::load(bases + (v & 0x7fffffffu));
+        AffineT<F> a = AffineT<F>::load(bases + (v & 0x7fffffffu));
         if (v >> 31) a = neg_affine(a);
         acc = add_mixed(acc, a);
     }
@@ -107,43 +112,46 @@ extern "C" __global__ void msm_sum_points(const Affine* bases, const u32* sorted
 }
 
 // Level L >= 2: out[o] = sum of at most K consecutive level L-1 sums of one bucket.
-extern "C" __global__ void msm_sum_xyzz(const Xyzz* in, const u32* start_in, const u32* cnt_in, const u32* start_out,
-                                        const u32* total_out, u32 slots, u32 K, Xyzz* out) {
+template <class F>
+__device__ __forceinline__ void sum_xyzz(const XyzzT<F>* in, const u32* start_in, const u32* cnt_in, const u32* start_out,
+                                         const u32* total_out, u32 slots, u32 K, XyzzT<F>* out) {
     u32 o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= *total_out) return;
     u32 x = find_slot(start_out, slots, o);
     u32 begin = start_in[x] + (o - start_out[x]) * K;
     u32 end = min(begin + K, start_in[x] + cnt_in[x]);
-    Xyzz acc = Xyzz::inf();
-    for (u32 k = begin; k < end; k++) acc = add(acc, Xyzz::load(in + k));
+    XyzzT<F> acc = XyzzT<F>::inf();
+    for (u32 k = begin; k < end; k++) acc = add(acc, XyzzT<F>::load(in + k));
     acc.store(out + o);
 }
 
 // After the last level every slot has at most one sum.
-extern "C" __global__ void msm_gather_buckets(const Xyzz* in, const u32* start, const u32* cnt, u32 slots, Xyzz* buckets) {
+template <class F>
+__device__ __forceinline__ void gather_buckets(const XyzzT<F>* in, const u32* start, const u32* cnt, u32 slots, XyzzT<F>* buckets) {
     u32 x = blockIdx.x * blockDim.x + threadIdx.x;
     if (x >= slots) return;
-    Xyzz b = cnt[x] ? Xyzz::load(in + start[x]) : Xyzz::inf();
+    XyzzT<F> b = cnt[x] ? XyzzT<F>::load(in + start[x]) : XyzzT<F>::inf();
     b.store(buckets + x);
 }
 
 // Thread (w, t) reduces buckets [t L + 1, (t + 1) L] of window w (L = nb / segs) to
 // sum_b b * B_b: a running sum from the top gives sum (b - t L) B_b, and the segment's
 // plain sum times t L (double-and-add) supplies the rest.
-extern "C" __global__ void msm_bucket_segments(const Xyzz* buckets, u32 nb, u32 segs, u32 nwin, Xyzz* partials) {
+template <class F>
+__device__ __forceinline__ void bucket_segments(const XyzzT<F>* buckets, u32 nb, u32 segs, u32 nwin, XyzzT<F>* partials) {
     u32 x = blockIdx.x * blockDim.x + threadIdx.x;
     if (x >= nwin * segs) return;
     const u32 w = x / segs, t = x % segs;
     const u32 len = nb / segs;
-    const Xyzz* seg = buckets + w * nb + t * len;
-    Xyzz run = Xyzz::inf(), acc = Xyzz::inf();
+    const XyzzT<F>* seg = buckets + w * nb + t * len;
+    XyzzT<F> run = XyzzT<F>::inf(), acc = XyzzT<F>::inf();
     for (int i = (int)len - 1; i >= 0; i--) {
-        run = add(run, Xyzz::load(seg + i));
+        run = add(run, XyzzT<F>::load(seg + i));
         acc = add(acc, run);
     }
     u32 m = t * len;
     if (m != 0 && !run.is_inf()) {
-        Xyzz prod = Xyzz::inf();
+        XyzzT<F> prod = XyzzT<F>::inf();
         for (int bit = 31 - __clz(m); bit >= 0; bit--) {
             prod = dbl(prod);
             if ((m >> bit) & 1) prod = add(prod, run);
@@ -154,22 +162,24 @@ extern "C" __global__ void msm_bucket_segments(const Xyzz* buckets, u32 nb, u32 
 }
 
 // out[i] = sum of in[i * fan .. min(i * fan + fan, count_in)).
-extern "C" __global__ void xyzz_reduce(const Xyzz* in, Xyzz* out, u32 count_in, u32 fan) {
+template <class F>
+__device__ __forceinline__ void reduce(const XyzzT<F>* in, XyzzT<F>* out, u32 count_in, u32 fan) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     u32 first = i * fan;
     if (first >= count_in) return;
-    Xyzz acc = Xyzz::inf();
-    for (u32 j = 0; j < fan && first + j < count_in; j++) acc = add(acc, Xyzz::load(in + first + j));
+    XyzzT<F> acc = XyzzT<F>::inf();
+    for (u32 j = 0; j < fan && first + j < count_in; j++) acc = add(acc, XyzzT<F>::load(in + first + j));
     acc.store(out + i);
 }
 
 // The "ones" of prep_msm's split: the plain sum of the bases whose bit is set in the
 // density bitmap. Thread t sums the bases of words [t wpt, (t + 1) wpt).
-extern "C" __global__ void ones_sum(const Affine* bases, const u64* words, u32 n_words, u32 n_bases, u32 wpt,
-                                    Xyzz* partials, u32 n_partials) {
+template <class F>
+__device__ __forceinline__ void ones(const AffineT<F>* bases, const u64* words, u32 n_words, u32 n_bases, u32 wpt,
+                                     XyzzT<F>* partials, u32 n_partials) {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_partials) return;
-    Xyzz acc = Xyzz::inf();
+    XyzzT<F> acc = XyzzT<F>::inf();
     for (u32 k = 0; k < wpt; k++) {
         u32 wi = t * wpt + k;
         if (wi >= n_words) break;
@@ -178,7 +188,7 @@ extern "C" __global__ void ones_sum(const Affine* bases, const u64* words, u32 n
             u32 b = __ffsll((long long)bits) - 1;
             bits &= bits - 1;
             u32 i = wi * 64 + b;
-            if (i < n_bases) acc = add_mixed(acc, Affine::load(bases + i));
+            if (i < n_bases) acc = add_mixed(acc, AffineT<F>::load(bases + i));
         }
     }
     acc.store(partials + t);
@@ -186,10 +196,11 @@ extern "C" __global__ void ones_sum(const Affine* bases, const u64* words, u32 n
 
 // Benchmark bases: out[i] = src[i % m]. Timing needs many points, not independent
 // ones; correctness checks use distinct random points from the host.
-extern "C" __global__ void replicate_affine(const Affine* src, u32 m, Affine* out, u32 n) {
+template <class F>
+__device__ __forceinline__ void replicate(const AffineT<F>* src, u32 m, AffineT<F>* out, u32 n) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    Affine a = Affine::load(src + (i % m));
+    AffineT<F> a = AffineT<F>::load(src + (i % m));
     a.x.store(&out[i].x);
     a.y.store(&out[i].y);
 }
@@ -299,3 +310,45 @@ extern "C" __global__ void scan_apply(const u32* cnt, u32 slots, u32 K, const u3
         run += v[i];
     }
 }
+
+// ---- The point kernels of each curve: msm_sum_points_g1 (over Fq) and
+// msm_sum_points_g2 (over Fq2), and so on; the host picks the suffix from its curve
+// type (msm.rs, DeviceCurve). ----
+#define MSM_CURVE_KERNELS(S, F)                                                                                      \
+    extern "C" __global__ void msm_sum_points_##S(const AffineT<F>* bases, const u32* sorted, const u32* offsets,     \
+                                                  const u32* cnt0, const u32* start1, const u32* total1, u32 slots,   \
+                                                  u32 K, XyzzT<F>* out) {                                             \
+        sum_points<F>(bases, sorted, offsets, cnt0, start1, total1, slots, K, out);                                  \
+    }                                                                                                                \
+    extern "C" __global__ void msm_sum_xyzz_##S(const XyzzT<F>* in, const u32* start_in, const u32* cnt_in,           \
+                                                const u32* start_out, const u32* total_out, u32 slots, u32 K,         \
+                                                XyzzT<F>* out) {                                                      \
+        sum_xyzz<F>(in, start_in, cnt_in, start_out, total_out, slots, K, out);                                      \
+    }                                                                                                                \
+    extern "C" __global__ void msm_gather_buckets_##S(const XyzzT<F>* in, const u32* start, const u32* cnt, u32 slots, \
+                                                      XyzzT<F>* buckets) {                                            \
+        gather_buckets<F>(in, start, cnt, slots, buckets);                                                           \
+    }                                                                                                                \
+    extern "C" __global__ void msm_bucket_segments_##S(const XyzzT<F>* buckets, u32 nb, u32 segs, u32 nwin,           \
+                                                       XyzzT<F>* partials) {                                          \
+        bucket_segments<F>(buckets, nb, segs, nwin, partials);                                                       \
+    }                                                                                                                \
+    extern "C" __global__ void xyzz_reduce_##S(const XyzzT<F>* in, XyzzT<F>* out, u32 count_in, u32 fan) {            \
+        reduce<F>(in, out, count_in, fan);                                                                           \
+    }                                                                                                                \
+    extern "C" __global__ void ones_sum_##S(const AffineT<F>* bases, const u64* words, u32 n_words, u32 n_bases,      \
+                                            u32 wpt, XyzzT<F>* partials, u32 n_partials) {                            \
+        ones<F>(bases, words, n_words, n_bases, wpt, partials, n_partials);                                          \
+    }                                                                                                                \
+    extern "C" __global__ void replicate_affine_##S(const AffineT<F>* src, u32 m, AffineT<F>* out, u32 n) {           \
+        replicate<F>(src, m, out, n);                                                                                \
+    }
+
+// One curve per module: G2's kernels are a module of their own (msm_g2, compiled with
+// CUZK_G2 defined, in parallel with msm), so G1's module and its compile time stay
+// as they were.
+#ifdef CUZK_G2
+MSM_CURVE_KERNELS(g2, Fq2)
+#else
+MSM_CURVE_KERNELS(g1, Fq)
+#endif

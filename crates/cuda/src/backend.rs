@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use blstrs::{G1Affine, G1Projective};
+use blstrs::{G1Affine, G2Affine};
 use cudarc::driver::{CudaContext, CudaSlice};
 use cuzk_gpu_backend::{
     AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
@@ -11,7 +11,7 @@ use cuzk_gpu_backend::{
 };
 
 use crate::error::CudaError;
-use crate::gpu::{points_as_bytes, scalars_as_bytes, AffineRepr, FrRepr, Gpu};
+use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{Ntt, MAX_LOG_DOMAIN};
 use crate::raw::HostRegistration;
@@ -37,7 +37,8 @@ impl Default for CudaConfig {
 
 /// The GPU backend on one CUDA device.
 ///
-/// **Bases stay on the device.** The parameter queries (h, l, a, b_g1) are uploaded
+/// **Bases stay on the device.** The parameter queries (h, l, a, b_g1, and b_g2
+/// when the scheduler hands the G2 MSM to the backend) are uploaded
 /// the first time a partition uses them and kept, keyed by the address and length
 /// of the slice passed in (`PartitionJob::h_bases`, `SplitMsm::bases`). The caller
 /// promises that while this backend lives, one (address, length) always holds the
@@ -62,6 +63,8 @@ struct Inner {
     gpu: Gpu,
     ntt: Ntt,
     bases: HashMap<(usize, usize), CudaSlice<AffineRepr>>,
+    /// Resident G2 bases (b_g2), keyed the same way; 192 bytes a point.
+    bases_g2: HashMap<(usize, usize), CudaSlice<Affine2Repr>>,
     /// Bytes of device memory this backend may plan with.
     budget: u64,
 }
@@ -87,7 +90,7 @@ impl CudaBackend {
         let caps = Capabilities {
             name: "cuda".to_owned(),
             max_log_domain: MAX_LOG_DOMAIN,
-            g2: false,
+            g2: true,
             devices: vec![DeviceInfo {
                 name: gpu.name.clone(),
                 total_memory: gpu.total_memory,
@@ -100,6 +103,7 @@ impl CudaBackend {
                 gpu,
                 ntt,
                 bases: HashMap::new(),
+                bases_g2: HashMap::new(),
                 budget,
             }),
             caps,
@@ -109,7 +113,9 @@ impl CudaBackend {
     /// Drops every cached base vector (device memory is returned at once to the
     /// stream-ordered pool).
     pub fn evict_bases(&self) {
-        self.lock().bases.clear();
+        let mut inner = self.lock();
+        inner.bases.clear();
+        inner.bases_g2.clear();
     }
 
     /// Bytes of bases currently resident.
@@ -134,15 +140,16 @@ impl CudaBackend {
         let big = 1usize << crate::log_domain(n);
         let h = Ntt::h_device_bytes(n);
         let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
-        let split = |m: &SplitMsm<'_, G1Affine>| {
-            let t = m.split.tail_indices().len();
-            MsmPlan::for_size(t).scratch_bytes(t)
+        let split = |m: &cuzk_gpu_backend::SplitScalars, xyzz: u64| {
+            let t = m.tail_indices().len();
+            MsmPlan::for_size(t).scratch_bytes_for(t, xyzz)
                 + t as u64 * 36
-                + m.split.ones().words().len() as u64 * 8
+                + m.ones().words().len() as u64 * 8
         };
         let tails = [&job.l, &job.a, &job.b_g1]
-            .map(split)
+            .map(|m| split(m.split, G1::XYZZ_BYTES))
             .into_iter()
+            .chain(job.b_g2.map(|m| split(m.split, G2::XYZZ_BYTES)))
             .max()
             .unwrap_or(0);
         h.max(h_msm) + tails
@@ -151,19 +158,40 @@ impl CudaBackend {
 
 impl Inner {
     fn cached_bytes(&self) -> u64 {
-        self.bases.values().map(|b| b.len() as u64 * 96).sum()
+        self.bases
+            .values()
+            .map(|b| b.len() as u64 * G1::AFFINE_BYTES)
+            .sum::<u64>()
+            + self
+                .bases_g2
+                .values()
+                .map(|b| b.len() as u64 * G2::AFFINE_BYTES)
+                .sum::<u64>()
     }
 
-    /// Makes sure every base vector of the job is resident and the rest fits.
-    fn prepare_bases(&mut self, sets: &[&[G1Affine]], working: u64) -> Result<(), BackendError> {
+    /// Makes sure every base vector of the job (G1 `sets`, G2 `sets_g2`) is resident
+    /// and the rest fits.
+    fn prepare_bases(
+        &mut self,
+        sets: &[&[G1Affine]],
+        sets_g2: &[&[G2Affine]],
+        working: u64,
+    ) -> Result<(), BackendError> {
         let wanted: Vec<(usize, usize)> = sets.iter().map(|s| key(s)).collect();
+        let wanted_g2: Vec<(usize, usize)> = sets_g2.iter().map(|s| key(s)).collect();
         let missing: u64 = sets
             .iter()
             .filter(|s| !self.bases.contains_key(&key(s)))
-            .map(|s| s.len() as u64 * 96)
-            .sum();
+            .map(|s| s.len() as u64 * G1::AFFINE_BYTES)
+            .sum::<u64>()
+            + sets_g2
+                .iter()
+                .filter(|s| !self.bases_g2.contains_key(&key(s)))
+                .map(|s| s.len() as u64 * G2::AFFINE_BYTES)
+                .sum::<u64>();
         if self.cached_bytes() + missing + working > self.budget {
             self.bases.retain(|k, _| wanted.contains(k));
+            self.bases_g2.retain(|k, _| wanted_g2.contains(k));
         }
         let need = self.cached_bytes() + missing + working;
         if need > self.budget {
@@ -177,16 +205,29 @@ impl Inner {
             if !self.bases.contains_key(&key(s)) {
                 let buf = self
                     .gpu
-                    .upload::<AffineRepr>(points_as_bytes(s))
+                    .upload::<AffineRepr>(G1::host_as_bytes(s))
                     .map_err(dev)?;
                 self.bases.insert(key(s), buf);
+            }
+        }
+        for s in sets_g2 {
+            if !self.bases_g2.contains_key(&key(s)) {
+                let buf = self
+                    .gpu
+                    .upload::<Affine2Repr>(G2::host_as_bytes(s))
+                    .map_err(dev)?;
+                self.bases_g2.insert(key(s), buf);
             }
         }
         Ok(())
     }
 
-    fn split_msm(&self, m: &SplitMsm<'_, G1Affine>) -> Result<(PendingSum, PendingSum), CudaError> {
-        let bases = &self.bases[&key(m.bases)];
+    /// Ones and tail of a split query whose bases are resident (`bases`).
+    fn split_msm<C: DeviceCurve>(
+        &self,
+        bases: &CudaSlice<C::Affine>,
+        m: &SplitMsm<'_, C::HostAffine>,
+    ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
         let split = m.split;
         let words = split.ones().words();
         let words_dev = self.gpu.upload::<u64>(u64s_as_bytes(words))?;
@@ -223,7 +264,7 @@ fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
-fn check_split(query: &'static str, m: &SplitMsm<'_, G1Affine>) -> Result<(), BackendError> {
+fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), BackendError> {
     let want = m.split.num_bases();
     if m.bases.len() < want {
         return Err(BackendError::BaseCount {
@@ -290,10 +331,8 @@ impl GpuBackend for CudaBackend {
         check_split("l", &job.l)?;
         check_split("a", &job.a)?;
         check_split("b_g1", &job.b_g1)?;
-        if job.b_g2.is_some() {
-            return Err(BackendError::Unsupported(
-                "the B query in G2 (run b_g2_msm on the CPU)",
-            ));
+        if let Some(b_g2) = &job.b_g2 {
+            check_split("b_g2", b_g2)?;
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
         let working = Self::working_bytes(&job);
@@ -303,7 +342,7 @@ impl GpuBackend for CudaBackend {
             l,
             a,
             b_g1,
-            ..
+            b_g2,
         } = job;
         // Page-lock a, b, c before taking the device (phase 9 of the C2 history): the
         // pinning of ~12 GiB overlaps another partition's GPU work, and compute_h's
@@ -320,7 +359,8 @@ impl GpuBackend for CudaBackend {
             }
         }
         let mut inner = self.lock();
-        inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], working)?;
+        let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
+        inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], &g2_sets, working)?;
         let inner = &*inner;
         let gpu = &inner.gpu;
 
@@ -338,20 +378,34 @@ impl GpuBackend for CudaBackend {
         )
         .map_err(dev)?;
         drop(h_coeffs);
-        let l_p = inner.split_msm(&l).map_err(dev)?;
-        let a_p = inner.split_msm(&a).map_err(dev)?;
-        let b_p = inner.split_msm(&b_g1).map_err(dev)?;
-
-        let pair = |(ones, tail): (PendingSum, PendingSum)| -> Result<G1Projective, BackendError> {
-            Ok(ones.finish(gpu).map_err(dev)? + tail.finish(gpu).map_err(dev)?)
+        let g1 = |m: &SplitMsm<'_, G1Affine>| inner.split_msm::<G1>(&inner.bases[&key(m.bases)], m);
+        let l_p = g1(&l).map_err(dev)?;
+        let a_p = g1(&a).map_err(dev)?;
+        let b_p = g1(&b_g1).map_err(dev)?;
+        // The B query in G2 (when the scheduler hands it over): the same split MSM
+        // over the resident G2 bases, enqueued behind the G1 ones.
+        let b2_p = match &b_g2 {
+            Some(m) => Some(
+                inner
+                    .split_msm::<G2>(&inner.bases_g2[&key(m.bases)], m)
+                    .map_err(dev)?,
+            ),
+            None => None,
         };
+
+        fn pair<C: DeviceCurve>(
+            gpu: &Gpu,
+            (ones, tail): (PendingSum<C>, PendingSum<C>),
+        ) -> Result<C::Projective, BackendError> {
+            Ok(ones.finish(gpu).map_err(dev)? + tail.finish(gpu).map_err(dev)?)
+        }
         let h = h_pending.finish(gpu).map_err(dev)?;
         Ok(PartitionResult {
             h,
-            l: pair(l_p)?,
-            a: pair(a_p)?,
-            b_g1: pair(b_p)?,
-            b_g2: None,
+            l: pair(gpu, l_p)?,
+            a: pair(gpu, a_p)?,
+            b_g1: pair(gpu, b_p)?,
+            b_g2: b2_p.map(|p| pair(gpu, p)).transpose()?,
         })
     }
 }

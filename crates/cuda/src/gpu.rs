@@ -9,8 +9,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use blst::{blst_fp, blst_fp_mul, blst_fp_sqr, blst_p1};
-use blstrs::{G1Affine, G1Projective, Scalar};
+use blst::{
+    blst_fp, blst_fp2, blst_fp2_mul, blst_fp2_sqr, blst_fp_mul, blst_fp_sqr, blst_p1, blst_p2,
+};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig,
     ValidAsZeroBits,
@@ -41,6 +43,27 @@ impl Default for XyzzRepr {
     }
 }
 
+/// A G2 affine point as the kernels see it: the bytes of a blstrs `G2Affine`
+/// (`blst_p2_affine`: x then y, each an Fq2 = c0 then c1, 12 × u32 Montgomery each).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Affine2Repr(pub [u32; 48]);
+/// A G2 point in XYZZ coordinates (X, Y, ZZ, ZZZ, each an Fq2: c0 then c1).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Xyzz2Repr(pub [u32; 96]);
+
+impl Default for Affine2Repr {
+    fn default() -> Self {
+        Self([0; 48])
+    }
+}
+impl Default for Xyzz2Repr {
+    fn default() -> Self {
+        Self([0; 96])
+    }
+}
+
 // SAFETY: plain arrays of u32, no padding (sizes are multiples of the alignment), any
 // bit pattern is a valid value.
 unsafe impl DeviceRepr for FrRepr {}
@@ -48,18 +71,30 @@ unsafe impl DeviceRepr for FrRepr {}
 unsafe impl DeviceRepr for AffineRepr {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for XyzzRepr {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for Affine2Repr {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for Xyzz2Repr {}
 // SAFETY: all-zero u32 arrays are valid.
 unsafe impl ValidAsZeroBits for FrRepr {}
 // SAFETY: as above.
 unsafe impl ValidAsZeroBits for AffineRepr {}
 // SAFETY: as above.
 unsafe impl ValidAsZeroBits for XyzzRepr {}
+// SAFETY: as above.
+unsafe impl ValidAsZeroBits for Affine2Repr {}
+// SAFETY: as above.
+unsafe impl ValidAsZeroBits for Xyzz2Repr {}
 
 const _: () = assert!(std::mem::size_of::<Scalar>() == 32);
 const _: () = assert!(std::mem::size_of::<G1Affine>() == 96);
 const _: () = assert!(std::mem::size_of::<FrRepr>() == 32);
 const _: () = assert!(std::mem::size_of::<AffineRepr>() == 96);
 const _: () = assert!(std::mem::size_of::<XyzzRepr>() == 192);
+const _: () = assert!(std::mem::size_of::<G2Affine>() == 192);
+const _: () = assert!(std::mem::size_of::<blst::blst_p2_affine>() == 192);
+const _: () = assert!(std::mem::size_of::<Affine2Repr>() == 192);
+const _: () = assert!(std::mem::size_of::<Xyzz2Repr>() == 384);
 
 /// The device view of a slice of scalars: the same bytes.
 ///
@@ -75,6 +110,13 @@ pub fn scalars_as_bytes(s: &[Scalar]) -> &[u8] {
 pub fn points_as_bytes(p: &[G1Affine]) -> &[u8] {
     // SAFETY: G1Affine is repr(transparent) over blst_p1_affine (two repr(C) arrays of
     // six u64), size 96 (asserted above).
+    unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<u8>(), std::mem::size_of_val(p)) }
+}
+
+/// The device view of affine G2 points: the same bytes (`blst_p2_affine`).
+pub fn g2_points_as_bytes(p: &[G2Affine]) -> &[u8] {
+    // SAFETY: G2Affine is repr(transparent) over blst_p2_affine (two repr(C) blst_fp2,
+    // each two arrays of six u64), size 192 (asserted above).
     unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<u8>(), std::mem::size_of_val(p)) }
 }
 
@@ -143,7 +185,152 @@ pub fn xyzz_to_projective(p: &XyzzRepr) -> G1Projective {
     out
 }
 
-/// The kernels of both modules, looked up once.
+fn fp2_from_u32(l: &[u32]) -> blst_fp2 {
+    blst_fp2 {
+        fp: [fp_from_u32(&l[0..12]), fp_from_u32(&l[12..24])],
+    }
+}
+
+fn fp2_mul(a: &blst_fp2, b: &blst_fp2) -> blst_fp2 {
+    let mut r = blst_fp2::default();
+    // SAFETY: blst reads two valid field elements and writes one.
+    unsafe { blst_fp2_mul(&mut r, a, b) };
+    r
+}
+
+fn fp2_sqr(a: &blst_fp2) -> blst_fp2 {
+    let mut r = blst_fp2::default();
+    // SAFETY: as above.
+    unsafe { blst_fp2_sqr(&mut r, a) };
+    r
+}
+
+/// G2's [`xyzz_to_projective`]: the same formulas over Fq2.
+pub fn xyzz2_to_projective(p: &Xyzz2Repr) -> G2Projective {
+    use group::Group;
+    let mut out = G2Projective::identity();
+    if p.0[48..72].iter().all(|&w| w == 0) {
+        return out;
+    }
+    let x = fp2_from_u32(&p.0[0..24]);
+    let y = fp2_from_u32(&p.0[24..48]);
+    let zz = fp2_from_u32(&p.0[48..72]);
+    let zzz = fp2_from_u32(&p.0[72..96]);
+    let jac = blst_p2 {
+        x: fp2_mul(&x, &fp2_sqr(&zz)),
+        y: fp2_mul(&y, &fp2_sqr(&zzz)),
+        z: zzz,
+    };
+    *AsMut::<blst_p2>::as_mut(&mut out) = jac;
+    out
+}
+
+/// The names of one curve's point kernels (`kernels/msm.cu`, `MSM_CURVE_KERNELS`).
+#[derive(Clone, Copy, Debug)]
+pub struct CurveKernels {
+    pub sum_points: &'static str,
+    pub sum_xyzz: &'static str,
+    pub gather_buckets: &'static str,
+    pub bucket_segments: &'static str,
+    pub reduce: &'static str,
+    pub ones_sum: &'static str,
+    pub replicate: &'static str,
+}
+
+/// A group the MSM kernels are instantiated for: its host and device point types,
+/// its kernels, and the conversion of device results into blstrs points. The MSM
+/// code (`msm.rs`) is written once over this trait.
+pub trait DeviceCurve: Sized + 'static {
+    /// The blstrs affine point whose bytes the device reads.
+    type HostAffine: Copy + Send + Sync + 'static;
+    /// The device's affine point: the bytes of `HostAffine`.
+    type Affine: DeviceRepr
+        + ValidAsZeroBits
+        + Copy
+        + Default
+        + std::fmt::Debug
+        + CurvePoint<Curve = Self>;
+    /// The device's XYZZ point.
+    type Xyzz: DeviceRepr + ValidAsZeroBits + Copy + Default + std::fmt::Debug;
+    /// The blstrs point results come back as.
+    type Projective: group::Group + std::fmt::Debug;
+    /// `g1` / `g2`, for logs and spans.
+    const NAME: &'static str;
+    const KERNELS: CurveKernels;
+    /// Bytes per device affine point and per XYZZ point (VRAM accounting).
+    const AFFINE_BYTES: u64 = std::mem::size_of::<Self::Affine>() as u64;
+    const XYZZ_BYTES: u64 = std::mem::size_of::<Self::Xyzz>() as u64;
+    fn to_projective(p: &Self::Xyzz) -> Self::Projective;
+    fn host_as_bytes(p: &[Self::HostAffine]) -> &[u8];
+}
+
+/// The curve of a device affine point type, so that `msm(gpu, &bases, ..)` infers its
+/// curve from the bases.
+pub trait CurvePoint: DeviceRepr + Sized {
+    type Curve: DeviceCurve<Affine = Self>;
+}
+
+/// BLS12-381 G1 on the device.
+#[derive(Clone, Copy, Debug)]
+pub struct G1;
+/// BLS12-381 G2 on the device.
+#[derive(Clone, Copy, Debug)]
+pub struct G2;
+
+impl DeviceCurve for G1 {
+    type HostAffine = G1Affine;
+    type Affine = AffineRepr;
+    type Xyzz = XyzzRepr;
+    type Projective = G1Projective;
+    const NAME: &'static str = "g1";
+    const KERNELS: CurveKernels = CurveKernels {
+        sum_points: "msm_sum_points_g1",
+        sum_xyzz: "msm_sum_xyzz_g1",
+        gather_buckets: "msm_gather_buckets_g1",
+        bucket_segments: "msm_bucket_segments_g1",
+        reduce: "xyzz_reduce_g1",
+        ones_sum: "ones_sum_g1",
+        replicate: "replicate_affine_g1",
+    };
+    fn to_projective(p: &XyzzRepr) -> G1Projective {
+        xyzz_to_projective(p)
+    }
+    fn host_as_bytes(p: &[G1Affine]) -> &[u8] {
+        points_as_bytes(p)
+    }
+}
+
+impl DeviceCurve for G2 {
+    type HostAffine = G2Affine;
+    type Affine = Affine2Repr;
+    type Xyzz = Xyzz2Repr;
+    type Projective = G2Projective;
+    const NAME: &'static str = "g2";
+    const KERNELS: CurveKernels = CurveKernels {
+        sum_points: "msm_sum_points_g2",
+        sum_xyzz: "msm_sum_xyzz_g2",
+        gather_buckets: "msm_gather_buckets_g2",
+        bucket_segments: "msm_bucket_segments_g2",
+        reduce: "xyzz_reduce_g2",
+        ones_sum: "ones_sum_g2",
+        replicate: "replicate_affine_g2",
+    };
+    fn to_projective(p: &Xyzz2Repr) -> G2Projective {
+        xyzz2_to_projective(p)
+    }
+    fn host_as_bytes(p: &[G2Affine]) -> &[u8] {
+        g2_points_as_bytes(p)
+    }
+}
+
+impl CurvePoint for AffineRepr {
+    type Curve = G1;
+}
+impl CurvePoint for Affine2Repr {
+    type Curve = G2;
+}
+
+/// The kernels of every module, looked up once.
 #[derive(Debug)]
 pub(crate) struct Kernels {
     pub map: HashMap<&'static str, CudaFunction>,
@@ -347,17 +534,18 @@ impl Gpu {
     }
 }
 
-/// Launches kernel `$name` on `$gpu`'s compute stream with the given arguments (each
+/// Launches kernel `$name` (a `&'static str`) on `$gpu`'s compute stream with the given arguments (each
 /// pushed with cudarc's `PushKernelArg`), returning `Result<(), CudaError>`.
 ///
 /// Every use passes the arguments its kernel declares, in order, with buffers long
 /// enough for the grid it launches: the one obligation of the unsafe launch inside.
 #[macro_export]
 macro_rules! launch {
-    ($gpu:expr, $name:literal, $cfg:expr, $($arg:expr),* $(,)?) => {{
+    ($gpu:expr, $name:expr, $cfg:expr, $($arg:expr),* $(,)?) => {{
         use cudarc::driver::PushKernelArg as _;
         let gpu: &$crate::gpu::Gpu = $gpu;
-        match gpu.function($name) {
+        let name: &'static str = $name;
+        match gpu.function(name) {
             Err(e) => Err(e),
             Ok(f) => {
                 let mut b = gpu.compute_stream().launch_builder(f);
@@ -366,7 +554,7 @@ macro_rules! launch {
                 // SAFETY: see the macro's documentation; checked by the call site.
                 unsafe { b.launch(cfg) }
                     .map(|_| ())
-                    .map_err(|source| $crate::error::CudaError::Driver { call: $name, source })
+                    .map_err(|source| $crate::error::CudaError::Driver { call: name, source })
             }
         }
     }};
@@ -415,6 +603,88 @@ mod tests {
             xyzz_to_projective(&XyzzRepr::default()),
             G1Projective::identity()
         );
+    }
+
+    fn fp2_to_u32(f: &blst_fp2, out: &mut [u32]) {
+        to_u32(&f.fp[0], &mut out[0..12]);
+        to_u32(&f.fp[1], &mut out[12..24]);
+    }
+
+    /// G2's conversion: a Jacobian (X, Y, Z) over Fq2 is (X, Y, Z², Z³) in XYZZ.
+    #[test]
+    fn xyzz2_round_trips_through_jacobian() {
+        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        for i in 0..17 {
+            let p = G2Projective::random(&mut r) * Scalar::from(i as u64 + 1);
+            let j: &blst_p2 = p.as_ref();
+            let zz = fp2_sqr(&j.z);
+            let zzz = fp2_mul(&zz, &j.z);
+            let mut x = Xyzz2Repr::default();
+            fp2_to_u32(&j.x, &mut x.0[0..24]);
+            fp2_to_u32(&j.y, &mut x.0[24..48]);
+            fp2_to_u32(&zz, &mut x.0[48..72]);
+            fp2_to_u32(&zzz, &mut x.0[72..96]);
+            assert_eq!(xyzz2_to_projective(&x), p);
+        }
+        assert_eq!(
+            xyzz2_to_projective(&Xyzz2Repr::default()),
+            G2Projective::identity()
+        );
+    }
+
+    /// The kernels read a G2Affine as x.c0, x.c1, y.c0, y.c1 (12 u32 limbs each,
+    /// Montgomery), and infinity as all zeros: check that against blst's struct.
+    #[test]
+    fn g2_affine_layout_is_blst_p2_affine() {
+        use group::Curve;
+        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(4);
+        let pts: Vec<G2Affine> = (0..3)
+            .map(|_| G2Projective::random(&mut r).to_affine())
+            .chain([G2Affine::default()])
+            .collect();
+        let bytes = g2_points_as_bytes(&pts);
+        assert_eq!(bytes.len(), 4 * 192);
+        for (k, p) in pts.iter().enumerate() {
+            let raw: &blst::blst_p2_affine = p.as_ref();
+            let mut want = Affine2Repr::default();
+            fp2_to_u32(&raw.x, &mut want.0[0..24]);
+            fp2_to_u32(&raw.y, &mut want.0[24..48]);
+            let got: Vec<u32> = bytes[192 * k..192 * (k + 1)]
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(got, want.0.to_vec());
+        }
+        // Infinity: all-zero coordinates, as the kernels' is_inf expects.
+        assert!(bool::from(group::prime::PrimeCurveAffine::is_identity(
+            &pts[3]
+        )));
+        assert!(bytes[3 * 192..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn curve_constants() {
+        assert_eq!(G1::AFFINE_BYTES, 96);
+        assert_eq!(G1::XYZZ_BYTES, 192);
+        assert_eq!(G2::AFFINE_BYTES, 192);
+        assert_eq!(G2::XYZZ_BYTES, 384);
+        // Every kernel name the host launches is in a module's list.
+        for k in [G1::KERNELS, G2::KERNELS] {
+            for name in [
+                k.sum_points,
+                k.sum_xyzz,
+                k.gather_buckets,
+                k.bucket_segments,
+                k.reduce,
+                k.ones_sum,
+                k.replicate,
+            ] {
+                assert!(
+                    kernels::MODULES.iter().any(|m| m.kernels.contains(&name)),
+                    "{name} is in no module"
+                );
+            }
+        }
     }
 
     #[test]

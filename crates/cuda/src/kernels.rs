@@ -53,19 +53,40 @@ pub const MSM_MODULE: ModuleSource = ModuleSource {
         "scan_tiles",
         "scan_tile_sums",
         "scan_apply",
-        "msm_sum_points",
-        "msm_sum_xyzz",
-        "msm_gather_buckets",
-        "msm_bucket_segments",
-        "xyzz_reduce",
-        "ones_sum",
-        "replicate_affine",
+        "msm_sum_points_g1",
+        "msm_sum_xyzz_g1",
+        "msm_gather_buckets_g1",
+        "msm_bucket_segments_g1",
+        "xyzz_reduce_g1",
+        "ones_sum_g1",
+        "replicate_affine_g1",
         "fq_ops_test",
         "g1_ops_test",
     ],
 };
 
-pub const MODULES: [ModuleSource; 2] = [NTT_MODULE, MSM_MODULE];
+/// G2's point kernels: the same sources with `CUZK_G2` defined, which instantiates
+/// the point kernels over Fq2 instead of Fq. A module of its own so that NVRTC
+/// compiles it in parallel with the G1 module (each takes seconds) and G1's module
+/// is unchanged. The digit kernels (histogram, scans, scatter) are compiled here too
+/// but looked up from `msm` only.
+pub const MSM_G2_MODULE: ModuleSource = ModuleSource {
+    name: "msm_g2",
+    parts: &["#define CUZK_G2 1\n", FIELD_CU, EC_CU, MSM_CU],
+    kernels: &[
+        "msm_sum_points_g2",
+        "msm_sum_xyzz_g2",
+        "msm_gather_buckets_g2",
+        "msm_bucket_segments_g2",
+        "xyzz_reduce_g2",
+        "ones_sum_g2",
+        "replicate_affine_g2",
+        "fq2_ops_test",
+        "g2_ops_test",
+    ],
+};
+
+pub const MODULES: [ModuleSource; 3] = [NTT_MODULE, MSM_MODULE, MSM_G2_MODULE];
 
 /// The NVRTC options besides the architecture (also part of the disk-cache key).
 const OPTIONS_TAG: &str = "--std=c++17 --device-as-default-execution-space -DCUZK_NVRTC=1";

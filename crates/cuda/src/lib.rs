@@ -1,4 +1,5 @@
-//! The CUDA backend: one partition's H computation and G1 MSMs on an NVIDIA GPU.
+//! The CUDA backend: one partition's H computation and G1 MSMs (and, when the
+//! scheduler hands it over, the B query in G2) on an NVIDIA GPU.
 //!
 //! Central choice: **kernels are CUDA C compiled at run time by NVRTC** (through
 //! `cudarc` with dynamic loading), not built by `nvcc` at build time. The crate then

@@ -1,4 +1,8 @@
-//! G1 multi-scalar multiplication on the device (see `kernels/msm.cu`).
+//! G1 and G2 multi-scalar multiplication on the device (see `kernels/msm.cu`).
+//!
+//! The code is written once over [`DeviceCurve`] (G1, G2: point types, kernel
+//! names, the conversion of results); the curve follows from the bases' type, so
+//! `msm(gpu, &bases, ..)` needs no annotation.
 //!
 //! Every MSM is enqueued on the compute stream and returns a [`PendingSum`]: a few
 //! XYZZ points still on the device (one per window, or one for a plain sum). Reading
@@ -6,12 +10,11 @@
 //! of window sums (c doublings per window, 16 windows at most) runs on the host in
 //! microseconds.
 
-use blstrs::G1Projective;
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 use group::Group;
 
 use crate::error::CudaError;
-use crate::gpu::{grid, xyzz_to_projective, AffineRepr, FrRepr, Gpu, XyzzRepr};
+use crate::gpu::{grid, CurvePoint, DeviceCurve, FrRepr, Gpu, G1};
 
 /// How scalars are stored on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,8 +68,14 @@ impl MsmPlan {
         Self::for_window(c)
     }
 
-    /// Device bytes the MSM's scratch buffers take for `n` scalars.
+    /// Device bytes the MSM's scratch buffers take for `n` scalars (G1 points).
     pub fn scratch_bytes(&self, n: usize) -> u64 {
+        self.scratch_bytes_for(n, 192)
+    }
+
+    /// [`Self::scratch_bytes`] for XYZZ points of `xyzz` bytes (192 for G1, 384
+    /// for G2).
+    pub fn scratch_bytes_for(&self, n: usize, xyzz: u64) -> u64 {
         let slots = self.nwin as u64 * self.nb as u64;
         let entries = self.nwin as u64 * n as u64;
         // counts/offsets/cursors + two per level, the sorted entries, the first two
@@ -75,10 +84,10 @@ impl MsmPlan {
         slots * 4 * 3
             + slots * 4 * 2 * 6
             + entries * 4
-            + (entries / PIECE as u64 + slots) * 192
-            + (entries / (PIECE as u64 * PIECE as u64) + 2 * slots) * 192
-            + slots * 192
-            + self.nwin as u64 * self.segs as u64 * 192 * 2
+            + (entries / PIECE as u64 + slots) * xyzz
+            + (entries / (PIECE as u64 * PIECE as u64) + 2 * slots) * xyzz
+            + slots * xyzz
+            + self.nwin as u64 * self.segs as u64 * xyzz * 2
     }
 }
 
@@ -101,24 +110,24 @@ const ONES_WORDS_PER_THREAD: u32 = 4;
 
 /// An MSM result still on the device.
 #[derive(Debug)]
-pub struct PendingSum {
-    sums: CudaSlice<XyzzRepr>,
+pub struct PendingSum<C: DeviceCurve = G1> {
+    sums: CudaSlice<C::Xyzz>,
     count: usize,
     /// Window bits for a Pippenger result; 0 for a plain sum.
     c: u32,
 }
 
-impl PendingSum {
+impl<C: DeviceCurve> PendingSum<C> {
     /// Reads the window sums back (waits for the compute stream up to them) and
     /// combines them: Σ_w 2^(c·w) · S_w.
-    pub fn finish(self, gpu: &Gpu) -> Result<G1Projective, CudaError> {
+    pub fn finish(self, gpu: &Gpu) -> Result<C::Projective, CudaError> {
         let sums = gpu.download(&self.sums, self.count)?;
-        let mut acc = G1Projective::identity();
+        let mut acc = C::Projective::identity();
         for s in sums.iter().rev() {
             for _ in 0..self.c {
                 acc = acc.double();
             }
-            acc += xyzz_to_projective(s);
+            acc += C::to_projective(s);
         }
         Ok(acc)
     }
@@ -187,12 +196,12 @@ fn prefix_scan(
 
 /// Sums `count` XYZZ points in groups of `group` (count divisible by group) down to one
 /// point per group.
-fn reduce_groups(
+fn reduce_groups<C: DeviceCurve>(
     gpu: &Gpu,
-    mut cur: CudaSlice<XyzzRepr>,
+    mut cur: CudaSlice<C::Xyzz>,
     mut count: u32,
     mut group: u32,
-) -> Result<CudaSlice<XyzzRepr>, CudaError> {
+) -> Result<CudaSlice<C::Xyzz>, CudaError> {
     while group > 1 {
         let fan = group.min(FAN);
         // Keep groups aligned: fan must divide the group size (both powers of two,
@@ -203,10 +212,10 @@ fn reduce_groups(
             1
         };
         let out_count = count.div_ceil(fan);
-        let mut out = gpu.alloc_poisoned::<XyzzRepr>(out_count as usize)?;
+        let mut out = gpu.alloc_poisoned::<C::Xyzz>(out_count as usize)?;
         crate::launch!(
             gpu,
-            "xyzz_reduce",
+            C::KERNELS.reduce,
             grid(out_count as usize, 64),
             &cur,
             &mut out,
@@ -220,29 +229,24 @@ fn reduce_groups(
     Ok(cur)
 }
 
-/// Enqueues Σ scalars[i] · bases[map(i)] for i < n, where map is `index_map` if
-/// given (tail indices) and the identity otherwise.
-pub fn msm(
-    gpu: &Gpu,
-    bases: &CudaSlice<AffineRepr>,
-    scalars: &CudaSlice<FrRepr>,
+/// The shape errors of [`msm`]: `n` terms need `n` scalars, `n` bases (or `n`
+/// indices into them), and fewer than 2^31 sorted entries.
+pub fn check_msm_shape(
     n: usize,
-    format: ScalarFormat,
-    index_map: Option<&CudaSlice<u32>>,
+    bases: usize,
+    scalars: usize,
+    indices: Option<usize>,
     plan: MsmPlan,
-) -> Result<PendingSum, CudaError> {
-    if scalars.len() < n || (index_map.is_none() && bases.len() < n) {
+) -> Result<(), CudaError> {
+    if scalars < n || (indices.is_none() && bases < n) {
         return Err(CudaError::Shape(format!(
-            "MSM of {n} terms over {} bases and {} scalars",
-            bases.len(),
-            scalars.len()
+            "MSM of {n} terms over {bases} bases and {scalars} scalars"
         )));
     }
-    if let Some(m) = index_map {
-        if m.len() < n {
+    if let Some(m) = indices {
+        if m < n {
             return Err(CudaError::Shape(format!(
-                "MSM of {n} terms with {} indices",
-                m.len()
+                "MSM of {n} terms with {m} indices"
             )));
         }
     }
@@ -251,9 +255,42 @@ pub fn msm(
             "MSM of {n} terms is too large for one launch"
         )));
     }
+    Ok(())
+}
+
+/// Enqueues Σ scalars[i] · bases[map(i)] for i < n, where map is `index_map` if
+/// given (tail indices) and the identity otherwise. G1 or G2, after the bases.
+pub fn msm<A: CurvePoint>(
+    gpu: &Gpu,
+    bases: &CudaSlice<A>,
+    scalars: &CudaSlice<FrRepr>,
+    n: usize,
+    format: ScalarFormat,
+    index_map: Option<&CudaSlice<u32>>,
+    plan: MsmPlan,
+) -> Result<PendingSum<A::Curve>, CudaError> {
+    msm_on::<A::Curve>(gpu, bases, scalars, n, format, index_map, plan)
+}
+
+fn msm_on<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    scalars: &CudaSlice<FrRepr>,
+    n: usize,
+    format: ScalarFormat,
+    index_map: Option<&CudaSlice<u32>>,
+    plan: MsmPlan,
+) -> Result<PendingSum<C>, CudaError> {
+    check_msm_shape(
+        n,
+        bases.len(),
+        scalars.len(),
+        index_map.map(|m| m.len()),
+        plan,
+    )?;
     let MsmPlan { c, nwin, nb, segs } = plan;
     if n == 0 {
-        let sums = gpu.alloc_zeros::<XyzzRepr>(1)?;
+        let sums = gpu.alloc_zeros::<C::Xyzz>(1)?;
         return Ok(PendingSum {
             sums,
             count: 1,
@@ -317,7 +354,7 @@ pub fn msm(
     let piece = PIECE;
     let mut cnt_prev = counts;
     let mut start_prev = offsets;
-    let mut sums_prev: Option<CudaSlice<XyzzRepr>> = None;
+    let mut sums_prev: Option<CudaSlice<C::Xyzz>> = None;
     let mut bound = n as u64 * nwin as u64;
     let mut reach = 1u64;
     loop {
@@ -335,11 +372,11 @@ pub fn msm(
             &mut total,
         )?;
         bound = bound.div_ceil(piece as u64) + slots as u64;
-        let mut out = gpu.alloc_poisoned::<XyzzRepr>(bound as usize)?;
+        let mut out = gpu.alloc_poisoned::<C::Xyzz>(bound as usize)?;
         match &sums_prev {
             None => crate::launch!(
                 gpu,
-                "msm_sum_points",
+                C::KERNELS.sum_points,
                 grid(bound as usize, 128),
                 bases,
                 &sorted,
@@ -353,7 +390,7 @@ pub fn msm(
             )?,
             Some(prev) => crate::launch!(
                 gpu,
-                "msm_sum_xyzz",
+                C::KERNELS.sum_xyzz,
                 grid(bound as usize, 128),
                 prev,
                 &start_prev,
@@ -377,10 +414,10 @@ pub fn msm(
     drop(sorted);
     drop(cursors);
     let sums_last = sums_prev.expect("at least one level");
-    let mut buckets = gpu.alloc_poisoned::<XyzzRepr>(slots)?;
+    let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
     crate::launch!(
         gpu,
-        "msm_gather_buckets",
+        C::KERNELS.gather_buckets,
         grid(slots, 128),
         &sums_last,
         &start_prev,
@@ -390,10 +427,10 @@ pub fn msm(
     )?;
     drop(sums_last);
     let parts = (nwin * segs) as usize;
-    let mut partials = gpu.alloc_poisoned::<XyzzRepr>(parts)?;
+    let mut partials = gpu.alloc_poisoned::<C::Xyzz>(parts)?;
     crate::launch!(
         gpu,
-        "msm_bucket_segments",
+        C::KERNELS.bucket_segments,
         grid(parts, 64),
         &buckets,
         &nb,
@@ -402,7 +439,7 @@ pub fn msm(
         &mut partials
     )?;
     drop(buckets);
-    let sums = reduce_groups(gpu, partials, parts as u32, segs)?;
+    let sums = reduce_groups::<C>(gpu, partials, parts as u32, segs)?;
     Ok(PendingSum {
         sums,
         count: nwin as usize,
@@ -411,14 +448,24 @@ pub fn msm(
 }
 
 /// Enqueues the plain sum of the bases whose bit is set in `words` (a density bitmap
-/// over the first `n_bases` bases): prep_msm's "ones".
-pub fn ones_sum(
+/// over the first `n_bases` bases): prep_msm's "ones". G1 or G2, after the bases.
+pub fn ones_sum<A: CurvePoint>(
     gpu: &Gpu,
-    bases: &CudaSlice<AffineRepr>,
+    bases: &CudaSlice<A>,
     words: &CudaSlice<u64>,
     n_words: usize,
     n_bases: usize,
-) -> Result<PendingSum, CudaError> {
+) -> Result<PendingSum<A::Curve>, CudaError> {
+    ones_sum_on::<A::Curve>(gpu, bases, words, n_words, n_bases)
+}
+
+fn ones_sum_on<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    words: &CudaSlice<u64>,
+    n_words: usize,
+    n_bases: usize,
+) -> Result<PendingSum<C>, CudaError> {
     if bases.len() < n_bases || words.len() < n_words || n_words * 64 < n_bases {
         return Err(CudaError::Shape(format!(
             "ones sum over {n_bases} bases with {} bases and {n_words} bitmap words",
@@ -426,7 +473,7 @@ pub fn ones_sum(
         )));
     }
     let parts = n_words.div_ceil(ONES_WORDS_PER_THREAD as usize).max(1);
-    let mut partials = gpu.alloc_poisoned::<XyzzRepr>(parts)?;
+    let mut partials = gpu.alloc_poisoned::<C::Xyzz>(parts)?;
     let (nw, nbs, wpt, np) = (
         n_words as u32,
         n_bases as u32,
@@ -435,7 +482,7 @@ pub fn ones_sum(
     );
     crate::launch!(
         gpu,
-        "ones_sum",
+        C::KERNELS.ones_sum,
         grid(parts, 64),
         bases,
         words,
@@ -445,7 +492,7 @@ pub fn ones_sum(
         &mut partials,
         &np
     )?;
-    let sums = reduce_groups(gpu, partials, np, np)?;
+    let sums = reduce_groups::<C>(gpu, partials, np, np)?;
     Ok(PendingSum {
         sums,
         count: 1,
@@ -454,15 +501,15 @@ pub fn ones_sum(
 }
 
 /// Fills `out` with copies of `src` (benchmark bases).
-pub fn replicate_bases(
+pub fn replicate_bases<A: CurvePoint>(
     gpu: &Gpu,
-    src: &CudaSlice<AffineRepr>,
-    out: &mut CudaSlice<AffineRepr>,
+    src: &CudaSlice<A>,
+    out: &mut CudaSlice<A>,
 ) -> Result<(), CudaError> {
     let (m, n) = (src.len() as u32, out.len() as u32);
     crate::launch!(
         gpu,
-        "replicate_affine",
+        <A::Curve as DeviceCurve>::KERNELS.replicate,
         grid(n as usize, 256),
         src,
         &m,
@@ -490,5 +537,32 @@ mod tests {
             assert!(p.nwin < fewer || p.c == MIN_WINDOW, "2^{log}: c = {} is wasted", p.c);
             assert!(p.c * p.nwin >= 256);
         }
+    }
+
+    #[test]
+    fn shape_errors() {
+        let plan = MsmPlan::for_size(100);
+        assert!(check_msm_shape(100, 100, 100, None, plan).is_ok());
+        assert!(check_msm_shape(0, 0, 0, None, plan).is_ok());
+        // Too few scalars, too few bases without a map, too few indices.
+        assert!(check_msm_shape(100, 100, 99, None, plan).is_err());
+        assert!(check_msm_shape(100, 99, 100, None, plan).is_err());
+        assert!(check_msm_shape(100, 5, 100, Some(99), plan).is_err());
+        // With a map the bases may be fewer than the terms (indices repeat).
+        assert!(check_msm_shape(100, 5, 100, Some(100), plan).is_ok());
+        // n · nwin sorted entries must stay below 2^31.
+        let big = MsmPlan::for_window(4);
+        let n = (1usize << 31) / big.nwin as usize + 1;
+        assert!(check_msm_shape(n, n, n, None, big).is_err());
+    }
+
+    #[test]
+    fn g2_scratch_is_twice_g1_in_points() {
+        let plan = MsmPlan::for_size(1 << 20);
+        let n = 1 << 20;
+        let g1 = plan.scratch_bytes(n);
+        assert_eq!(g1, plan.scratch_bytes_for(n, G1::XYZZ_BYTES));
+        let g2 = plan.scratch_bytes_for(n, crate::gpu::G2::XYZZ_BYTES);
+        assert!(g2 > g1 && g2 < 2 * g1);
     }
 }

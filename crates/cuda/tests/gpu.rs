@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G1Projective, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::Abc;
 use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm};
@@ -28,6 +28,12 @@ fn scalars(n: usize, r: &mut ChaCha20Rng) -> Vec<Scalar> {
 fn points(n: usize, r: &mut ChaCha20Rng) -> Vec<G1Affine> {
     (0..n)
         .map(|_| G1Projective::random(&mut *r).to_affine())
+        .collect()
+}
+
+fn points_g2(n: usize, r: &mut ChaCha20Rng) -> Vec<G2Affine> {
+    (0..n)
+        .map(|_| G2Projective::random(&mut *r).to_affine())
         .collect()
 }
 
@@ -56,6 +62,9 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
         let split = cuzk_msm_cpu::prep_msm(&[], None, &aux, None, &pool).unwrap();
         let h_bases = points((1 << cuzk_cuda::log_domain(n)) - 1, &mut r);
         let q_bases = points(aux.len(), &mut r);
+        let q_bases_g2 = points_g2(aux.len(), &mut r);
+        // B in G2 on the device for odd n, on nobody for even n.
+        let g2 = n % 2 == 1;
         let job = |abc: Abc| PartitionJob {
             abc,
             h_bases: &h_bases,
@@ -71,7 +80,10 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
                 bases: &q_bases,
                 split: &split,
             },
-            b_g2: None,
+            b_g2: g2.then_some(SplitMsm {
+                bases: &q_bases_g2,
+                split: &split,
+            }),
         };
         let want = cpu.prove_partition(job(abc.clone())).unwrap();
         let got = backend.prove_partition(job(abc)).unwrap();

@@ -53,6 +53,6 @@ impl BackendPlugin for Cuda {
 cuzk_plugin_api::export_plugin! {
     kind: backend,
     name: "cuda",
-    description: "the CUDA backend: H (NTT chain) and the G1 MSMs on an NVIDIA GPU, kernels compiled by NVRTC",
+    description: "the CUDA backend: H (NTT chain), the G1 MSMs and optionally B in G2 on an NVIDIA GPU, kernels compiled by NVRTC",
     type: Cuda,
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check]
-//!                [--skip fields,ntt,h,msm,partition,partition-bench]
+//!                [--skip fields,ntt,h,msm,g2,partition,partition-bench]
 //! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
 //! ```
 //! Checks each kernel against the CPU (blstrs, cuzk-msm-cpu, cuzk-gpu-backend's NTT,
@@ -19,12 +19,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use blstrs::{G1Affine, G1Projective, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
 use cuzk_cuda::gpu::{
-    grid, points_as_bytes, scalar_from_repr, scalars_as_bytes, xyzz_to_projective, AffineRepr,
-    FrRepr, Gpu, XyzzRepr,
+    g2_points_as_bytes, grid, points_as_bytes, scalar_from_repr, scalars_as_bytes,
+    xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr, FrRepr, Gpu, Xyzz2Repr,
+    XyzzRepr,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
@@ -122,20 +123,34 @@ fn heavy_scalars(n: usize, r: &mut ChaCha20Rng) -> Vec<Scalar> {
         .collect()
 }
 
+/// `n` distinct random G1 points (see [`random_points_of`]).
+fn random_points(n: usize, r: &mut ChaCha20Rng) -> Vec<G1Affine> {
+    random_points_of::<G1Projective>(n, r)
+}
+
+/// `n` distinct random G2 points.
+fn random_points_g2(n: usize, r: &mut ChaCha20Rng) -> Vec<G2Affine> {
+    random_points_of::<G2Projective>(n, r)
+}
+
 /// `n` distinct random points: a[i / m] + b[i % m] for random a, b (m = sqrt n),
 /// one addition each instead of one scalar multiplication each.
-fn random_points(n: usize, r: &mut ChaCha20Rng) -> Vec<G1Affine> {
+fn random_points_of<P>(n: usize, r: &mut ChaCha20Rng) -> Vec<P::AffineRepr>
+where
+    P: Curve + Send + Sync,
+    P::AffineRepr: Send + Sync + Copy,
+{
     let m = ((n as f64).sqrt().ceil() as usize).max(1);
-    let a: Vec<G1Projective> = (0..m).map(|_| G1Projective::random(&mut *r)).collect();
-    let b: Vec<G1Projective> = (0..m).map(|_| G1Projective::random(&mut *r)).collect();
-    let proj: Vec<G1Projective> = (0..n)
+    let a: Vec<P> = (0..m).map(|_| P::random(&mut *r)).collect();
+    let b: Vec<P> = (0..m).map(|_| P::random(&mut *r)).collect();
+    let proj: Vec<P> = (0..n)
         .into_par_iter()
         .map(|i| a[i / m] + b[i % m])
         .collect();
-    let mut out = vec![<G1Affine as group::prime::PrimeCurveAffine>::identity(); n];
+    let mut out = vec![P::identity().to_affine(); n];
     out.par_chunks_mut(1 << 14)
         .zip(proj.par_chunks(1 << 14))
-        .for_each(|(o, p)| G1Projective::batch_normalize(p, o));
+        .for_each(|(o, p)| P::batch_normalize(p, o));
     out
 }
 
@@ -144,6 +159,14 @@ fn naive_msm(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
         .iter()
         .zip(scalars)
         .map(|(b, s)| G1Projective::from(b) * s)
+        .sum()
+}
+
+fn naive_msm_g2(bases: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
+    bases
+        .iter()
+        .zip(scalars)
+        .map(|(b, s)| G2Projective::from(b) * s)
         .sum()
 }
 
@@ -236,6 +259,100 @@ fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     }
     log.check(
         "g1 xyzz add/dbl (Fq mul)",
+        bad == 0,
+        &format!("{m} pairs, {bad} wrong"),
+    );
+    check_fq2_and_g2(gpu, log, &mut r)
+}
+
+/// Fq2 add/sub/mul/sqr against blst's Fp2, then G2's XYZZ formulas against blstrs.
+fn check_fq2_and_g2(gpu: &Gpu, log: &Log, r: &mut ChaCha20Rng) -> Result<()> {
+    use blst::{blst_fp2, blst_fp2_add, blst_fp2_cneg, blst_fp2_mul, blst_fp2_sqr, blst_fp2_sub};
+    // Random Fq2 elements: the coordinates of random G2 points.
+    let m = 1024;
+    let pa = random_points_g2(m, r);
+    let pb = random_points_g2(m, r);
+    let coords = |p: &G2Affine| -> [blst_fp2; 2] {
+        let raw: &blst::blst_p2_affine = p.as_ref();
+        [raw.x, raw.y]
+    };
+    let mut a: Vec<blst_fp2> = pa.iter().flat_map(coords).collect();
+    let mut b: Vec<blst_fp2> = pb.iter().flat_map(coords).collect();
+    a[0] = blst_fp2::default(); // 0 · b, 0 + b
+    b[1] = blst_fp2::default();
+    b[2] = a[2]; // a · a = a², a - a = 0
+                 // SAFETY: valid field elements in, one written out.
+    unsafe { blst_fp2_cneg(&mut b[3], &a[3], true) }; // a + (-a) = 0
+    b[4].fp[1] = blst::blst_fp::default(); // b real
+    a[5].fp[0] = blst::blst_fp::default(); // a imaginary
+    let n = a.len();
+    // An Fq2 is 24 u32 limbs: the size (and alignment) of AffineRepr.
+    let up = |v: &[blst_fp2]| {
+        // SAFETY: blst_fp2 is two arrays of six u64, 96 bytes, no padding.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v))
+        };
+        gpu.upload::<AffineRepr>(bytes)
+    };
+    let (da, db) = (up(&a)?, up(&b)?);
+    let mut out = gpu.alloc_poisoned::<AffineRepr>(4 * n)?;
+    let nn = n as u32;
+    cuzk_cuda::launch!(gpu, "fq2_ops_test", grid(n, 128), &da, &db, &mut out, &nn)?;
+    let got = gpu.download(&out, 4 * n)?;
+    let to_fp2 = |x: &AffineRepr| {
+        let mut f = blst_fp2::default();
+        for k in 0..2 {
+            for i in 0..6 {
+                f.fp[k].l[i] = x.0[12 * k + 2 * i] as u64 | (x.0[12 * k + 2 * i + 1] as u64) << 32;
+            }
+        }
+        f
+    };
+    let mut bad = 0;
+    for i in 0..n {
+        let mut want = [blst_fp2::default(); 4];
+        // SAFETY: valid field elements in, one written out.
+        unsafe {
+            blst_fp2_add(&mut want[0], &a[i], &b[i]);
+            blst_fp2_sub(&mut want[1], &a[i], &b[i]);
+            blst_fp2_mul(&mut want[2], &a[i], &b[i]);
+            blst_fp2_sqr(&mut want[3], &a[i]);
+        }
+        for k in 0..4 {
+            let g = to_fp2(&got[4 * i + k]);
+            bad += usize::from(g.fp[0].l != want[k].fp[0].l || g.fp[1].l != want[k].fp[1].l);
+        }
+    }
+    log.check(
+        "fq2 add/sub/mul/sqr",
+        bad == 0,
+        &format!("{n} pairs, {bad} wrong"),
+    );
+
+    // G2 through the curve: mixed add, doubling, full add against blstrs.
+    let mut pb = pb;
+    let mut pa2 = pa.clone();
+    pb[0] = pa[0];
+    pb[1] = -pa[1];
+    pb[2] = G2Affine::default();
+    pa2[3] = G2Affine::default();
+    let dpa = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&pa2))?;
+    let dpb = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&pb))?;
+    let mut out = gpu.alloc_poisoned::<Xyzz2Repr>(4 * m)?;
+    let mm = m as u32;
+    cuzk_cuda::launch!(gpu, "g2_ops_test", grid(m, 64), &dpa, &dpb, &mut out, &mm)?;
+    let got = gpu.download(&out, 4 * m)?;
+    let mut bad = 0;
+    for i in 0..m {
+        let p = G2Projective::from(pa2[i]);
+        let q = G2Projective::from(pb[i]);
+        let want = [p + q, p.double(), p + q + q, (p + q).double()];
+        for k in 0..4 {
+            bad += usize::from(xyzz2_to_projective(&got[4 * i + k]) != want[k]);
+        }
+    }
+    log.check(
+        "g2 xyzz add/dbl (Fq2 mul)",
         bad == 0,
         &format!("{m} pairs, {bad} wrong"),
     );
@@ -508,6 +625,132 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
     Ok(())
 }
 
+/// The G2 MSM (`msm_g2` module) against cuzk-msm-cpu's msm_g2 / split_msm_g2 (a naive
+/// sum for n <= 64): n = 1..=33 and 2^8..2^max_log, random and 0/1-heavy scalars,
+/// indexed canonical scalars with other windows, equal scalars, ones and the split.
+fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
+    let mut r = rng(7);
+    let big = 1usize << max_log;
+    let t = Instant::now();
+    let mut points = random_points_g2(big, &mut r);
+    for i in (5..points.len().min(4096)).step_by(97) {
+        points[i] = G2Affine::default();
+    }
+    log.line(&format!(
+        "  {} random G2 bases in {:.1?}",
+        points.len(),
+        t.elapsed()
+    ));
+    let dbases = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&points))?;
+
+    let mut cases: Vec<(usize, bool)> = (1..=33).flat_map(|n| [(n, false), (n, true)]).collect();
+    for lg in [8, 12, 16, 18, 20].into_iter().filter(|&l| l <= max_log) {
+        cases.push((1 << lg, false));
+        if lg <= 16 {
+            cases.push((1 << lg, true));
+        }
+    }
+    for (n, heavy) in cases {
+        let scalars: Vec<Scalar> = if heavy {
+            heavy_scalars(n, &mut r)
+        } else if n <= 1 << 16 {
+            (0..n).map(|_| Scalar::random(&mut r)).collect()
+        } else {
+            fast_scalars(n, r.next_u64())
+        };
+        let want = if n <= 64 {
+            naive_msm_g2(&points[..n], &scalars)
+        } else {
+            cuzk_msm_cpu::msm_g2(&points[..n], &scalars, pool)?
+        };
+        let kind = if heavy { "0/1-heavy" } else { "random" };
+        let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
+        let got = msm::msm(
+            gpu,
+            &dbases,
+            &ds,
+            n,
+            ScalarFormat::Montgomery,
+            None,
+            MsmPlan::for_size(n),
+        )?
+        .finish(gpu)?;
+        log.check(&format!("g2 msm {kind} n={n}"), got == want, "");
+        if n <= 1 << 12 {
+            let idx: Vec<u32> = (0..n as u32).rev().collect();
+            let canon: Vec<[u64; 4]> = idx
+                .iter()
+                .map(|&i| to_canonical(&scalars[i as usize]))
+                .collect();
+            let di = gpu.upload::<u32>(bytes_of(&idx))?;
+            let dc = gpu.upload::<FrRepr>(bytes_of(&canon))?;
+            for c in [3u32, 8, 13] {
+                let got = msm::msm(
+                    gpu,
+                    &dbases,
+                    &dc,
+                    n,
+                    ScalarFormat::Canonical,
+                    Some(&di),
+                    MsmPlan::for_window(c),
+                )?
+                .finish(gpu)?;
+                log.check(
+                    &format!("g2 msm indexed c={c} {kind} n={n}"),
+                    got == want,
+                    "",
+                );
+            }
+        }
+    }
+
+    // Every scalar equal: each window's points all in one bucket.
+    for n in [1000usize, 1 << 16].into_iter().filter(|&n| n <= big) {
+        let scalars = vec![Scalar::random(&mut r); n];
+        let want = cuzk_msm_cpu::msm_g2(&points[..n], &scalars, pool)?;
+        let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
+        let plan = MsmPlan::for_size(n);
+        let got =
+            msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)?.finish(gpu)?;
+        log.check(&format!("g2 msm equal c={} n={n}", plan.c), got == want, "");
+    }
+
+    // Ones and the whole split against split_msm_g2.
+    for n in (1..=33).chain([1000, 1 << 16]).filter(|&n| n <= big) {
+        let scalars = heavy_scalars(n, &mut r);
+        let split = cuzk_msm_cpu::prep_msm(&[], None, &scalars, None, pool)?;
+        let want = cuzk_msm_cpu::split_msm_g2(&points[..n], &split, pool)?;
+        let words = split.ones().words();
+        let dw = gpu.upload::<u64>(bytes_of(words))?;
+        let ones = msm::ones_sum(gpu, &dbases, &dw, words.len(), split.num_bases())?.finish(gpu)?;
+        let want_ones: G2Projective = split
+            .ones()
+            .iter_ones()
+            .map(|i| G2Projective::from(points[i]))
+            .sum();
+        log.check(&format!("g2 ones n={n}"), ones == want_ones, "");
+        let t = split.tail_indices().len();
+        let di = gpu.upload::<u32>(bytes_of(split.tail_indices()))?;
+        let dc = gpu.upload::<FrRepr>(bytes_of(split.tail_scalars()))?;
+        let tail = msm::msm(
+            gpu,
+            &dbases,
+            &dc,
+            t,
+            ScalarFormat::Canonical,
+            Some(&di),
+            MsmPlan::for_size(t),
+        )?
+        .finish(gpu)?;
+        log.check(
+            &format!("g2 split ones+tail n={n}"),
+            ones + tail == want,
+            &format!("tail {t}"),
+        );
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------- whole partition
 
 fn check_partition(backend: &CudaBackend, log: &Log, pool: Arc<rayon::ThreadPool>) -> Result<()> {
@@ -548,7 +791,8 @@ fn check_partition(backend: &CudaBackend, log: &Log, pool: Arc<rayon::ThreadPool
         let l_bases = random_points(l_split.num_bases(), &mut r);
         let a_bases = random_points(a_split.num_bases(), &mut r);
         let b_bases = random_points(b_split.num_bases(), &mut r);
-        let job = |abc: Abc| PartitionJob {
+        let b2_bases = random_points_g2(b_split.num_bases(), &mut r);
+        let job = |abc: Abc, g2: bool| PartitionJob {
             abc,
             h_bases: &h_bases,
             l: SplitMsm {
@@ -563,22 +807,47 @@ fn check_partition(backend: &CudaBackend, log: &Log, pool: Arc<rayon::ThreadPool
                 bases: &b_bases,
                 split: &b_split,
             },
-            b_g2: None,
+            b_g2: g2.then_some(SplitMsm {
+                bases: &b2_bases,
+                split: &b_split,
+            }),
         };
+        // With B in G2 on the device (b_g2_on_backend), against the CPU backend's
+        // split_msm_g2.
         let want = cpu
-            .prove_partition(job(abc.clone()))
+            .prove_partition(job(abc.clone(), true))
             .map_err(|e| anyhow!("{e}"))?;
         let got = backend
-            .prove_partition(job(abc.clone()))
+            .prove_partition(job(abc.clone(), true))
             .map_err(|e| anyhow!("{e}"))?;
-        log.check(&format!("prove_partition n={n}"), got == want, "");
-        // Second run hits the resident bases.
+        log.check(
+            &format!("prove_partition n={n}"),
+            got == want && got.b_g2.is_some(),
+            "with b_g2",
+        );
+        // Second run hits the resident bases (G1 and G2).
         let again = backend
-            .prove_partition(job(abc))
+            .prove_partition(job(abc.clone(), true))
             .map_err(|e| anyhow!("{e}"))?;
         log.check(&format!("prove_partition cached n={n}"), again == want, "");
+        // Without b_g2 (the CPU pool runs it): the same G1 sums and no G2 sum.
+        let g1_only = backend
+            .prove_partition(job(abc, false))
+            .map_err(|e| anyhow!("{e}"))?;
+        let want_g1 = cuzk_gpu_backend::PartitionResult {
+            b_g2: None,
+            ..want.clone()
+        };
+        log.check(
+            &format!("prove_partition no b_g2 n={n}"),
+            g1_only == want_g1,
+            "",
+        );
     }
     backend.evict_bases();
+    if backend.cached_base_bytes() != 0 {
+        log.check("evict_bases", false, "bases left after evict_bases");
+    }
     Ok(())
 }
 
@@ -598,7 +867,7 @@ fn time5(gpu: &Gpu, mut f: impl FnMut() -> Result<(), CudaError>) -> Result<f64>
     Ok(median(v))
 }
 
-fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, quick: bool) -> Result<()> {
+fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool) -> Result<()> {
     let mut r = rng(6);
     // MSM: 2^16 distinct points replicated on the device; random scalars.
     let max_msm = if quick { 22 } else { 26 };
@@ -642,6 +911,47 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, quick: bool) -> Result<()> {
         }
     }
     drop(bases);
+
+    // G2 MSM: 2^14 distinct random points replicated on the device, the same random
+    // scalars; then cuzk-msm-cpu's msm_g2 at the same sizes on this host's threads
+    // (once each, bases replicated the same way) for context.
+    let distinct2 = random_points_g2(1 << 14, &mut r);
+    let dsrc2 = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&distinct2))?;
+    let max_g2 = 22usize;
+    let mut bases2 = gpu.alloc_poisoned::<Affine2Repr>(1 << max_g2)?;
+    msm::replicate_bases(gpu, &dsrc2, &mut bases2)?;
+    for lg in [20usize, 22] {
+        let n = 1usize << lg;
+        let plan = MsmPlan::for_size(n);
+        let ms = time5(gpu, || {
+            let p = msm::msm(gpu, &bases2, &dsc, n, ScalarFormat::Montgomery, None, plan)?;
+            p.finish(gpu).map(|_| ())
+        })?;
+        log.row(
+            "G2 MSM",
+            &format!("2^{lg}"),
+            ms,
+            format!("{:.1} ns/pt, c={}", ms * 1e6 / n as f64, plan.c),
+            "-",
+        );
+    }
+    drop(bases2);
+    let host_scalars = fast_scalars(1 << max_g2, r.next_u64());
+    let host_bases: Vec<G2Affine> = (0..1usize << max_g2)
+        .into_par_iter()
+        .map(|i| distinct2[i % distinct2.len()])
+        .collect();
+    for lg in [20usize, 22] {
+        let n = 1usize << lg;
+        let t = Instant::now();
+        cuzk_msm_cpu::msm_g2(&host_bases[..n], &host_scalars[..n], pool)?;
+        log.line(&format!(
+            "BENCH cpu msm_g2 2^{lg}: {:.1} ms ({} threads, once)",
+            t.elapsed().as_secs_f64() * 1e3,
+            pool.current_num_threads()
+        ));
+    }
+    drop(host_bases);
     drop(dsc);
 
     // NTT: forward, natural order in and out, data already on the device.
@@ -975,6 +1285,12 @@ fn main() -> Result<()> {
                 backend.with_gpu(|gpu, _| check_msm(gpu, &log, &pool, max_msm)),
             );
         }
+        if on("g2") {
+            section(
+                "g2",
+                backend.with_gpu(|gpu, _| check_msm_g2(gpu, &log, &pool, max_msm.min(18))),
+            );
+        }
         if on("partition") {
             section("partition", check_partition(&backend, &log, pool.clone()));
         }
@@ -982,7 +1298,7 @@ fn main() -> Result<()> {
     if !no_bench {
         section(
             "bench",
-            backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, quick)),
+            backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, &pool, quick)),
         );
     }
     if !no_bench && on("partition-bench") {
