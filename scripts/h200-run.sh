@@ -6,7 +6,10 @@
 # all.tgz (every log, timeline, waterfall and manifest).
 #
 #   bash scripts/h200-run.sh OUT [gpu-check args...]
-#   SWEEP="22:4:10:2:2 24:2:10:3:2" (log:jobs:partitions:synth_jobs:gpu_workers, space-separated)
+#   SWEEP="22:4:10:2:2 24:2:10:3:2"  log:jobs:partitions:synth_jobs:gpu_workers[:config],
+#                                    space-separated (config: configs/cuda.toml by default)
+#   AB="configs/cuda.toml configs/cuda-g2.toml 22 2 10 3"  cuzk ab A B at 2^log, jobs,
+#                                    partitions, rounds
 set -u
 out=${1:?usage: h200-run.sh OUT [gpu-check args]}
 shift
@@ -34,16 +37,27 @@ if [ -z "${SKIP_DEMO:-}" ]; then
 fi
 
 for s in ${SWEEP:-}; do
-    IFS=: read -r lg jobs parts sj gw <<<"$s"
+    IFS=: read -r lg jobs parts sj gw cfg <<<"$s"
+    cfg=${cfg:-configs/cuda.toml}
     t=$(date +%s)
-    timeout "${BENCH_TIMEOUT:-150}" $d/cuzk bench --config configs/cuda.toml --plugin-dir $d \
+    timeout "${BENCH_TIMEOUT:-150}" $d/cuzk bench --config "$cfg" --plugin-dir $d \
         --circuit porep --log "$lg" --timing-only --jobs "$jobs" --partitions "$parts" \
         --synth-jobs "$sj" --gpu-workers "$gw" --out "$work/runs" \
         >"$work/bench-$lg-$jobs-$parts-$sj-$gw.txt" 2>&1
     rc=$?
-    say "== bench 2^$lg ${jobs}x$parts synth_jobs=$sj gpu_workers=$gw rc=$rc in $(( $(date +%s) - t )) s"
+    say "== bench $cfg 2^$lg ${jobs}x$parts synth_jobs=$sj gpu_workers=$gw rc=$rc in $(( $(date +%s) - t )) s"
     grep -E "s/proof|busy|^(synthesis|spmv|prep_msm|gpu|b_g2_msm) " "$work/bench-$lg-$jobs-$parts-$sj-$gw.txt" >>"$sum"
 done
+
+if [ -n "${AB:-}" ]; then
+    read -r a b lg jobs parts rounds <<<"$AB"
+    t=$(date +%s)
+    timeout "${AB_TIMEOUT:-200}" $d/cuzk ab "$a" "$b" --circuit porep --log "$lg" \
+        --timing-only --jobs "$jobs" --partitions "$parts" --rounds "$rounds" --out "$work/runs" \
+        >"$work/ab.txt" 2>&1
+    say "== ab $a vs $b 2^$lg ${jobs}x$parts rounds=$rounds rc=$? in $(( $(date +%s) - t )) s"
+    tail -15 "$work/ab.txt" >>"$sum"
+fi
 
 tar czf "$out/all.tgz" -C "$work" . 2>/dev/null
 ls -la "$out"

@@ -55,6 +55,7 @@ struct Fq2 {
         return make(Fq::mul(Fq::add(a.c0, a.c1), Fq::sub(a.c0, a.c1)), Fq::dbl(t));
     }
     static __device__ __forceinline__ Fq2 mul_inl(const Fq2& a, const Fq2& b) { return mul(a, b); }
+    static __device__ __forceinline__ Fq2 mul_ref(const Fq2& a, const Fq2& b) { return mul(a, b); }
     static __device__ __forceinline__ Fq2 sqr_inl(const Fq2& a) { return sqr(a); }
 };
 
@@ -161,26 +162,44 @@ __device__ __forceinline__ XyzzT<F> dbl(const XyzzT<F>& p) {
 // p + a, a affine (may be infinity). The hot formula of every MSM: its products are
 // inlined (mul_inl), the rarer formulas call one shared product (for G2: into the one
 // copy of the formula, see CallFormulas).
-template <class F>
+//
+// M picks how its products are made: 0 inlined (the default), 1 through the shared
+// product call (operands by value, in registers), 2 through a call taking references
+// (operands through local memory, fewer registers in the caller). Which is fastest
+// is a property of the device (occupancy against instruction-cache reach), so G1
+// has a bucket-sum kernel of each kind and the host picks (msm.rs, SumVariant).
+template <class F, int M>
+__device__ __forceinline__ F fmul(const F& a, const F& b) {
+    if constexpr (M == 0) return F::mul_inl(a, b);
+    else if constexpr (M == 1) return F::mul(a, b);
+    else return F::mul_ref(a, b);
+}
+template <class F, int M>
+__device__ __forceinline__ F fsqr(const F& a) {
+    if constexpr (M == 0) return F::sqr_inl(a);
+    else if constexpr (M == 1) return F::sqr(a);
+    else return F::mul_ref(a, a);
+}
+template <class F, int M = 0>
 __device__ __forceinline__ XyzzT<F> add_mixed_body(const XyzzT<F>& p, const AffineT<F>& a) {
     if (a.is_inf()) return p;
     if (p.is_inf()) return XyzzT<F>::from_affine(a);
-    F U2 = F::mul_inl(a.x, p.ZZ);
-    F S2 = F::mul_inl(a.y, p.ZZZ);
+    F U2 = fmul<F, M>(a.x, p.ZZ);
+    F S2 = fmul<F, M>(a.y, p.ZZZ);
     F P = F::sub(U2, p.X);
     F R = F::sub(S2, p.Y);
     if (P.is_zero()) {
         if (R.is_zero()) return dbl_affine(a);
         return XyzzT<F>::inf();
     }
-    F PP = F::sqr_inl(P);
-    F PPP = F::mul_inl(P, PP);
-    F Q = F::mul_inl(p.X, PP);
+    F PP = fsqr<F, M>(P);
+    F PPP = fmul<F, M>(P, PP);
+    F Q = fmul<F, M>(p.X, PP);
     XyzzT<F> r;
-    r.X = F::sub(F::sub(F::sqr_inl(R), PPP), F::dbl(Q));
-    r.Y = F::sub(F::mul_inl(R, F::sub(Q, r.X)), F::mul_inl(p.Y, PPP));
-    r.ZZ = F::mul_inl(p.ZZ, PP);
-    r.ZZZ = F::mul_inl(p.ZZZ, PPP);
+    r.X = F::sub(F::sub(fsqr<F, M>(R), PPP), F::dbl(Q));
+    r.Y = F::sub(fmul<F, M>(R, F::sub(Q, r.X)), fmul<F, M>(p.Y, PPP));
+    r.ZZ = fmul<F, M>(p.ZZ, PP);
+    r.ZZZ = fmul<F, M>(p.ZZZ, PPP);
     return r;
 }
 template <class F>

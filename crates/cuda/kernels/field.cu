@@ -147,6 +147,9 @@ struct Mont {
     // makes the caller put the operand in local memory, and every product then costs
     // 24 words of stores and loads besides its arithmetic.
     static __device__ __noinline__ Mont mul_call(Mont a, Mont b) { return mul_body(a, b); }
+    // The same call taking references (operands through local memory): fewer
+    // registers live across the call in the caller. Kept for the bucket-sum A/B.
+    static __device__ __noinline__ Mont mul_ref(const Mont& a, const Mont& b) { return mul_body(a, b); }
     // Always inlined, for the few hot formulas that run once per MSM term (the mixed
     // addition of bucket sums): no call, and the compiler schedules across products.
     static __device__ __forceinline__ Mont mul_inl(const Mont& a, const Mont& b) { return mul_body(a, b); }

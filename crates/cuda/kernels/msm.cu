@@ -91,22 +91,47 @@ __device__ __forceinline__ u32 find_slot(const u32* start, u32 slots, u32 o) {
     return lo;
 }
 
+// Piece p of a bucket of cnt entries: [first + p len, min(first + (p + 1) len, first + cnt))
+// with len = K, or with balanced != 0 the equal length ceil(cnt / ceil(cnt / K)) <= K,
+// so neighbouring threads (a warp) get pieces of one length where buckets hold a few
+// pieces each. Both cover the bucket exactly with ceil(cnt / K) pieces, the number the
+// level scan counted; a balanced piece past the end is empty (clamped) and sums to
+// infinity.
+__device__ __forceinline__ void piece_bounds(u32 first, u32 cnt, u32 p, u32 K, u32 balanced, u32* begin, u32* end) {
+    u32 len = K;
+    if (balanced && cnt > 0) {
+        const u32 np = (cnt + K - 1) / K;
+        len = (cnt + np - 1) / np;
+    }
+    const u32 stop = first + cnt;
+    *begin = min(first + p * len, stop);
+    *end = min(*begin + len, stop);
+}
+
 // Level 1: out[o] = sum of the points of piece o (at most K of one bucket's sorted
 // entries, negated where the sign bit is set).
-template <class F>
+// V: 0 = add_mixed as the curve's default (G1: inlined formula and products), 1 = the
+// formula inlined with its products called (operands by value), 2 = the formula one
+// real call with its products inlined, 3 = products called with operands by reference
+// (SumVariant in msm.rs; G1 only, for the A/B on the device).
+template <class F, int V = 0>
 __device__ __forceinline__ void sum_points(const AffineT<F>* bases, const u32* sorted, const u32* offsets, const u32* cnt0,
-                                           const u32* start1, const u32* total1, u32 slots, u32 K, XyzzT<F>* out) {
+                                           const u32* start1, const u32* total1, u32 slots, u32 K, u32 balanced,
+                                           XyzzT<F>* out) {
     u32 o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= *total1) return;
     u32 x = find_slot(start1, slots, o);
-    u32 begin = offsets[x] + (o - start1[x]) * K;
-    u32 end = min(begin + K, offsets[x] + cnt0[x]);
+    u32 begin, end;
+    piece_bounds(offsets[x], cnt0[x], o - start1[x], K, balanced, &begin, &end);
     XyzzT<F> acc = XyzzT<F>::inf();
     for (u32 k = begin; k < end; k++) {
         u32 v = sorted[k];
         AffineT<F> a = AffineT<F>::load(bases + (v & 0x7fffffffu));
         if (v >> 31) a = neg_affine(a);
-        acc = add_mixed(acc, a);
+        if constexpr (V == 1) acc = add_mixed_body<F, 1>(acc, a);
+        else if constexpr (V == 2) acc = add_mixed_call(acc, a);
+        else if constexpr (V == 3) acc = add_mixed_body<F, 2>(acc, a);
+        else acc = add_mixed(acc, a);
     }
     acc.store(out + o);
 }
@@ -114,12 +139,12 @@ __device__ __forceinline__ void sum_points(const AffineT<F>* bases, const u32* s
 // Level L >= 2: out[o] = sum of at most K consecutive level L-1 sums of one bucket.
 template <class F>
 __device__ __forceinline__ void sum_xyzz(const XyzzT<F>* in, const u32* start_in, const u32* cnt_in, const u32* start_out,
-                                         const u32* total_out, u32 slots, u32 K, XyzzT<F>* out) {
+                                         const u32* total_out, u32 slots, u32 K, u32 balanced, XyzzT<F>* out) {
     u32 o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= *total_out) return;
     u32 x = find_slot(start_out, slots, o);
-    u32 begin = start_in[x] + (o - start_out[x]) * K;
-    u32 end = min(begin + K, start_in[x] + cnt_in[x]);
+    u32 begin, end;
+    piece_bounds(start_in[x], cnt_in[x], o - start_out[x], K, balanced, &begin, &end);
     XyzzT<F> acc = XyzzT<F>::inf();
     for (u32 k = begin; k < end; k++) acc = add(acc, XyzzT<F>::load(in + k));
     acc.store(out + o);
@@ -317,13 +342,13 @@ extern "C" __global__ void scan_apply(const u32* cnt, u32 slots, u32 K, const u3
 #define MSM_CURVE_KERNELS(S, F)                                                                                      \
     extern "C" __global__ void msm_sum_points_##S(const AffineT<F>* bases, const u32* sorted, const u32* offsets,     \
                                                   const u32* cnt0, const u32* start1, const u32* total1, u32 slots,   \
-                                                  u32 K, XyzzT<F>* out) {                                             \
-        sum_points<F>(bases, sorted, offsets, cnt0, start1, total1, slots, K, out);                                  \
+                                                  u32 K, u32 balanced, XyzzT<F>* out) {                               \
+        sum_points<F>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);                        \
     }                                                                                                                \
     extern "C" __global__ void msm_sum_xyzz_##S(const XyzzT<F>* in, const u32* start_in, const u32* cnt_in,           \
                                                 const u32* start_out, const u32* total_out, u32 slots, u32 K,         \
-                                                XyzzT<F>* out) {                                                      \
-        sum_xyzz<F>(in, start_in, cnt_in, start_out, total_out, slots, K, out);                                      \
+                                                u32 balanced, XyzzT<F>* out) {                                        \
+        sum_xyzz<F>(in, start_in, cnt_in, start_out, total_out, slots, K, balanced, out);                            \
     }                                                                                                                \
     extern "C" __global__ void msm_gather_buckets_##S(const XyzzT<F>* in, const u32* start, const u32* cnt, u32 slots, \
                                                       XyzzT<F>* buckets) {                                            \
@@ -351,4 +376,19 @@ extern "C" __global__ void scan_apply(const u32* cnt, u32 slots, u32 K, const u3
 MSM_CURVE_KERNELS(g2, Fq2)
 #else
 MSM_CURVE_KERNELS(g1, Fq)
+extern "C" __global__ void msm_sum_points_g1_calls(const AffineT<Fq>* bases, const u32* sorted, const u32* offsets,
+                                                   const u32* cnt0, const u32* start1, const u32* total1, u32 slots,
+                                                   u32 K, u32 balanced, XyzzT<Fq>* out) {
+    sum_points<Fq, 1>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);
+}
+extern "C" __global__ void msm_sum_points_g1_fcall(const AffineT<Fq>* bases, const u32* sorted, const u32* offsets,
+                                                   const u32* cnt0, const u32* start1, const u32* total1, u32 slots,
+                                                   u32 K, u32 balanced, XyzzT<Fq>* out) {
+    sum_points<Fq, 2>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);
+}
+extern "C" __global__ void msm_sum_points_g1_refs(const AffineT<Fq>* bases, const u32* sorted, const u32* offsets,
+                                                  const u32* cnt0, const u32* start1, const u32* total1, u32 slots,
+                                                  u32 K, u32 balanced, XyzzT<Fq>* out) {
+    sum_points<Fq, 3>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);
+}
 #endif

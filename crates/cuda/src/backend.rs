@@ -14,6 +14,7 @@ use crate::error::CudaError;
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{Ntt, MAX_LOG_DOMAIN};
+use crate::profile::Phases;
 use crate::raw::HostRegistration;
 
 /// Settings of a [`CudaBackend`].
@@ -364,7 +365,9 @@ impl GpuBackend for CudaBackend {
         let inner = &*inner;
         let gpu = &inner.gpu;
 
+        let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
         let h_coeffs = inner.ntt.compute_h(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
+        Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
         // Uploads are done: unpin while the device works.
         drop(pinned);
         let h_pending = msm::msm(
@@ -377,11 +380,15 @@ impl GpuBackend for CudaBackend {
             MsmPlan::for_size(want_h),
         )
         .map_err(dev)?;
+        Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
         drop(h_coeffs);
         let g1 = |m: &SplitMsm<'_, G1Affine>| inner.split_msm::<G1>(&inner.bases[&key(m.bases)], m);
         let l_p = g1(&l).map_err(dev)?;
+        Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
         let a_p = g1(&a).map_err(dev)?;
+        Phases::mark(&mut phases, gpu, "A").map_err(dev)?;
         let b_p = g1(&b_g1).map_err(dev)?;
+        Phases::mark(&mut phases, gpu, "B_G1").map_err(dev)?;
         // The B query in G2 (when the scheduler hands it over): the same split MSM
         // over the resident G2 bases, enqueued behind the G1 ones.
         let b2_p = match &b_g2 {
@@ -392,6 +399,9 @@ impl GpuBackend for CudaBackend {
             ),
             None => None,
         };
+        if b2_p.is_some() {
+            Phases::mark(&mut phases, gpu, "B_G2").map_err(dev)?;
+        }
 
         fn pair<C: DeviceCurve>(
             gpu: &Gpu,
@@ -400,6 +410,7 @@ impl GpuBackend for CudaBackend {
             Ok(ones.finish(gpu).map_err(dev)? + tail.finish(gpu).map_err(dev)?)
         }
         let h = h_pending.finish(gpu).map_err(dev)?;
+        Phases::finish(phases).map_err(dev)?;
         Ok(PartitionResult {
             h,
             l: pair(gpu, l_p)?,

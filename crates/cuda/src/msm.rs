@@ -10,11 +10,14 @@
 //! of window sums (c doublings per window, 16 windows at most) runs on the host in
 //! microseconds.
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 use group::Group;
 
 use crate::error::CudaError;
 use crate::gpu::{grid, CurvePoint, DeviceCurve, FrRepr, Gpu, G1};
+use crate::profile::Phases;
 
 /// How scalars are stored on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +40,12 @@ pub struct MsmPlan {
     pub nb: u32,
     /// Segments per window in the bucket reduction.
     pub segs: u32,
+    /// Most points (then partial sums) one thread adds up in the bucket sums.
+    pub piece: u32,
+    /// Cut each bucket into pieces of equal length (at most `piece`) instead of full
+    /// pieces and one short rest, so the threads of a warp, which take neighbouring
+    /// pieces, finish together when buckets hold a few pieces each (wide windows).
+    pub balanced: bool,
 }
 
 impl MsmPlan {
@@ -48,16 +57,30 @@ impl MsmPlan {
             nwin: 256u32.div_ceil(c),
             nb,
             segs: (nb / SEGMENT_LEN).max(1),
+            piece: PIECE,
+            balanced: false,
+        }
+    }
+
+    /// This plan with pieces of at most `piece` points, balanced or not.
+    pub fn with_pieces(self, piece: u32, balanced: bool) -> Self {
+        Self {
+            piece: piece.clamp(2, 1024),
+            balanced,
+            ..self
         }
     }
 
     /// The default window for `n` points: the c that minimises the modelled cost
     /// W·n + W·2^(c-1)·BUCKET_COST with W = ceil(256 / c) windows — one mixed addition
     /// per (term, window) against the per-bucket work of the level sums and the window
-    /// reduction. Only the window count matters for the first term, so c = 17 (still
-    /// 16 windows) never wins over 16, while 20 (13 windows) does at 2^25 and up.
+    /// reduction — up to MAX_WINDOW. Only the window count matters for the first
+    /// term, so a c that buys no fewer windows than c − 1 never wins.
     pub fn for_size(n: usize) -> Self {
         let n = n.max(1) as u64;
+        if n >= WIDE_FROM {
+            return Self::for_window(WIDE_WINDOW).with_pieces(32, true);
+        }
         let cost = |c: u32| {
             let w = 256u64.div_ceil(c as u64);
             w * n + w * (1u64 << (c - 1)) * BUCKET_COST
@@ -65,7 +88,11 @@ impl MsmPlan {
         let c = (MIN_WINDOW..=MAX_WINDOW)
             .min_by_key(|&c| (cost(c), c))
             .unwrap_or(MIN_WINDOW);
-        Self::for_window(c)
+        // Pieces of 32 where buckets hold a few hundred points at most (measured
+        // faster at 2^24, c = 16), 64 where they hold thousands (faster at 2^26).
+        let per_bucket = n >> (c - 1);
+        let piece = if per_bucket <= 512 { 32 } else { PIECE };
+        Self::for_window(c).with_pieces(piece, true)
     }
 
     /// Device bytes the MSM's scratch buffers take for `n` scalars (G1 points).
@@ -84,16 +111,23 @@ impl MsmPlan {
         slots * 4 * 3
             + slots * 4 * 2 * 6
             + entries * 4
-            + (entries / PIECE as u64 + slots) * xyzz
-            + (entries / (PIECE as u64 * PIECE as u64) + 2 * slots) * xyzz
+            + (entries / self.piece as u64 + slots) * xyzz
+            + (entries / (self.piece as u64 * self.piece as u64) + 2 * slots) * xyzz
             + slots * xyzz
             + self.nwin as u64 * self.segs as u64 * xyzz * 2
     }
 }
 
-/// Smallest and largest window the default plan picks.
+/// Smallest and largest window the default plan picks. The H200's sweeps found no
+/// window above 16 faster, at 2^24 or 2^26: the per-bucket work grows with 2^c and
+/// the bucket sums do not shrink with the window count as the model expects (see
+/// NOTES.md), so 16 caps the model's choice.
 const MIN_WINDOW: u32 = 4;
-const MAX_WINDOW: u32 = 21;
+const MAX_WINDOW: u32 = 16;
+/// From 2^25 terms: 13 windows of 20 bits with balanced pieces of 32, the one wide
+/// plan that beat c = 16 on the H200 (713 against 731 ms at 2^26).
+const WIDE_FROM: u64 = 1 << 25;
+const WIDE_WINDOW: u32 = 20;
 /// Work per bucket in mixed-addition units (level sums, gather, the running sums of
 /// the window reduction): fitted to the window sweep on the H200, where c = 17 cost
 /// 12% more than c = 16 at 2^24 for the same window count.
@@ -108,6 +142,69 @@ const FAN: u32 = 32;
 /// Bitmap words (64 bases) per thread in the ones sum.
 const ONES_WORDS_PER_THREAD: u32 = 4;
 
+/// Which G1 bucket-sum kernel runs: how the hot mixed addition is compiled. Which
+/// is fastest depends on the device (register pressure and occupancy against
+/// instruction-cache reach), so all three exist and cuzk-gpu-check times them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SumVariant {
+    /// The formula and its eleven Fq products inlined (155 registers on sm_90).
+    Inline = 0,
+    /// The formula inlined, its products one shared call each.
+    CalledProducts = 1,
+    /// The formula one shared call, its products inlined in it.
+    CalledFormula = 2,
+    /// The formula inlined, its products calls taking references (operands through
+    /// local memory; 111 registers on sm_90: what ran before this choice existed).
+    CalledProductsByRef = 3,
+}
+
+/// u8::MAX: not decided yet (read `CUZK_MSM_SUM`).
+static SUM_VARIANT: AtomicU8 = AtomicU8::new(u8::MAX);
+
+/// Selects the G1 bucket-sum kernel for every later MSM of this process.
+pub fn set_sum_variant(v: SumVariant) {
+    SUM_VARIANT.store(v as u8, Ordering::Relaxed);
+}
+
+/// The G1 bucket-sum kernel in use.
+pub fn sum_variant() -> SumVariant {
+    let v = match SUM_VARIANT.load(Ordering::Relaxed) {
+        u8::MAX => {
+            // CUZK_MSM_SUM: inline, calls, fcall or refs.
+            let v = match std::env::var("CUZK_MSM_SUM").as_deref() {
+                Ok("inline") => SumVariant::Inline,
+                Ok("fcall") => SumVariant::CalledFormula,
+                Ok("calls") => SumVariant::CalledProducts,
+                Ok("refs") => SumVariant::CalledProductsByRef,
+                _ => DEFAULT_SUM_VARIANT,
+            };
+            set_sum_variant(v);
+            return v;
+        }
+        x => x,
+    };
+    match v {
+        0 => SumVariant::Inline,
+        1 => SumVariant::CalledProducts,
+        2 => SumVariant::CalledFormula,
+        _ => SumVariant::CalledProductsByRef,
+    }
+}
+
+/// The default: the fastest of the four on the H200 (192.7 ms at 2^24 and 731 ms at
+/// 2^26 with c = 16, against 199.5 / 757 by reference, 247.5 / 948 inlined and
+/// 361 / 1439 as a called formula; NOTES.md).
+const DEFAULT_SUM_VARIANT: SumVariant = SumVariant::CalledProducts;
+
+fn sum_kernel<C: DeviceCurve>() -> &'static str {
+    match (C::KERNELS.sum_points, sum_variant()) {
+        ("msm_sum_points_g1", SumVariant::CalledProducts) => "msm_sum_points_g1_calls",
+        ("msm_sum_points_g1", SumVariant::CalledFormula) => "msm_sum_points_g1_fcall",
+        ("msm_sum_points_g1", SumVariant::CalledProductsByRef) => "msm_sum_points_g1_refs",
+        (k, _) => k,
+    }
+}
+
 /// An MSM result still on the device.
 #[derive(Debug)]
 pub struct PendingSum<C: DeviceCurve = G1> {
@@ -115,6 +212,8 @@ pub struct PendingSum<C: DeviceCurve = G1> {
     count: usize,
     /// Window bits for a Pippenger result; 0 for a plain sum.
     c: u32,
+    /// Per-phase device times, when profiling is on.
+    phases: Option<Phases>,
 }
 
 impl<C: DeviceCurve> PendingSum<C> {
@@ -122,6 +221,7 @@ impl<C: DeviceCurve> PendingSum<C> {
     /// combines them: Σ_w 2^(c·w) · S_w.
     pub fn finish(self, gpu: &Gpu) -> Result<C::Projective, CudaError> {
         let sums = gpu.download(&self.sums, self.count)?;
+        Phases::finish(self.phases)?;
         let mut acc = C::Projective::identity();
         for s in sums.iter().rev() {
             for _ in 0..self.c {
@@ -288,18 +388,28 @@ fn msm_on<C: DeviceCurve>(
         index_map.map(|m| m.len()),
         plan,
     )?;
-    let MsmPlan { c, nwin, nb, segs } = plan;
+    let MsmPlan {
+        c,
+        nwin,
+        nb,
+        segs,
+        piece,
+        balanced,
+    } = plan;
+    let balanced = u32::from(balanced);
     if n == 0 {
         let sums = gpu.alloc_zeros::<C::Xyzz>(1)?;
         return Ok(PendingSum {
             sums,
             count: 1,
             c: 0,
+            phases: None,
         });
     }
     let slots = (nwin * nb) as usize;
     let nn = n as u32;
     let fmt = format as u32;
+    let mut phases = Phases::start(gpu, || format!("msm n={n} c={c}"))?;
 
     let mut counts = gpu.alloc_zeros::<u32>(slots)?;
     crate::launch!(
@@ -326,6 +436,7 @@ fn msm_on<C: DeviceCurve>(
         &mut cursors,
         &mut entries,
     )?;
+    Phases::mark(&mut phases, gpu, "histogram+scan")?;
     let mut sorted = gpu.alloc_poisoned::<u32>(n * nwin as usize)?;
     // The index map goes in as a raw pointer (0 for none); its guard records the use.
     let (map_ptr, _map_use) = match index_map {
@@ -348,10 +459,10 @@ fn msm_on<C: DeviceCurve>(
         &mut cursors,
         &mut sorted
     )?;
+    Phases::mark(&mut phases, gpu, "scatter")?;
     // Load-balanced bucket sums (see msm.cu): levels of pieces of at most
     // PIECE points until every bucket has one sum.
     let slots32 = slots as u32;
-    let piece = PIECE;
     let mut cnt_prev = counts;
     let mut start_prev = offsets;
     let mut sums_prev: Option<CudaSlice<C::Xyzz>> = None;
@@ -376,7 +487,7 @@ fn msm_on<C: DeviceCurve>(
         match &sums_prev {
             None => crate::launch!(
                 gpu,
-                C::KERNELS.sum_points,
+                sum_kernel::<C>(),
                 grid(bound as usize, 128),
                 bases,
                 &sorted,
@@ -386,6 +497,7 @@ fn msm_on<C: DeviceCurve>(
                 &total,
                 &slots32,
                 &piece,
+                &balanced,
                 &mut out
             )?,
             Some(prev) => crate::launch!(
@@ -399,9 +511,19 @@ fn msm_on<C: DeviceCurve>(
                 &total,
                 &slots32,
                 &piece,
+                &balanced,
                 &mut out
             )?,
         }
+        Phases::mark(
+            &mut phases,
+            gpu,
+            if sums_prev.is_none() {
+                "bucket sums level 1"
+            } else {
+                "bucket sums level 2+"
+            },
+        )?;
         cnt_prev = cnt;
         start_prev = start;
         sums_prev = Some(out);
@@ -426,6 +548,7 @@ fn msm_on<C: DeviceCurve>(
         &mut buckets
     )?;
     drop(sums_last);
+    Phases::mark(&mut phases, gpu, "gather")?;
     let parts = (nwin * segs) as usize;
     let mut partials = gpu.alloc_poisoned::<C::Xyzz>(parts)?;
     crate::launch!(
@@ -439,11 +562,14 @@ fn msm_on<C: DeviceCurve>(
         &mut partials
     )?;
     drop(buckets);
+    Phases::mark(&mut phases, gpu, "bucket segments")?;
     let sums = reduce_groups::<C>(gpu, partials, parts as u32, segs)?;
+    Phases::mark(&mut phases, gpu, "window reduction")?;
     Ok(PendingSum {
         sums,
         count: nwin as usize,
         c,
+        phases,
     })
 }
 
@@ -497,6 +623,7 @@ fn ones_sum_on<C: DeviceCurve>(
         sums,
         count: 1,
         c: 0,
+        phases: None,
     })
 }
 
@@ -528,13 +655,20 @@ mod tests {
         // Small MSMs keep small windows; sizes between grow the window.
         assert!(c(4) <= 6, "2^4 -> c = {}", c(4));
         assert!((14..=16).contains(&c(20)), "2^20 -> c = {}", c(20));
-        // From 2^25 the 13-window plan (c = 20) is the cheapest.
-        assert_eq!(c(26), 20);
+        // Large MSMs take the one wide plan, in balanced pieces of 32.
+        let big = MsmPlan::for_size(1 << 26);
+        assert_eq!((big.c, big.piece, big.balanced), (WIDE_WINDOW, 32, true));
+        assert_eq!(c(24), 16);
+        assert_eq!(MsmPlan::for_size(1 << 24).piece, 32);
         // Never a window that buys no fewer windows than the one below it.
-        for log in 1..=28 {
+        for log in 1..=24 {
             let p = MsmPlan::for_size(1usize << log);
             let fewer = 256u32.div_ceil(p.c - 1);
-            assert!(p.nwin < fewer || p.c == MIN_WINDOW, "2^{log}: c = {} is wasted", p.c);
+            assert!(
+                p.nwin < fewer || p.c == MIN_WINDOW,
+                "2^{log}: c = {} is wasted",
+                p.c
+            );
             assert!(p.c * p.nwin >= 256);
         }
     }

@@ -3,10 +3,12 @@
 //! Domains up to 2^28. A transform of 2^L points runs as ceil(L / 10) passes, each
 //! doing up to 10 radix-2 stages of one chunk of index bits in one kernel launch (see
 //! `kernels/ntt.cu` for the decomposition). Two pass kernels with bit-identical
-//! results: `ntt_r8_dif`/`ntt_r8_dit` (the default) keep 8 elements per thread in
-//! registers and do up to 3 stages between shared-memory exchanges; `ntt_pass` (the
-//! first version, selected by `CUZK_NTT_KERNEL=radix2`, and used for chunks of fewer
-//! than 3 bits) does one stage per exchange. Roots of unity come from two device tables
+//! results: `ntt_pass` (the default) does one radix-2 stage per shared-memory
+//! exchange; `ntt_r8_dif`/`ntt_r8_dit` (`CUZK_NTT_KERNEL=r8`) keep 8 elements per
+//! thread in registers and do up to 3 stages between exchanges. On the H200 the
+//! register kernel measured 1.5× slower (119 against 78 ms at 2^27: 121 registers
+//! and 128-thread blocks leave 16 warps per SM to hide the product's carry chains),
+//! so it stays an option for other devices and for further work. Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
 //!
@@ -59,11 +61,12 @@ pub enum NttKernel {
 }
 
 impl NttKernel {
-    /// The default, or `radix2` when the environment variable `CUZK_NTT_KERNEL` says so.
+    /// The default (radix-2: measured faster on the H200, see NOTES.md), or the one
+    /// the environment variable `CUZK_NTT_KERNEL` names (`r8` or `radix2`).
     pub fn from_env() -> Self {
         match std::env::var("CUZK_NTT_KERNEL").as_deref() {
-            Ok("radix2") => NttKernel::Radix2,
-            _ => NttKernel::Radix8,
+            Ok("r8") => NttKernel::Radix8,
+            _ => NttKernel::Radix2,
         }
     }
 }

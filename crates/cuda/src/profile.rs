@@ -109,7 +109,10 @@ impl Phases {
         REPORTS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Report { what: p.what, phases });
+            .push(Report {
+                what: p.what,
+                phases,
+            });
         Ok(())
     }
 }

@@ -27,7 +27,7 @@ use cuzk_cuda::gpu::{
     xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr, FrRepr, Gpu, Xyzz2Repr,
     XyzzRepr,
 };
-use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat};
+use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
 use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm};
@@ -574,14 +574,26 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             let want = cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?;
             let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
             // The default, an odd window, and the wide windows of large MSMs.
-            for plan in [15, 20, 22]
-                .map(MsmPlan::for_window)
-                .into_iter()
-                .chain([MsmPlan::for_size(n)])
-            {
+            // The default, an odd window, the wide windows of large MSMs, and balanced
+            // pieces (of 64 and of 32 points).
+            for plan in [15, 20, 22].map(MsmPlan::for_window).into_iter().chain([
+                MsmPlan::for_size(n),
+                MsmPlan::for_size(n).with_pieces(64, true),
+                MsmPlan::for_window(20).with_pieces(32, true),
+                MsmPlan::for_window(13).with_pieces(7, true),
+            ]) {
                 let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)?
                     .finish(gpu)?;
-                log.check(&format!("msm {kind} c={} n={n}", plan.c), got == want, "");
+                log.check(
+                    &format!(
+                        "msm {kind} c={} piece={}{} n={n}",
+                        plan.c,
+                        plan.piece,
+                        if plan.balanced { " balanced" } else { "" }
+                    ),
+                    got == want,
+                    "",
+                );
             }
         }
     }
@@ -622,6 +634,36 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             &format!("tail {t}"),
         );
     }
+    // Every bucket-sum kernel (SumVariant) on the same inputs.
+    let default_variant = msm::sum_variant();
+    for n in [33usize, 1 << 12, 1 << 20]
+        .into_iter()
+        .filter(|&n| n <= big)
+    {
+        let scalars = fast_scalars(n, r.next_u64());
+        let want = cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?;
+        let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
+        for v in [
+            SumVariant::Inline,
+            SumVariant::CalledProducts,
+            SumVariant::CalledFormula,
+            SumVariant::CalledProductsByRef,
+        ] {
+            msm::set_sum_variant(v);
+            let got = msm::msm(
+                gpu,
+                &dbases,
+                &ds,
+                n,
+                ScalarFormat::Montgomery,
+                None,
+                MsmPlan::for_size(n),
+            )?
+            .finish(gpu)?;
+            log.check(&format!("msm sum kernel {v:?} n={n}"), got == want, "");
+        }
+    }
+    msm::set_sum_variant(default_variant);
     Ok(())
 }
 
@@ -894,20 +936,59 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool)
             peer,
         );
     }
-    // Window sweeps at 2^24 and 2^26 (or the largest size) for tuning the default.
+    // The bucket-sum kernels (how the hot mixed addition is compiled) at the default
+    // and two fixed windows, then window sweeps, then one profiled run per size: the
+    // numbers that pick msm.rs's defaults.
+    let timed = |n: usize, plan: MsmPlan| {
+        time5(gpu, || {
+            msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?
+                .finish(gpu)
+                .map(|_| ())
+        })
+    };
+    let default_variant = msm::sum_variant();
     for lg in [24u32, 26].map(|l| l.min(max_msm)) {
         let n = 1usize << lg;
+        for v in [
+            SumVariant::Inline,
+            SumVariant::CalledProducts,
+            SumVariant::CalledFormula,
+            SumVariant::CalledProductsByRef,
+        ] {
+            msm::set_sum_variant(v);
+            for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
+                let ms = timed(n, plan)?;
+                log.line(&format!(
+                    "BENCH msm sum kernel {v:?} 2^{lg} c={}: {ms:.2} ms",
+                    plan.c
+                ));
+            }
+        }
+        msm::set_sum_variant(default_variant);
+        for c in [16u32, 19, 20] {
+            for (piece, balanced) in [(64u32, false), (64, true), (32, true), (32, false)] {
+                let plan = MsmPlan::for_window(c).with_pieces(piece, balanced);
+                let ms = timed(n, plan)?;
+                log.line(&format!(
+                    "BENCH msm pieces 2^{lg} c={c} piece={piece} balanced={balanced}: {ms:.2} ms"
+                ));
+            }
+        }
         for c in [16u32, 18, 19, 20, 21, 22] {
             let plan = MsmPlan::for_window(c);
-            let ms = time5(gpu, || {
-                msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?
-                    .finish(gpu)
-                    .map(|_| ())
-            })?;
+            let ms = timed(n, plan)?;
             log.line(&format!(
                 "BENCH msm window sweep 2^{lg} c={c} ({} windows): {ms:.2} ms",
                 plan.nwin
             ));
+        }
+        cuzk_cuda::profile::set_enabled(true);
+        for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
+            msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?.finish(gpu)?;
+        }
+        cuzk_cuda::profile::set_enabled(false);
+        for rep in cuzk_cuda::profile::take() {
+            log.line(&format!("BENCH phases {rep}"));
         }
     }
     drop(bases);
@@ -963,7 +1044,7 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool)
         .into_iter()
         .filter(|(l, _)| *l <= max_ntt)
     {
-        // The table rows are the default (register) kernel; BENCH lines compare.
+        // The table rows are the default kernel; BENCH lines compare both.
         for kernel in [NttKernel::Radix2, NttKernel::Radix8] {
             ntt.set_kernel(kernel);
             let r = (|| -> Result<(f64, f64, f64)> {
@@ -978,9 +1059,9 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool)
             log.line(&format!(
                 "BENCH ntt {kn} 2^{lg}: fwd {ms:.3} ms, dif-only {dif:.3} ms, dit-only {dit:.3} ms"
             ));
-            if kernel == NttKernel::Radix8 {
+            if kernel == NttKernel::from_env() {
                 log.row(
-                    "NTT fwd (r8 kernel)",
+                    &format!("NTT fwd ({kn} kernel)"),
                     &format!("2^{lg}"),
                     ms,
                     format!("{:.2} ns/elem", ms * 1e6 / (1u64 << lg) as f64),
@@ -1078,7 +1159,12 @@ fn cycle_bases(distinct: &[G1Affine], len: usize) -> Vec<G1Affine> {
 /// 328 public inputs, aux ≈ 99.9% of the domain, A holding 99.7% of the aux, B 25.4%
 /// and only ONE among the inputs. Timed twice: with a, b, c page-locked by the call
 /// itself, and with them registered beforehand (the engine's pre-staging).
-fn bench_partition(backend: &CudaBackend, log: &Log, pool: &Arc<rayon::ThreadPool>, lg: u32) -> Result<()> {
+fn bench_partition(
+    backend: &CudaBackend,
+    log: &Log,
+    pool: &Arc<rayon::ThreadPool>,
+    lg: u32,
+) -> Result<()> {
     let t = Instant::now();
     let mut r = rng(7 + lg as u64);
     let n = 1usize << lg;
@@ -1119,7 +1205,8 @@ fn bench_partition(backend: &CudaBackend, log: &Log, pool: &Arc<rayon::ThreadPoo
         "  partition 2^{lg}: inputs made in {:.1?}; tails L/A/B = {:?}, bases {:.1} GiB",
         t.elapsed(),
         tails,
-        (h_bases.len() + l_bases.len() + a_bases.len() + b_bases.len()) as f64 * 96.0 / (1u64 << 30) as f64
+        (h_bases.len() + l_bases.len() + a_bases.len() + b_bases.len()) as f64 * 96.0
+            / (1u64 << 30) as f64
     ));
     let job = || cuzk_gpu_backend::PartitionJobRef {
         abc: cuzk_gpu_backend::AbcRef {
@@ -1183,13 +1270,24 @@ fn bench_partition(backend: &CudaBackend, log: &Log, pool: &Arc<rayon::ThreadPoo
             .map_err(|e| anyhow!("{e}"))?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    cuzk_cuda::profile::set_enabled(true);
+    backend
+        .prove_partition_ref(job())
+        .map_err(|e| anyhow!("{e}"))?;
+    cuzk_cuda::profile::set_enabled(false);
+    for rep in cuzk_cuda::profile::take() {
+        log.line(&format!("BENCH phases {rep}"));
+    }
     drop(regs);
     let ms = median(times);
     log.row(
         "PoRep-shaped partition, GPU region (a, b, c pre-staged)",
         &format!("2^{lg}"),
         ms,
-        format!("{:.2} ns/constraint; pinning took {pin_ms:.0} ms", ms * 1e6 / n as f64),
+        format!(
+            "{:.2} ns/constraint; pinning took {pin_ms:.0} ms",
+            ms * 1e6 / n as f64
+        ),
         "-",
     );
     backend.evict_bases();
