@@ -1,7 +1,7 @@
 //! Every GPU correctness check and benchmark of the CUDA backend in one run.
 //!
 //! ```text
-//! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check]
+//! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check] [--table-only]
 //!                [--skip fields,ntt,h,msm,g2,partition,partition-bench]
 //! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
 //! ```
@@ -909,7 +909,16 @@ fn time5(gpu: &Gpu, mut f: impl FnMut() -> Result<(), CudaError>) -> Result<f64>
     Ok(median(v))
 }
 
-fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool) -> Result<()> {
+/// `table_only`: the table's rows without the tuning sweeps (sum kernels, pieces,
+/// windows, profiles, the CPU G2 context, the other NTT kernel).
+fn bench(
+    gpu: &Gpu,
+    ntt: &Ntt,
+    log: &Log,
+    pool: &rayon::ThreadPool,
+    quick: bool,
+    table_only: bool,
+) -> Result<()> {
     let mut r = rng(6);
     // MSM: 2^16 distinct points replicated on the device; random scalars.
     let max_msm = if quick { 22 } else { 26 };
@@ -947,7 +956,8 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool)
         })
     };
     let default_variant = msm::sum_variant();
-    for lg in [24u32, 26].map(|l| l.min(max_msm)) {
+    let sweeps = if table_only { vec![] } else { vec![24u32, 26] };
+    for lg in sweeps.into_iter().map(|l| l.min(max_msm)) {
         let n = 1usize << lg;
         for v in [
             SumVariant::Inline,
@@ -1022,7 +1032,12 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool)
         .into_par_iter()
         .map(|i| distinct2[i % distinct2.len()])
         .collect();
-    for lg in [20usize, 22] {
+    let context = if table_only {
+        vec![]
+    } else {
+        vec![20usize, 22]
+    };
+    for lg in context {
         let n = 1usize << lg;
         let t = Instant::now();
         cuzk_msm_cpu::msm_g2(&host_bases[..n], &host_scalars[..n], pool)?;
@@ -1046,6 +1061,9 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool)
     {
         // The table rows are the default kernel; BENCH lines compare both.
         for kernel in [NttKernel::Radix2, NttKernel::Radix8] {
+            if table_only && kernel != NttKernel::from_env() {
+                continue;
+            }
             ntt.set_kernel(kernel);
             let r = (|| -> Result<(f64, f64, f64)> {
                 let full = time5(gpu, || ntt.ntt(gpu, &mut d, lg, Direction::Forward, false))?;
@@ -1069,8 +1087,8 @@ fn bench(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, quick: bool)
                 );
             }
         }
-        // Each pass of the register kernel alone (where the time goes).
-        if lg == 24 || lg == 27 {
+        // Each pass of the kernel alone (where the time goes).
+        if !table_only && (lg == 24 || lg == 27) {
             for (i, (lo, k, c, _)) in Ntt::passes(lg).into_iter().enumerate() {
                 let dif = time5(gpu, || {
                     ntt.run_pass(gpu, &mut d, lg, i, false, Direction::Forward)
@@ -1313,6 +1331,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let table_only = args.iter().any(|a| a == "--table-only");
     let no_bench = args.iter().any(|a| a == "--no-bench");
     let no_check = args.iter().any(|a| a == "--no-check");
     // --skip fields,ntt,h,msm,partition: leave sections out of this visit.
@@ -1396,7 +1415,7 @@ fn main() -> Result<()> {
     if !no_bench {
         section(
             "bench",
-            backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, &pool, quick)),
+            backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, &pool, quick, table_only)),
         );
     }
     if !no_bench && on("partition-bench") {
