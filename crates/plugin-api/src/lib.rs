@@ -54,7 +54,7 @@ pub mod repr;
 pub mod stages;
 
 pub use error::{AbiError, ErrorCode};
-pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, ThrottlePlugin};
+pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, StageGuard, ThrottlePlugin};
 pub use module::*;
 pub use params::{Param, ParamDoc, Params};
 pub use repr::*;
@@ -65,6 +65,14 @@ pub use abi_stable;
 
 /// The ABI this crate defines. A host loads only plugins that declare the same
 /// number. Appending fields to a module does not change it; anything else does.
+///
+/// Additions within version 1 (each optional: a plugin built before lacks the
+/// fields, the host sees `None` and falls back, and an older host never reads
+/// them):
+///
+/// - `BackendMod::{prove_partition_ref, stage, unstage}` (pre-staging: a backend
+///   pins `a, b, c` before the host's GPU lock; `a, b, c` are then lent to the
+///   call instead of handed over).
 pub const ABI_VERSION: u32 = 1;
 
 /// The curve every cuzk plugin computes over.
