@@ -37,7 +37,8 @@
 //! limbs in Montgomery form, exactly blst's layout (see [`repr`]); bases and split
 //! scalars cross as borrowed slices (no copy), and the `a, b, c` evaluations as
 //! host-owned [`RVec`](abi_stable::std_types::RVec)s that the backend may drop (that
-//! is, free on the host's allocator) as soon as it no longer needs them.
+//! is, free on the host's allocator) as soon as it no longer needs them, or lent as
+//! slices (`prove_partition_ref`, for a partition the host staged beforehand).
 //!
 //! Architecture invariant: this crate holds types and the glue to export them; no
 //! policy, no arithmetic. It is an API boundary: changing a prefix field or a type
