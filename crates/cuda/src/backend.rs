@@ -7,7 +7,7 @@ use blstrs::{G1Affine, G2Affine};
 use cudarc::driver::{CudaContext, CudaSlice};
 use cuzk_gpu_backend::{
     AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
-    PartitionResult, SplitMsm,
+    PartitionResult, SplitMsm, Staged,
 };
 
 use crate::error::CudaError;
@@ -277,9 +277,58 @@ fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), Backen
     Ok(())
 }
 
+impl CudaBackend {
+    /// Page-locks those of `a, b, c` long enough to be worth it (`PIN_MIN_LEN`);
+    /// ranges registered already (by a `stage` guard) are skipped and not owned.
+    ///
+    /// # Safety
+    ///
+    /// `abc` must stay allocated and unmoved until every returned registration is
+    /// dropped.
+    unsafe fn pin(&self, abc: AbcRef<'_>) -> Result<Vec<HostRegistration>, CudaError> {
+        let mut pinned = Vec::new();
+        for v in [abc.a, abc.b, abc.c] {
+            if v.len() >= crate::ntt::PIN_MIN_LEN {
+                // SAFETY: the caller's contract.
+                if let Some(r) = unsafe { HostRegistration::new(&self.ctx, scalars_as_bytes(v)) }? {
+                    pinned.push(r);
+                }
+            }
+        }
+        Ok(pinned)
+    }
+}
+
 impl GpuBackend for CudaBackend {
     fn capabilities(&self) -> Capabilities {
         self.caps.clone()
+    }
+
+    /// Page-locks `a, b, c` (the same `PIN_MIN_LEN` rule as `prove_partition_ref`),
+    /// so the pinning runs before the caller's GPU lock; `prove_partition_ref` then
+    /// finds the ranges registered and skips them. The guard unregisters them.
+    fn stage(&self, abc: AbcRef<'_>) -> Result<Staged, BackendError> {
+        if !abc.is_consistent() {
+            return Err(BackendError::AbcShape {
+                a: abc.a.len(),
+                b: abc.b.len(),
+                c: abc.c.len(),
+            });
+        }
+        // SAFETY: `GpuBackend::stage`'s contract: the caller keeps `a, b, c`
+        // allocated and unmoved until it drops the returned guard, which owns the
+        // registrations and is the only thing that unregisters them.
+        let pinned = unsafe { self.pin(abc) }.map_err(dev)?;
+        if pinned.is_empty() {
+            return Ok(Staged::none());
+        }
+        let ctx = Arc::clone(&self.ctx);
+        Ok(Staged::new(move || {
+            // The guard may be dropped on another thread than the one that
+            // registered: make the context current there for the unregister calls.
+            let _ = ctx.bind_to_thread();
+            drop(pinned);
+        }))
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
@@ -347,18 +396,12 @@ impl GpuBackend for CudaBackend {
         } = job;
         // Page-lock a, b, c before taking the device (phase 9 of the C2 history): the
         // pinning of ~12 GiB overlaps another partition's GPU work, and compute_h's
-        // own registration finds the ranges registered and skips it.
-        let mut pinned = Vec::new();
-        for v in [abc.a, abc.b, abc.c] {
-            if v.len() >= crate::ntt::PIN_MIN_LEN {
-                // SAFETY: the borrowed `abc` outlives this call, and `pinned` is
-                // dropped within it (explicitly below, or on an early return).
-                pinned.push(
-                    unsafe { HostRegistration::new(&self.ctx, scalars_as_bytes(v)) }
-                        .map_err(dev)?,
-                );
-            }
-        }
+        // own registration finds the ranges registered and skips it. When the caller
+        // staged them (`stage`, before its GPU lock) they are registered already and
+        // this registers nothing.
+        // SAFETY: the borrowed `abc` outlives this call, and `pinned` is dropped
+        // within it (explicitly below, or on an early return).
+        let pinned = unsafe { self.pin(abc) }.map_err(dev)?;
         let mut inner = self.lock();
         let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
         inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], &g2_sets, working)?;

@@ -4,10 +4,11 @@
 //! engine (bellperson's verifier) and checked again here.
 
 use std::{
+    collections::HashSet,
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc, OnceLock,
+        Arc, Mutex, OnceLock,
     },
     time::Instant,
 };
@@ -18,8 +19,9 @@ use cuzk::pipeline::{job, to_bellperson, BellpersonVerifier, PartitionInput};
 use cuzk_alloc::InlineDealloc;
 use cuzk_circuits::MulChain;
 use cuzk_gpu_backend::{
-    lock::{GpuLock, NoLock, SingleLock, SplitLock},
-    BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob, PartitionResult,
+    lock::{GpuLock, LockGuard, NoLock, Region, SingleLock, SplitLock},
+    AbcRef, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob, PartitionJobRef,
+    PartitionResult, Staged,
 };
 use cuzk_plugin_host::{PluginSpec, SearchPath};
 use cuzk_scheduler::{
@@ -430,4 +432,282 @@ fn timeline_records_every_stage_of_every_partition() {
     assert_eq!(a.unfinished, 0);
     let line = events[0].timeline_line();
     assert!(line.starts_with("TIMELINE,"), "{line}");
+}
+
+// ---------------------------------------------------------------------------
+// Pre-staging: a backend may prepare a, b, c before the GPU lock is taken.
+
+/// A GPU lock that notes which thread holds each device, around a `SingleLock`.
+struct NotingLock {
+    inner: SingleLock,
+    holder: Arc<Mutex<Option<std::thread::ThreadId>>>,
+}
+
+impl GpuLock for NotingLock {
+    fn partition(&self, device: usize) -> LockGuard {
+        let g = self.inner.partition(device);
+        *self.holder.lock().unwrap() = Some(std::thread::current().id());
+        let holder = Arc::clone(&self.holder);
+        LockGuard::new(g.waited(), move || {
+            *holder.lock().unwrap() = None;
+            drop(g);
+        })
+    }
+    fn region(&self, device: usize, region: Region) -> LockGuard {
+        self.inner.region(device, region)
+    }
+}
+
+/// What the staging backend saw, in order: the call and whether the calling
+/// thread held the GPU lock then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Stage { locked: bool },
+    ProveRef { locked: bool, staged: bool },
+    ProveOwned,
+    Unstage { locked: bool },
+}
+
+/// The CPU backend with a recording `stage` (or one that fails, or panics).
+struct Staging {
+    inner: Arc<dyn GpuBackend>,
+    holder: Arc<Mutex<Option<std::thread::ThreadId>>>,
+    /// (thread, call) in order.
+    calls: Arc<Mutex<Vec<(std::thread::ThreadId, Call)>>>,
+    /// Addresses of the `a` vectors staged now.
+    staged: Arc<Mutex<HashSet<usize>>>,
+    fail: Option<&'static str>,
+}
+
+impl Staging {
+    fn new(fail: Option<&'static str>) -> Self {
+        Self {
+            inner: cpu_backend(),
+            holder: Arc::default(),
+            calls: Arc::default(),
+            staged: Arc::default(),
+            fail,
+        }
+    }
+
+    fn locked(holder: &Mutex<Option<std::thread::ThreadId>>) -> bool {
+        *holder.lock().unwrap() == Some(std::thread::current().id())
+    }
+
+    fn note(&self, call: Call) {
+        let me = std::thread::current().id();
+        self.calls.lock().unwrap().push((me, call));
+    }
+}
+
+impl GpuBackend for Staging {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn stage(&self, abc: AbcRef<'_>) -> Result<Staged, BackendError> {
+        match self.fail {
+            Some("error") => return Err(BackendError::Device("could not pin".into())),
+            Some(_) => panic!("the backend panicked while staging"),
+            None => {}
+        }
+        self.note(Call::Stage {
+            locked: Self::locked(&self.holder),
+        });
+        let a = abc.a.as_ptr() as usize;
+        self.staged.lock().unwrap().insert(a);
+        let (holder, calls, staged) = (
+            Arc::clone(&self.holder),
+            Arc::clone(&self.calls),
+            Arc::clone(&self.staged),
+        );
+        Ok(Staged::new(move || {
+            staged.lock().unwrap().remove(&a);
+            let locked = Self::locked(&holder);
+            let me = std::thread::current().id();
+            calls.lock().unwrap().push((me, Call::Unstage { locked }));
+        }))
+    }
+
+    fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        self.note(Call::ProveOwned);
+        self.inner.prove_partition(job)
+    }
+
+    fn prove_partition_ref(
+        &self,
+        job: PartitionJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        let staged = self
+            .staged
+            .lock()
+            .unwrap()
+            .contains(&(job.abc.a.as_ptr() as usize));
+        self.note(Call::ProveRef {
+            locked: Self::locked(&self.holder),
+            staged,
+        });
+        self.inner.prove_partition_ref(job)
+    }
+}
+
+/// Every job's proofs, with the engine given.
+fn proofs_of(engine: &Engine, jobs: usize, partitions: usize) -> Vec<Vec<cuzk::ProofPoints>> {
+    let handles: Vec<_> = (0..jobs)
+        .map(|j| engine.submit(make_job(j, partitions)))
+        .collect();
+    handles
+        .into_iter()
+        .enumerate()
+        .map(|(j, h)| {
+            let out = h.wait().unwrap_or_else(|e| panic!("job {j} failed: {e}"));
+            assert!(out.verified);
+            check_proofs(j, &out.proofs);
+            out.proofs
+        })
+        .collect()
+}
+
+#[test]
+fn the_engine_stages_before_the_gpu_lock_and_unstages_after_the_call() {
+    let backend = Arc::new(Staging::new(None));
+    let holder = Arc::clone(&backend.holder);
+    let policies = Policies {
+        backend: backend.clone(),
+        lock: Arc::new(NotingLock {
+            inner: SingleLock::new(),
+            holder,
+        }),
+        ..in_process(Arc::new(NoLock))
+    };
+    let rec = recorder();
+    // Two GPU workers: one stages while the other holds the lock.
+    let engine = Engine::start(small_config(), policies, rec.clone()).unwrap();
+    let staged_proofs = proofs_of(&engine, 3, 2);
+    drop(engine);
+
+    let calls = backend.calls.lock().unwrap().clone();
+    // Per GPU worker thread: stage (unlocked) → prove_ref (locked, staged) →
+    // unstage (unlocked), once per partition, never the owned call.
+    let threads: HashSet<_> = calls.iter().map(|(t, _)| *t).collect();
+    let mut partitions = 0;
+    for t in threads {
+        let mine: Vec<Call> = calls
+            .iter()
+            .filter(|(u, _)| *u == t)
+            .map(|(_, c)| *c)
+            .collect();
+        assert_eq!(mine.len() % 3, 0, "{mine:?}");
+        for c in mine.chunks(3) {
+            assert_eq!(
+                c,
+                [
+                    Call::Stage { locked: false },
+                    Call::ProveRef {
+                        locked: true,
+                        staged: true
+                    },
+                    Call::Unstage { locked: false },
+                ],
+                "{mine:?}"
+            );
+            partitions += 1;
+        }
+    }
+    assert_eq!(partitions, 6);
+    assert!(backend.staged.lock().unwrap().is_empty());
+
+    // One STAGED event per partition, before its lock wait.
+    let events = rec.events();
+    let staged: Vec<_> = events
+        .iter()
+        .filter(|e| e.event == EventKind::Staged)
+        .collect();
+    assert_eq!(staged.len(), 6);
+    for s in &staged {
+        assert!(s.detail.starts_with("ms="), "{}", s.detail);
+        let wait = events
+            .iter()
+            .find(|e| {
+                e.event == EventKind::LockWaitStart && e.job == s.job && e.partition == s.partition
+            })
+            .expect("a lock wait after staging");
+        assert!(wait.ms >= s.ms);
+    }
+
+    // The same proofs, byte for byte, as the unstaged engine.
+    let engine = Engine::start(
+        small_config(),
+        in_process(Arc::new(SingleLock::new())),
+        recorder(),
+    )
+    .unwrap();
+    assert_eq!(proofs_of(&engine, 3, 2), staged_proofs);
+}
+
+#[test]
+fn a_staging_error_or_panic_does_not_fail_the_partition() {
+    for fail in ["error", "panic"] {
+        let backend = Arc::new(Staging::new(Some(fail)));
+        let policies = Policies {
+            backend: backend.clone(),
+            ..in_process(Arc::new(SingleLock::new()))
+        };
+        let rec = recorder();
+        let engine = Engine::start(small_config(), policies, rec.clone()).unwrap();
+        run_jobs(&engine, 2, 2);
+        drop(engine);
+        // Unstaged: the a, b, c were handed over.
+        let calls = backend.calls.lock().unwrap();
+        assert_eq!(calls.len(), 4, "{fail}: {calls:?}");
+        assert!(calls.iter().all(|(_, c)| *c == Call::ProveOwned));
+        let failed = rec
+            .events()
+            .iter()
+            .filter(|e| e.event == EventKind::Staged && e.detail.contains("failed"))
+            .count();
+        assert_eq!(failed, 4, "{fail}");
+    }
+}
+
+#[test]
+fn the_single_path_prover_stages_around_the_backend_call() {
+    let f = fixture();
+    let prove = |backend: Arc<dyn GpuBackend>| {
+        let engine = cuzk::Engine::new(cuzk::EngineConfig {
+            synth_threads: 2,
+            b_g2_threads: 1,
+            backend: Some(backend),
+            ..Default::default()
+        })
+        .unwrap();
+        let c = MulChain::new(LOG, 2, Some(seed(0, 0))).unwrap();
+        let mut g = ChaCha20Rng::seed_from_u64(seed(0, 0));
+        let (r, s) = (Scalar::random(&mut g), Scalar::random(&mut g));
+        let p = engine
+            .prove_compiled(&f.r1cs, c, &&f.params, r, s)
+            .unwrap()
+            .proof;
+        let mut bytes = Vec::new();
+        p.write(&mut bytes).unwrap();
+        bytes
+    };
+    let staging = Arc::new(Staging::new(None));
+    let staged = prove(staging.clone());
+    let calls: Vec<Call> = staging.calls.lock().unwrap().iter().map(|c| c.1).collect();
+    assert_eq!(
+        calls,
+        [
+            Call::Stage { locked: false },
+            Call::ProveRef {
+                locked: false,
+                staged: true
+            },
+            Call::Unstage { locked: false },
+        ]
+    );
+    for fail in ["error", "panic"] {
+        assert_eq!(prove(Arc::new(Staging::new(Some(fail)))), staged, "{fail}");
+    }
+    assert_eq!(prove(cpu_backend()), staged);
 }

@@ -3,10 +3,13 @@
 //! `extern "C"` module the host loads, catching panics and checking parameters at
 //! the edge. The traits never cross the boundary; only the modules do.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use abi_stable::prefix_type::PrefixTypeTrait;
-use abi_stable::std_types::{RNone, ROption, RResult, RSlice, RSome};
+use abi_stable::std_types::{RNone, ROption, RResult, RSlice, RSome, RVec};
 
 use crate::module::*;
 use crate::{AbiError, ErrorCode, Param, ParamDoc, Params, ABI_VERSION};
@@ -29,6 +32,55 @@ pub trait BackendPlugin: Sized + Send + Sync + 'static {
     fn release_bases(&self, _id: u64) -> Result<(), AbiError> {
         Ok(())
     }
+    /// `prove_partition` with `a, b, c` lent (the host keeps them). Default: copies
+    /// them into vectors of this library and calls `prove_partition`; a backend
+    /// that only reads them (a GPU uploads them) overrides it and saves the copy.
+    fn prove_partition_ref(&self, job: PartitionJobRefC<'_>) -> Result<PartitionResultC, AbiError> {
+        let PartitionJobRefC {
+            abc,
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            resident,
+        } = job;
+        let copy = |v: RSlice<'_, crate::ScalarRepr>| RVec::from(v.as_slice().to_vec());
+        self.prove_partition(PartitionJobC {
+            abc: AbcC {
+                a: copy(abc.a),
+                b: copy(abc.b),
+                c: copy(abc.c),
+            },
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            resident,
+        })
+    }
+    /// Prepares `a, b, c` for the `prove_partition_ref` that will use them, before
+    /// the host takes its GPU lock (see [`BackendMod::stage`]); the returned guard
+    /// undoes it when dropped, which the glue does when the host calls `unstage`.
+    /// The host keeps `a, b, c` allocated and unmoved until then. Default: nothing
+    /// staged. A guard's drop should not panic (if it does, the glue contains it).
+    fn stage(&self, _abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
+        Ok(None)
+    }
+}
+
+/// What [`BackendPlugin::stage`] returns: anything whose drop undoes the staging.
+pub type StageGuard = Box<dyn Send>;
+
+/// A backend instance as the glue keeps it: the plugin and its outstanding
+/// stagings, token → guard. The stagings are declared first so that a host that
+/// destroys the instance without unstaging still undoes them before the backend
+/// goes.
+struct Hosted<T> {
+    staged: Mutex<HashMap<u64, StageGuard>>,
+    next_token: AtomicU64,
+    plugin: T,
 }
 
 /// A deallocation policy (see [`DeallocMod`]).
@@ -107,20 +159,37 @@ mod backend {
     pub extern "C" fn instantiate<T: BackendPlugin>(
         p: RSlice<'_, Param<'_>>,
     ) -> RResult<Instance, AbiError> {
-        super::instantiate(p, T::PARAMS, T::new)
+        super::instantiate(p, T::PARAMS, |params| {
+            Ok(Hosted {
+                staged: Mutex::new(HashMap::new()),
+                // 0 means "nothing staged".
+                next_token: AtomicU64::new(1),
+                plugin: T::new(params)?,
+            })
+        })
+    }
+    /// # Safety
+    ///
+    /// `i` must be an instance of this module (made by `instantiate::<T>`).
+    unsafe fn hosted<T>(i: &Instance) -> &Hosted<T> {
+        // SAFETY: caller's contract: instantiate::<T> boxed a Hosted<T>.
+        unsafe { this::<Hosted<T>>(i) }
+    }
+    pub extern "C" fn destroy<T: BackendPlugin>(instance: Instance) {
+        super::destroy::<Hosted<T>>(instance)
     }
     pub extern "C" fn capabilities<T: BackendPlugin>(
         i: &Instance,
     ) -> RResult<BackendCaps, AbiError> {
         // SAFETY: the host passes back instances of this module only.
-        guard(|| unsafe { this::<T>(i) }.capabilities())
+        guard(|| unsafe { hosted::<T>(i) }.plugin.capabilities())
     }
     pub extern "C" fn prove_partition<T: BackendPlugin>(
         i: &Instance,
         job: PartitionJobC<'_>,
     ) -> RResult<PartitionResultC, AbiError> {
         // SAFETY: as above.
-        guard(|| unsafe { this::<T>(i) }.prove_partition(job))
+        guard(|| unsafe { hosted::<T>(i) }.plugin.prove_partition(job))
     }
     pub extern "C" fn upload_bases<T: BackendPlugin>(
         i: &Instance,
@@ -129,14 +198,64 @@ mod backend {
         bases: BasesC<'_>,
     ) -> RResult<(), AbiError> {
         // SAFETY: as above.
-        guard(|| unsafe { this::<T>(i) }.upload_bases(id, query, bases))
+        guard(|| {
+            unsafe { hosted::<T>(i) }
+                .plugin
+                .upload_bases(id, query, bases)
+        })
     }
     pub extern "C" fn release_bases<T: BackendPlugin>(
         i: &Instance,
         id: u64,
     ) -> RResult<(), AbiError> {
         // SAFETY: as above.
-        guard(|| unsafe { this::<T>(i) }.release_bases(id))
+        guard(|| unsafe { hosted::<T>(i) }.plugin.release_bases(id))
+    }
+    pub extern "C" fn prove_partition_ref<T: BackendPlugin>(
+        i: &Instance,
+        job: PartitionJobRefC<'_>,
+    ) -> RResult<PartitionResultC, AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { hosted::<T>(i) }.plugin.prove_partition_ref(job))
+    }
+    pub extern "C" fn stage<T: BackendPlugin>(
+        i: &Instance,
+        abc: AbcRefC<'_>,
+    ) -> RResult<u64, AbiError> {
+        guard(|| {
+            // SAFETY: as above.
+            let h = unsafe { hosted::<T>(i) };
+            let Some(g) = h.plugin.stage(abc)? else {
+                return Ok(0);
+            };
+            let token = h.next_token.fetch_add(1, Ordering::Relaxed);
+            h.staged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(token, g);
+            Ok(token)
+        })
+    }
+    pub extern "C" fn unstage<T: BackendPlugin>(i: &Instance, token: u64) -> RResult<(), AbiError> {
+        guard(|| {
+            // SAFETY: as above.
+            let h = unsafe { hosted::<T>(i) };
+            let g = h
+                .staged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&token);
+            match g {
+                // Dropped outside the map's lock; a panic in it is caught by `guard`.
+                Some(g) => {
+                    drop(g);
+                    Ok(())
+                }
+                None => Err(AbiError::other(format!(
+                    "unstage: no staging with token {token}"
+                ))),
+            }
+        })
     }
 }
 
@@ -260,11 +379,14 @@ pub fn backend_root<T: BackendPlugin>(
 ) -> PluginMod_Ref {
     let m = BackendMod {
         instantiate: backend::instantiate::<T>,
-        destroy: destroy::<T>,
+        destroy: backend::destroy::<T>,
         capabilities: backend::capabilities::<T>,
         prove_partition: backend::prove_partition::<T>,
         upload_bases: backend::upload_bases::<T>,
         release_bases: backend::release_bases::<T>,
+        prove_partition_ref: backend::prove_partition_ref::<T>,
+        stage: backend::stage::<T>,
+        unstage: backend::unstage::<T>,
     }
     .leak_into_prefix();
     let c = Common {

@@ -37,7 +37,8 @@
 //! limbs in Montgomery form, exactly blst's layout (see [`repr`]); bases and split
 //! scalars cross as borrowed slices (no copy), and the `a, b, c` evaluations as
 //! host-owned [`RVec`](abi_stable::std_types::RVec)s that the backend may drop (that
-//! is, free on the host's allocator) as soon as it no longer needs them.
+//! is, free on the host's allocator) as soon as it no longer needs them, or lent as
+//! slices (`prove_partition_ref`, for a partition the host staged beforehand).
 //!
 //! Architecture invariant: this crate holds types and the glue to export them; no
 //! policy, no arithmetic. It is an API boundary: changing a prefix field or a type
@@ -54,7 +55,7 @@ pub mod repr;
 pub mod stages;
 
 pub use error::{AbiError, ErrorCode};
-pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, ThrottlePlugin};
+pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, StageGuard, ThrottlePlugin};
 pub use module::*;
 pub use params::{Param, ParamDoc, Params};
 pub use repr::*;
@@ -65,6 +66,14 @@ pub use abi_stable;
 
 /// The ABI this crate defines. A host loads only plugins that declare the same
 /// number. Appending fields to a module does not change it; anything else does.
+///
+/// Additions within version 1 (each optional: a plugin built before lacks the
+/// fields, the host sees `None` and falls back, and an older host never reads
+/// them):
+///
+/// - `BackendMod::{prove_partition_ref, stage, unstage}` (pre-staging: a backend
+///   pins `a, b, c` before the host's GPU lock; `a, b, c` are then lent to the
+///   call instead of handed over).
 pub const ABI_VERSION: u32 = 1;
 
 /// The curve every cuzk plugin computes over.

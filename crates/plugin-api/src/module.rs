@@ -169,6 +169,29 @@ pub struct BackendMod {
     /// Drops everything resident under `id`.
     #[sabi(last_prefix_field)]
     pub release_bases: extern "C" fn(instance: &Instance, id: u64) -> RResult<(), AbiError>,
+
+    // Appended in ABI 1 without changing it (pre-staging). A plugin built before
+    // lacks them: their accessors return `None` and the host falls back to
+    // `prove_partition` and no staging. Always present together in a plugin built
+    // with `export_plugin!`.
+    /// `prove_partition` with `a, b, c` lent rather than handed over: the host
+    /// keeps (and later frees) them, as it must for a partition it staged.
+    #[sabi(missing_field(option))]
+    pub prove_partition_ref: extern "C" fn(
+        instance: &Instance,
+        job: PartitionJobRefC<'_>,
+    ) -> RResult<PartitionResultC, AbiError>,
+    /// Prepares `a, b, c` for a later `prove_partition_ref` on them (a GPU backend
+    /// page-locks them) *before* the host takes its GPU lock. Returns a token for
+    /// `unstage`, or 0 when nothing was staged (then `unstage` is not called). The
+    /// host keeps `a, b, c` allocated and unmoved until `unstage` returns, and calls
+    /// it after the backend call that used them. Staging is an optimisation: the
+    /// host goes on unstaged after an error.
+    #[sabi(missing_field(option))]
+    pub stage: extern "C" fn(instance: &Instance, abc: AbcRefC<'_>) -> RResult<u64, AbiError>,
+    /// Undoes the staging `token` names; called once per non-zero token.
+    #[sabi(missing_field(option))]
+    pub unstage: extern "C" fn(instance: &Instance, token: u64) -> RResult<(), AbiError>,
 }
 
 /// What a backend offers.
@@ -257,6 +280,30 @@ pub struct PartitionJobC<'a> {
     pub b_g2: ROption<SplitMsmC<'a, G2AffineRepr>>,
     /// The parameter-set id whose bases the backend holds resident (`upload_bases`),
     /// if any; the slices above are the same bases and may then be ignored.
+    pub resident: ROption<u64>,
+}
+
+/// `a, b, c` evaluations borrowed from the host (`stage`, `prove_partition_ref`).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct AbcRefC<'a> {
+    pub a: RSlice<'a, ScalarRepr>,
+    pub b: RSlice<'a, ScalarRepr>,
+    pub c: RSlice<'a, ScalarRepr>,
+}
+
+/// [`PartitionJobC`] with `a, b, c` lent: `cuzk_gpu_backend::PartitionJobRef`
+/// across the boundary.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct PartitionJobRefC<'a> {
+    pub abc: AbcRefC<'a>,
+    pub h_bases: RSlice<'a, G1AffineRepr>,
+    pub l: SplitMsmC<'a, G1AffineRepr>,
+    pub a: SplitMsmC<'a, G1AffineRepr>,
+    pub b_g1: SplitMsmC<'a, G1AffineRepr>,
+    pub b_g2: ROption<SplitMsmC<'a, G2AffineRepr>>,
+    /// As in [`PartitionJobC::resident`].
     pub resident: ROption<u64>,
 }
 

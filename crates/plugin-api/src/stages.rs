@@ -13,13 +13,38 @@ use abi_stable::std_types::{RSome, RString};
 use blstrs::{G1Affine, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::Density;
 use cuzk_gpu_backend::{
-    AbcRef, BackendError, Capabilities, PartitionJobRef, PartitionResult, SplitMsm, SplitScalars,
+    AbcRef, BackendError, Capabilities, GpuBackend, PartitionJobRef, PartitionResult, SplitMsm,
+    SplitScalars,
 };
 
 use crate::{
-    AbcC, AbiError, BackendCaps, DeviceInfoC, ErrorCode, PartitionJobC, PartitionResultC, Repr,
-    SplitMsmC, CURVE,
+    AbcC, AbcRefC, AbiError, BackendCaps, DeviceInfoC, ErrorCode, PartitionJobC, PartitionJobRefC,
+    PartitionResultC, Repr, SplitMsmC, StageGuard, CURVE,
 };
+
+/// `a, b, c` of a job: handed over by the host (`prove_partition`, freed when the
+/// job is done) or lent (`prove_partition_ref`).
+enum AbcIn<'a> {
+    Owned(AbcC),
+    Lent(AbcRefC<'a>),
+}
+
+/// The host's `a, b, c` as the in-process view, without a copy.
+pub fn abc_ref<'a>(abc: &AbcRefC<'a>) -> AbcRef<'a> {
+    AbcRef {
+        a: Scalar::slice_from_repr(abc.a.as_slice()),
+        b: Scalar::slice_from_repr(abc.b.as_slice()),
+        c: Scalar::slice_from_repr(abc.c.as_slice()),
+    }
+}
+
+/// `BackendPlugin::stage` for a plugin wrapping an in-process backend: its
+/// `GpuBackend::stage`, the guard boxed for the glue (which keeps it until the
+/// host's `unstage`), `None` when the backend staged nothing.
+pub fn stage(backend: &dyn GpuBackend, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
+    let staged = backend.stage(abc_ref(&abc)).map_err(backend_error)?;
+    Ok(staged.is_staged().then(|| Box::new(staged) as StageGuard))
+}
 
 /// A split MSM with its split owned.
 struct Owned<'a, G> {
@@ -29,7 +54,7 @@ struct Owned<'a, G> {
 
 /// A [`PartitionJobC`] in cuzk's in-process types.
 pub struct InProcessJob<'a> {
-    abc: AbcC,
+    abc: AbcIn<'a>,
     h_bases: &'a [G1Affine],
     l: Owned<'a, G1Affine>,
     a: Owned<'a, G1Affine>,
@@ -50,6 +75,32 @@ impl<'a> InProcessJob<'a> {
             b_g2,
             resident: _,
         } = job;
+        Self::new(AbcIn::Owned(abc), h_bases, l, a, b_g1, b_g2)
+    }
+
+    /// As [`InProcessJob::from_c`], for a job whose `a, b, c` the host lends
+    /// (`prove_partition_ref`).
+    pub fn from_ref_c(job: PartitionJobRefC<'a>) -> Result<Self, AbiError> {
+        let PartitionJobRefC {
+            abc,
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            resident: _,
+        } = job;
+        Self::new(AbcIn::Lent(abc), h_bases, l, a, b_g1, b_g2)
+    }
+
+    fn new(
+        abc: AbcIn<'a>,
+        h_bases: abi_stable::std_types::RSlice<'a, crate::G1AffineRepr>,
+        l: SplitMsmC<'a, crate::G1AffineRepr>,
+        a: SplitMsmC<'a, crate::G1AffineRepr>,
+        b_g1: SplitMsmC<'a, crate::G1AffineRepr>,
+        b_g2: abi_stable::std_types::ROption<SplitMsmC<'a, crate::G2AffineRepr>>,
+    ) -> Result<Self, AbiError> {
         let l = owned(&l, G1Affine::slice_from_repr)?;
         let a = owned(&a, G1Affine::slice_from_repr)?;
         let b_g1 = owned(&b_g1, G1Affine::slice_from_repr)?;
@@ -68,17 +119,22 @@ impl<'a> InProcessJob<'a> {
     }
 
     /// Runs `prove` (a backend's `prove_partition_ref`) on the job and converts its
-    /// result for the host. The host's `a, b, c` are freed when this returns.
+    /// result for the host. `a, b, c` handed over are freed when this returns; lent
+    /// ones stay the host's.
     pub fn run(
         self,
         prove: impl FnOnce(PartitionJobRef<'_>) -> Result<PartitionResult, BackendError>,
     ) -> Result<PartitionResultC, AbiError> {
-        let job = PartitionJobRef {
-            abc: AbcRef {
-                a: Scalar::slice_from_repr(self.abc.a.as_slice()),
-                b: Scalar::slice_from_repr(self.abc.b.as_slice()),
-                c: Scalar::slice_from_repr(self.abc.c.as_slice()),
+        let abc = match &self.abc {
+            AbcIn::Owned(abc) => AbcRef {
+                a: Scalar::slice_from_repr(abc.a.as_slice()),
+                b: Scalar::slice_from_repr(abc.b.as_slice()),
+                c: Scalar::slice_from_repr(abc.c.as_slice()),
             },
+            AbcIn::Lent(abc) => abc_ref(abc),
+        };
+        let job = PartitionJobRef {
+            abc,
             h_bases: self.h_bases,
             l: SplitMsm {
                 bases: self.l.bases,

@@ -1,14 +1,17 @@
 //! A backend plugin as a [`GpuBackend`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu_backend::{
-    BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionResult, SplitMsm,
+    AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
+    PartitionResult, SplitMsm, Staged,
 };
 use cuzk_plugin_api::abi_stable::std_types::{RResult, RSlice};
 use cuzk_plugin_api::{
-    AbcC, BackendMod_Ref, BaseQuery, BasesC, Instance, PartitionJobC, Repr, SplitMsmC, CURVE,
+    AbcC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, Instance, PartitionJobC, PartitionJobRefC,
+    PartitionResultC, Repr, SplitMsmC, CURVE,
 };
 
 use crate::load::Library;
@@ -35,9 +38,32 @@ pub struct BackendNeeds {
 pub struct PluginBackend {
     name: String,
     module: BackendMod_Ref,
-    instance: Option<Instance>,
+    /// Shared with the [`Staged`] guards, which call `unstage` on it: the instance
+    /// is destroyed when the backend and every guard are gone.
+    live: Arc<Live>,
     caps: Capabilities,
     resident_bases: bool,
+}
+
+/// A plugin instance, destroyed on drop.
+struct Live {
+    module: BackendMod_Ref,
+    instance: Option<Instance>,
+}
+
+impl Live {
+    fn instance(&self) -> &Instance {
+        // Only `Drop` takes it.
+        self.instance.as_ref().expect("instance present until drop")
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(i) = self.instance.take() {
+            (self.module.destroy())(i);
+        }
+    }
 }
 
 impl PluginBackend {
@@ -55,14 +81,26 @@ impl PluginBackend {
             });
         };
         let pairs = lib.check_params(params)?;
-        let instance = match (module.instantiate())(RSlice::from_slice(&pairs)) {
+        Self::from_module(name, module, &pairs)
+    }
+
+    /// Instantiates `module` (of the plugin `name`) with checked parameters.
+    pub(crate) fn from_module(
+        name: String,
+        module: BackendMod_Ref,
+        pairs: &[cuzk_plugin_api::Param<'_>],
+    ) -> Result<Self, PluginError> {
+        let instance = match (module.instantiate())(RSlice::from_slice(pairs)) {
             RResult::ROk(i) => i,
             RResult::RErr(e) => return Err(crate::rejected("backend", &name, e)),
         };
         let mut this = Self {
             name,
             module,
-            instance: Some(instance),
+            live: Arc::new(Live {
+                module,
+                instance: Some(instance),
+            }),
             caps: Capabilities {
                 name: String::new(),
                 max_log_domain: 0,
@@ -100,8 +138,15 @@ impl PluginBackend {
     }
 
     fn instance(&self) -> &Instance {
-        // Only `Drop` takes it.
-        self.instance.as_ref().expect("instance present until drop")
+        self.live.instance()
+    }
+
+    /// Whether the plugin offers the pre-staging calls (`prove_partition_ref`,
+    /// `stage`, `unstage`); one built before they were added to the ABI does not.
+    pub fn offers_staging(&self) -> bool {
+        self.module.prove_partition_ref().is_some()
+            && self.module.stage().is_some()
+            && self.module.unstage().is_some()
     }
 
     /// The plugin's name (`cpu`).
@@ -218,13 +263,45 @@ impl PluginBackend {
             b_g2: b_g2.as_ref().map(split_c).into(),
             resident: resident.into(),
         };
-        let r = (self.module.prove_partition())(self.instance(), c_job)
-            .into_result()
-            .map_err(|e| {
-                BackendError::Device(
-                    PluginError::from_abi(&self.name, "prove_partition", e).to_string(),
-                )
-            })?;
+        let r = (self.module.prove_partition())(self.instance(), c_job);
+        self.result("prove_partition", r)
+    }
+
+    /// [`GpuBackend::prove_partition_ref`] with `resident` as in
+    /// [`PluginBackend::prove_partition_resident`]. `a, b, c` are lent to the
+    /// plugin; one that lacks `prove_partition_ref` (built before it was added)
+    /// gets a copy through `prove_partition`.
+    pub fn prove_partition_ref_resident(
+        &self,
+        job: PartitionJobRef<'_>,
+        resident: Option<u64>,
+    ) -> Result<PartitionResult, BackendError> {
+        let Some(call) = self.module.prove_partition_ref() else {
+            return self.prove_partition_resident(job.to_owned_job(), resident);
+        };
+        if job.b_g2.is_some() && !self.caps.g2 {
+            return Err(BackendError::Unsupported("the G2 MSM"));
+        }
+        let c_job = PartitionJobRefC {
+            abc: abc_c(job.abc),
+            h_bases: G1Affine::slice_to_repr(job.h_bases).into(),
+            l: split_c(&job.l),
+            a: split_c(&job.a),
+            b_g1: split_c(&job.b_g1),
+            b_g2: job.b_g2.as_ref().map(split_c).into(),
+            resident: resident.into(),
+        };
+        self.result("prove_partition_ref", call(self.instance(), c_job))
+    }
+
+    fn result(
+        &self,
+        call: &'static str,
+        r: RResult<PartitionResultC, cuzk_plugin_api::AbiError>,
+    ) -> Result<PartitionResult, BackendError> {
+        let r = r.into_result().map_err(|e| {
+            BackendError::Device(PluginError::from_abi(&self.name, call, e).to_string())
+        })?;
         Ok(PartitionResult {
             h: G1Projective::from_repr(r.h),
             l: G1Projective::from_repr(r.l),
@@ -232,6 +309,14 @@ impl PluginBackend {
             b_g1: G1Projective::from_repr(r.b_g1),
             b_g2: r.b_g2.into_option().map(G2Projective::from_repr),
         })
+    }
+}
+
+fn abc_c<'a>(abc: AbcRef<'a>) -> AbcRefC<'a> {
+    AbcRefC {
+        a: Scalar::slice_to_repr(abc.a).into(),
+        b: Scalar::slice_to_repr(abc.b).into(),
+        c: Scalar::slice_to_repr(abc.c).into(),
     }
 }
 
@@ -258,13 +343,43 @@ impl GpuBackend for PluginBackend {
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
         self.prove_partition_resident(job, None)
     }
-}
 
-impl Drop for PluginBackend {
-    fn drop(&mut self) {
-        if let Some(i) = self.instance.take() {
-            (self.module.destroy())(i);
+    fn prove_partition_ref(
+        &self,
+        job: PartitionJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        self.prove_partition_ref_resident(job, None)
+    }
+
+    /// The plugin's `stage`, when it offers it (with `prove_partition_ref`, so the
+    /// staged buffers are the ones the call reads); the guard calls `unstage`.
+    /// A plugin built before these calls existed stages nothing.
+    fn stage(&self, abc: AbcRef<'_>) -> Result<Staged, BackendError> {
+        let (Some(stage), Some(unstage)) = (self.module.stage(), self.module.unstage()) else {
+            return Ok(Staged::none());
+        };
+        if self.module.prove_partition_ref().is_none() {
+            return Ok(Staged::none());
         }
+        let token = stage(self.instance(), abc_c(abc))
+            .into_result()
+            .map_err(|e| {
+                BackendError::Device(PluginError::from_abi(&self.name, "stage", e).to_string())
+            })?;
+        if token == 0 {
+            return Ok(Staged::none());
+        }
+        let live = Arc::clone(&self.live);
+        let name = self.name.clone();
+        Ok(Staged::new(move || {
+            if let RResult::RErr(e) = unstage(live.instance(), token) {
+                tracing::warn!(
+                    target: "cuzk::plugin",
+                    "{}",
+                    PluginError::from_abi(&name, "unstage", e)
+                );
+            }
+        }))
     }
 }
 
@@ -274,5 +389,151 @@ impl std::fmt::Debug for PluginBackend {
             .field("plugin", &self.name)
             .field("capabilities", &self.caps)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A plugin built before `prove_partition_ref`, `stage` and `unstage` were
+    //! appended to `BackendMod` hands the host a module with six fields. Built here
+    //! in-process from the same functions, declared with the old layout, it must
+    //! load and prove through the old calls, staging nothing.
+
+    // The old module's derived accessors go unused: the host reads it as the new one.
+    #![allow(non_camel_case_types, dead_code)]
+
+    use super::*;
+    use abi_stable::prefix_type::PrefixTypeTrait;
+    use abi_stable::std_types::{RString, RVec};
+    use abi_stable::StableAbi;
+    use cuzk_plugin_api::{
+        AbiError, BackendCaps, BackendPlugin, Param, ParamDoc, Params, StageGuard,
+    };
+
+    /// Records which call reached it through the error it returns.
+    struct Rec;
+
+    impl BackendPlugin for Rec {
+        const PARAMS: &'static [ParamDoc] = &[];
+        fn new(_: &Params<'_>) -> Result<Self, AbiError> {
+            Ok(Rec)
+        }
+        fn capabilities(&self) -> Result<BackendCaps, AbiError> {
+            Ok(BackendCaps {
+                name: RString::from("rec"),
+                curve: RString::from(CURVE),
+                max_log_domain: 10,
+                g2: false,
+                resident_bases: false,
+                devices: RVec::new(),
+            })
+        }
+        fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError> {
+            Err(AbiError::other(format!("owned n={}", job.abc.a.len())))
+        }
+        fn prove_partition_ref(
+            &self,
+            job: PartitionJobRefC<'_>,
+        ) -> Result<PartitionResultC, AbiError> {
+            Err(AbiError::other(format!("lent n={}", job.abc.a.len())))
+        }
+        fn stage(&self, _: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
+            Ok(Some(Box::new(())))
+        }
+    }
+
+    /// `BackendMod` as ABI 1 first shipped it.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = OldBackendMod_Ref, prefix_fields = OldBackendMod_Prefix)))]
+    #[sabi(missing_field(panic))]
+    struct OldBackendMod {
+        instantiate: extern "C" fn(params: RSlice<'_, Param<'_>>) -> RResult<Instance, AbiError>,
+        destroy: extern "C" fn(instance: Instance),
+        capabilities: extern "C" fn(instance: &Instance) -> RResult<BackendCaps, AbiError>,
+        prove_partition: extern "C" fn(
+            instance: &Instance,
+            job: PartitionJobC<'_>,
+        ) -> RResult<PartitionResultC, AbiError>,
+        upload_bases: extern "C" fn(
+            instance: &Instance,
+            id: u64,
+            query: BaseQuery,
+            bases: BasesC<'_>,
+        ) -> RResult<(), AbiError>,
+        #[sabi(last_prefix_field)]
+        release_bases: extern "C" fn(instance: &Instance, id: u64) -> RResult<(), AbiError>,
+    }
+
+    fn new_module() -> BackendMod_Ref {
+        cuzk_plugin_api::export::backend_root::<Rec>("rec", "records")
+            .backend()
+            .unwrap()
+    }
+
+    fn old_module() -> BackendMod_Ref {
+        let m = new_module();
+        let old = OldBackendMod {
+            instantiate: m.instantiate(),
+            destroy: m.destroy(),
+            capabilities: m.capabilities(),
+            prove_partition: m.prove_partition(),
+            upload_bases: m.upload_bases(),
+            release_bases: m.release_bases(),
+        }
+        .leak_into_prefix();
+        // SAFETY: both are `PrefixRef`s (one pointer) to a `WithMetadata` whose
+        // prefix is field for field the same; the metadata says six fields are
+        // accessible, exactly what an old plugin's module says. This is the memory
+        // the host gets from a plugin built before the new fields.
+        unsafe { std::mem::transmute::<OldBackendMod_Ref, BackendMod_Ref>(old) }
+    }
+
+    fn error(r: Result<PartitionResult, BackendError>) -> String {
+        match r {
+            Err(BackendError::Device(m)) => m,
+            other => panic!("expected the recorder's error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plugin_without_the_staging_fields_loads_proves_and_stages_nothing() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
+        let v = vec![Scalar::from(3u64); 3];
+        let abc = AbcRef {
+            a: &v,
+            b: &v,
+            c: &v,
+        };
+        let none = SplitMsm {
+            bases: &[][..],
+            split: &split,
+        };
+        let job = PartitionJobRef {
+            abc,
+            h_bases: &[],
+            l: none,
+            a: none,
+            b_g1: none,
+            b_g2: None,
+        };
+
+        let new = PluginBackend::from_module("rec".into(), new_module(), &[]).unwrap();
+        assert!(new.offers_staging());
+        assert!(new.stage(abc).unwrap().is_staged());
+        assert!(error(new.prove_partition_ref(job)).contains("lent n=3"));
+
+        let old = PluginBackend::from_module("rec".into(), old_module(), &[]).unwrap();
+        assert!(old.module.stage().is_none() && old.module.unstage().is_none());
+        assert!(!old.offers_staging());
+        assert_eq!(old.capabilities().name, "rec");
+        assert!(!old.stage(abc).unwrap().is_staged());
+        // Lent a, b, c go through the old owned call, copied.
+        assert!(error(old.prove_partition_ref(job)).contains("owned n=3"));
+        assert!(error(old.prove_partition(job.to_owned_job())).contains("owned n=3"));
     }
 }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::{Abc, Density};
 use cuzk_gpu_backend::{
-    log_domain, BackendError, CpuBackend, GpuBackend, PartitionJob, PartitionResult, SplitMsm,
+    log_domain, AbcRef, BackendError, CpuBackend, GpuBackend, PartitionJob, PartitionJobRef,
+    PartitionResult, SplitMsm,
 };
 use cuzk_msm_cpu::{prep_msm, SplitScalars};
 use cuzk_plugin_host::{
@@ -197,6 +198,111 @@ fn a_backend_that_panics_or_fails_mid_proof_fails_that_call_only() {
     // The process goes on: a good backend still proves.
     let cpu = load_backend(&PluginSpec::new("cpu"), &search(), &BackendNeeds::default()).unwrap();
     cpu.prove_partition(inputs.job(true)).unwrap();
+}
+
+/// `job` with its `a, b, c` borrowed from `inputs`.
+fn lent<'a>(inputs: &'a Inputs, job: &PartitionJob<'a>) -> PartitionJobRef<'a> {
+    PartitionJobRef {
+        abc: AbcRef::new(&inputs.abc),
+        h_bases: job.h_bases,
+        l: job.l,
+        a: job.a,
+        b_g1: job.b_g1,
+        b_g2: job.b_g2,
+    }
+}
+
+fn device_error(r: Result<PartitionResult, BackendError>) -> String {
+    match r {
+        Err(BackendError::Device(msg)) => msg,
+        other => panic!("expected a device error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_plugin_boundary_forwards_stage_and_unstage() {
+    let pool = pool();
+    let faulty = common::lib_path("cuzk_fixture_faulty_backend");
+    let spec = PluginSpec::new(faulty.to_str().unwrap()).with_param("mode", "stage_record");
+    let b = load_backend(&spec, &search(), &BackendNeeds::default()).unwrap();
+    assert!(b.offers_staging());
+    let mut rng = ChaCha20Rng::seed_from_u64(17);
+    let inputs = Inputs::random(&mut rng, 12, &pool);
+    let job = inputs.job(false);
+
+    let staged = b.stage(AbcRef::new(&inputs.abc)).unwrap();
+    assert!(staged.is_staged());
+    // The lent call reaches the plugin's prove_partition_ref, on the staged buffers.
+    let msg = device_error(b.prove_partition_ref(lent(&inputs, &job)));
+    assert!(msg.contains("failed in prove_partition_ref"), "{msg}");
+    assert!(msg.contains("stage n=12;prove_ref staged=true"), "{msg}");
+    // Dropping the guard calls unstage; the buffers are no longer staged.
+    drop(staged);
+    let msg = device_error(b.prove_partition_ref(lent(&inputs, &job)));
+    assert!(
+        msg.contains("stage n=12;prove_ref staged=true;unstage;prove_ref staged=false"),
+        "{msg}"
+    );
+    // The owned call is the old one.
+    let msg = device_error(b.prove_partition(job));
+    assert!(msg.contains(";prove ("), "{msg}");
+
+    // A guard may outlive the backend handle: the instance goes with the last one.
+    let staged = b.stage(AbcRef::new(&inputs.abc)).unwrap();
+    drop(b);
+    drop(staged);
+}
+
+#[test]
+fn staging_errors_and_panics_at_the_plugin_edge_come_back_as_errors() {
+    let pool = pool();
+    let faulty = common::lib_path("cuzk_fixture_faulty_backend");
+    let mut rng = ChaCha20Rng::seed_from_u64(19);
+    let inputs = Inputs::random(&mut rng, 12, &pool);
+    for (mode, expect) in [
+        (
+            "stage_error",
+            "failed in stage: the faulty backend could not pin (device error)",
+        ),
+        (
+            "stage_panic",
+            "panicked in stage: the faulty backend panicked while staging",
+        ),
+    ] {
+        let spec = PluginSpec::new(faulty.to_str().unwrap()).with_param("mode", mode);
+        let b = load_backend(&spec, &search(), &BackendNeeds::default()).unwrap();
+        match b.stage(AbcRef::new(&inputs.abc)) {
+            Err(BackendError::Device(msg)) => assert!(msg.contains(expect), "{msg}"),
+            other => panic!("{mode}: expected an error, got {other:?}"),
+        }
+        // The call goes on, unstaged.
+        let job = inputs.job(false);
+        let msg = device_error(b.prove_partition_ref(lent(&inputs, &job)));
+        assert!(msg.contains("fell over (12 constraints, lent)"), "{msg}");
+    }
+}
+
+#[test]
+fn the_cpu_plugin_proves_lent_abc_and_stages_nothing() {
+    let pool = pool();
+    let native = CpuBackend::new(Arc::clone(&pool));
+    let plugin =
+        load_backend(&PluginSpec::new("cpu"), &search(), &BackendNeeds::default()).unwrap();
+    assert!(plugin.offers_staging());
+    let mut rng = ChaCha20Rng::seed_from_u64(23);
+    for n in [1, 7, 33] {
+        let inputs = Inputs::random(&mut rng, n, &pool);
+        let g2 = n % 2 == 1;
+        let staged = plugin.stage(AbcRef::new(&inputs.abc)).unwrap();
+        assert!(!staged.is_staged());
+        let job = inputs.job(g2);
+        let got = plugin.prove_partition_ref(lent(&inputs, &job)).unwrap();
+        assert_eq!(
+            got,
+            native.prove_partition(inputs.job(g2)).unwrap(),
+            "n = {n}"
+        );
+    }
 }
 
 #[test]

@@ -42,8 +42,8 @@ use crate::{
     budget::{BudgetError, MemoryBudget, Permit},
     srs::{Srs, SrsError},
     stages::{
-        assembly_stage, b_g2_msm, gpu_stage, prep_stage, query_bases, spmv_stage, ProveError,
-        Splits, StageTimes,
+        assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, prep_stage, query_bases, spmv_stage,
+        stage_abc, ProveError, Splits, StageTimes,
     },
 };
 use cuzk_synth::R1cs;
@@ -831,6 +831,27 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
         // and the next one's.
         let b_g2 = (!g2_on_backend).then(|| spawn_b_g2(sh, &job, p, &carry.splits));
 
+        // Staging (the CUDA backend pins a, b, c) runs before the lock is waited for,
+        // so it overlaps another partition's GPU work instead of holding the device.
+        let backend = sh.policies.backend.as_ref();
+        let t = Instant::now();
+        let (staged, stage_result) = stage_abc(backend, &abc);
+        let took = t.elapsed().as_secs_f64() * 1e3;
+        match &stage_result {
+            Ok(()) if staged.is_staged() => {
+                let detail = format!("ms={took:.3}");
+                sh.rec(Ev::Staged, job.id, p, wk, dev, None, &detail);
+            }
+            Ok(()) => {}
+            Err(why) => {
+                let detail = format!("ms={took:.3} failed: {why}");
+                sh.rec(Ev::Staged, job.id, p, wk, dev, None, &detail);
+            }
+        }
+        // A staged partition lends a, b, c to the backend (`prove_partition_ref`)
+        // and keeps them until the guard is gone; otherwise they are handed over.
+        let mut abc = Some(abc);
+
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
         let guard = sh.policies.lock.partition(device);
         if let Some(why) = guard.failure() {
@@ -838,6 +859,10 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
                 "the GPU lock failed: {why}"
             )));
             drop(guard);
+            drop(staged);
+            if let Some(abc) = abc {
+                sh.dealloc(job.id, p, Released::of(abc, "abc"));
+            }
             send(Err(err), b_g2, carry);
             continue;
         }
@@ -848,12 +873,19 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
         let t = Instant::now();
         let gpu = {
             let _compute = sh.policies.lock.region(device, Region::Compute);
+            let lent = staged.is_staged();
+            let owned = if lent { None } else { abc.take() };
             query_bases(&job.srs, &job.r1cs)
                 .map_err(ProveError::from)
                 .and_then(|bases| {
-                    let backend = sh.policies.backend.as_ref();
-                    catch("gpu", || {
-                        gpu_stage(backend, abc, &bases, &carry.splits, g2_on_backend)
+                    catch("gpu", || match (owned, &abc) {
+                        (Some(owned), _) => {
+                            gpu_stage(backend, owned, &bases, &carry.splits, g2_on_backend)
+                        }
+                        (None, Some(lent)) => {
+                            gpu_stage_ref(backend, lent, &bases, &carry.splits, g2_on_backend)
+                        }
+                        (None, None) => unreachable!("a, b, c are either handed over or lent"),
                     })?
                     .map_err(ProveError::from)
                 })
@@ -861,6 +893,12 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
         carry.times.gpu = t.elapsed();
         sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, "");
         drop(guard);
+        // After the backend call (and outside the lock): undo the staging, then free
+        // what was lent.
+        drop(staged);
+        if let Some(abc) = abc {
+            sh.dealloc(job.id, p, Released::of(abc, "abc"));
+        }
         send(gpu, b_g2, carry);
     }
 }

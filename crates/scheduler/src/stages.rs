@@ -9,7 +9,10 @@ use std::{
 use blstrs::{G1Affine, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::{Abc, Witness};
 use cuzk_assembly::{assemble, AssemblyError, AssemblyKey, MsmSums, ProofPoints};
-use cuzk_gpu_backend::{BackendError, GpuBackend, PartitionJob, PartitionResult, SplitMsm};
+use cuzk_gpu_backend::{
+    AbcRef, BackendError, GpuBackend, PartitionJob, PartitionJobRef, PartitionResult, SplitMsm,
+    Staged,
+};
 use cuzk_msm_cpu::{prep_msm, split_msm_g2, MsmError, SplitScalars};
 use cuzk_synth::{check_shape, check_witness, spmv_parallel, R1cs, SynthError, Throttle};
 use rayon::ThreadPool;
@@ -186,15 +189,14 @@ pub fn prep_stage(r1cs: &R1cs, witness: &Witness, pool: &ThreadPool) -> Result<S
     })
 }
 
-/// The backend's partition call.
-pub fn gpu_stage(
-    backend: &dyn GpuBackend,
-    abc: Abc,
-    bases: &QueryBases<'_>,
-    splits: &Splits,
+/// The job of one partition with `a, b, c` borrowed.
+fn job_ref<'a>(
+    abc: AbcRef<'a>,
+    bases: &QueryBases<'a>,
+    splits: &'a Splits,
     b_g2_on_backend: bool,
-) -> Result<PartitionResult, BackendError> {
-    let job = PartitionJob {
+) -> PartitionJobRef<'a> {
+    PartitionJobRef {
         abc,
         h_bases: bases.h,
         l: SplitMsm {
@@ -213,8 +215,72 @@ pub fn gpu_stage(
             bases: bases.b_g2,
             split: &splits.b,
         }),
+    }
+}
+
+/// The backend's partition call, handing `a, b, c` over (the backend may free them).
+pub fn gpu_stage(
+    backend: &dyn GpuBackend,
+    abc: Abc,
+    bases: &QueryBases<'_>,
+    splits: &Splits,
+    b_g2_on_backend: bool,
+) -> Result<PartitionResult, BackendError> {
+    let empty = AbcRef {
+        a: &[],
+        b: &[],
+        c: &[],
     };
-    backend.prove_partition(job)
+    let PartitionJobRef {
+        abc: _,
+        h_bases,
+        l,
+        a,
+        b_g1,
+        b_g2,
+    } = job_ref(empty, bases, splits, b_g2_on_backend);
+    backend.prove_partition(PartitionJob {
+        abc,
+        h_bases,
+        l,
+        a,
+        b_g1,
+        b_g2,
+    })
+}
+
+/// The backend's partition call with `a, b, c` lent: the call a caller makes for a
+/// partition it staged ([`GpuBackend::stage`]), since it must keep them until the
+/// guard is dropped.
+pub fn gpu_stage_ref(
+    backend: &dyn GpuBackend,
+    abc: &Abc,
+    bases: &QueryBases<'_>,
+    splits: &Splits,
+    b_g2_on_backend: bool,
+) -> Result<PartitionResult, BackendError> {
+    backend.prove_partition_ref(job_ref(AbcRef::new(abc), bases, splits, b_g2_on_backend))
+}
+
+/// Stages `abc` for `backend` ([`GpuBackend::stage`]), before any GPU lock is taken.
+/// Staging is an optimisation: an error (or a panic in the backend) is logged and
+/// the partition goes on unstaged, reported as `Err(message)` next to the empty
+/// guard so the caller can record it.
+pub fn stage_abc(backend: &dyn GpuBackend, abc: &Abc) -> (Staged, Result<(), String>) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        backend.stage(AbcRef::new(abc))
+    }));
+    let why = match r {
+        Ok(Ok(staged)) => return (staged, Ok(())),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "the backend panicked while staging".to_string(),
+    };
+    tracing::warn!(
+        backend = %backend.capabilities().name,
+        error = %why,
+        "staging a, b, c failed; the partition goes on unstaged"
+    );
+    (Staged::none(), Err(why))
 }
 
 /// The `b_g2_msm` stage: the B query in G2 on the CPU pool given.
@@ -351,8 +417,19 @@ impl Prover {
                 })
             });
             let t = Instant::now();
-            let gpu = gpu_stage(self.backend.as_ref(), abc, &bases, &splits, g2_on_backend)
-                .map(|r| (r, t.elapsed()));
+            let backend = self.backend.as_ref();
+            // Staged (pinned, for a GPU backend) before the call; then a, b, c are
+            // lent, kept until the guard is gone, and freed after it.
+            let (staged, _) = stage_abc(backend, &abc);
+            let gpu = if staged.is_staged() {
+                let r = gpu_stage_ref(backend, &abc, &bases, &splits, g2_on_backend);
+                drop(staged);
+                drop(abc);
+                r
+            } else {
+                gpu_stage(backend, abc, &bases, &splits, g2_on_backend)
+            }
+            .map(|r| (r, t.elapsed()));
             let b_g2 = b_g2.map(|h| h.join().map_err(|_| ProveError::Panicked("b_g2_msm")));
             (gpu, b_g2)
         });

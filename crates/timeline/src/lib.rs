@@ -160,6 +160,11 @@ event_kinds! {
     LockAcquired = "LOCK_ACQUIRED",
     /// A GPU worker took the partition from the GPU queue.
     GpuPickup = "GPU_PICKUP",
+    /// A GPU worker staged the partition's a, b, c for the backend (the CUDA
+    /// backend pins them) before waiting for the GPU lock; detail `ms=` is how long
+    /// it took, `failed: ...` if it did not (the partition then goes on unstaged).
+    /// Only recorded when something was staged or staging failed.
+    Staged = "STAGED",
     GpuStart = "GPU_START",
     GpuEnd = "GPU_END",
     /// `b_g2_msm`.

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use cuzk_gpu_backend::{CpuBackend, GpuBackend};
 use cuzk_plugin_api::{
-    stages, AbiError, BackendCaps, BackendPlugin, ParamDoc, Params, PartitionJobC, PartitionResultC,
+    stages, AbcRefC, AbiError, BackendCaps, BackendPlugin, ParamDoc, Params, PartitionJobC,
+    PartitionJobRefC, PartitionResultC, StageGuard,
 };
 
 pub struct Cpu {
@@ -47,6 +48,14 @@ impl BackendPlugin for Cpu {
 
     fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError> {
         stages::InProcessJob::from_c(job)?.run(|job| self.backend.prove_partition_ref(job))
+    }
+
+    fn prove_partition_ref(&self, job: PartitionJobRefC<'_>) -> Result<PartitionResultC, AbiError> {
+        stages::InProcessJob::from_ref_c(job)?.run(|job| self.backend.prove_partition_ref(job))
+    }
+
+    fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
+        stages::stage(&self.backend, abc)
     }
 }
 

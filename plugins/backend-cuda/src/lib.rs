@@ -8,12 +8,15 @@
 //! backend pins and uploads them where they are), the splits are rebuilt from their
 //! parts, and the bases are the host's slices, so the backend's resident-bases
 //! cache (keyed by slice address) works across calls exactly as in-process.
+//! `stage` pins the host's `a, b, c` before the host takes its GPU lock (the guard
+//! lives in the glue's token map until the host's `unstage`), and
+//! `prove_partition_ref` reads them lent, so the host frees them only afterwards.
 
 use cuzk_cuda::{CudaBackend, CudaConfig};
 use cuzk_gpu_backend::GpuBackend;
 use cuzk_plugin_api::{
-    stages, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params, PartitionJobC,
-    PartitionResultC,
+    stages, AbcRefC, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params,
+    PartitionJobC, PartitionJobRefC, PartitionResultC, StageGuard,
 };
 
 pub struct Cuda {
@@ -47,6 +50,14 @@ impl BackendPlugin for Cuda {
 
     fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError> {
         stages::InProcessJob::from_c(job)?.run(|job| self.backend.prove_partition_ref(job))
+    }
+
+    fn prove_partition_ref(&self, job: PartitionJobRefC<'_>) -> Result<PartitionResultC, AbiError> {
+        stages::InProcessJob::from_ref_c(job)?.run(|job| self.backend.prove_partition_ref(job))
+    }
+
+    fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
+        stages::stage(&self.backend, abc)
     }
 }
 
