@@ -885,7 +885,10 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
                         (None, Some(lent)) => {
                             gpu_stage_ref(backend, lent, &bases, &carry.splits, g2_on_backend)
                         }
-                        (None, None) => unreachable!("a, b, c are either handed over or lent"),
+                        // Not reachable: `abc` is taken only when it is handed over.
+                        (None, None) => Err(cuzk_gpu_backend::BackendError::Device(
+                            "internal: the partition's a, b, c were already handed over".into(),
+                        )),
                     })?
                     .map_err(ProveError::from)
                 })
