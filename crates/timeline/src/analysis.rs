@@ -74,6 +74,9 @@ pub enum IntervalKind {
     Job,
     Stage(Stage),
     Wait(WaitKind),
+    /// A partition's a, b, c staged (page-locked) for the backend before the GPU
+    /// lock: one `STAGED` event at its end whose detail says how long (`ms=…`).
+    Staging,
 }
 
 /// A matched pair of events.
@@ -172,6 +175,23 @@ pub fn intervals(events: &[Event]) -> Intervals {
                 .entry((e.job, 0, IntervalKind::Job))
                 .or_default()
                 .push_back(e),
+            EventKind::Staged => {
+                // One event at the end; the detail gives the length.
+                let took = staged_ms(&e.detail).unwrap_or(0.0);
+                out.push(Interval {
+                    kind: IntervalKind::Staging,
+                    job: e.job,
+                    partition: e.partition,
+                    worker: e.worker,
+                    device: e.device,
+                    bytes: e.bytes,
+                    start_ms: e.ms - took,
+                    end_ms: e.ms,
+                    complete: true,
+                    outcome: None,
+                    detail: e.detail.clone(),
+                });
+            }
             kind => {
                 if let Some((stage, is_start)) = kind.stage() {
                     let key = (e.job, e.partition, IntervalKind::Stage(stage));
@@ -337,6 +357,8 @@ pub struct Analysis {
     pub job_latency: Option<Stats>,
     /// Per stage present, in pipeline order.
     pub stages: Vec<(Stage, Stats)>,
+    /// Staging of a, b, c before the GPU lock, where a backend staged.
+    pub staging: Option<Stats>,
     /// Per wait present, over the partitions' summed waits.
     pub waits: Vec<(WaitKind, Stats)>,
     /// Per device with a GPU stage, by device number.
@@ -446,12 +468,28 @@ pub fn analyse(events: &[Event]) -> Analysis {
         s_per_proof: (jobs_done > 0).then(|| span_ms / 1000.0 / jobs_done as f64),
         job_latency: Stats::from_durations(&job_latency),
         stages,
+        staging: Stats::from_durations(
+            &complete()
+                .filter(|i| i.kind == IntervalKind::Staging)
+                .map(Interval::duration_ms)
+                .collect::<Vec<_>>(),
+        ),
         waits,
         gpu_busy,
         partition_waits,
         unfinished: iv.intervals.iter().filter(|i| !i.complete).count(),
         orphan_ends: iv.orphan_ends.len(),
     }
+}
+
+/// The `ms=…` of a `STAGED` event's detail (`ms=12.5` or `ms=12.5 failed: …`).
+fn staged_ms(detail: &str) -> Option<f64> {
+    let v = detail.strip_prefix("ms=")?;
+    let end = v.find(' ').unwrap_or(v.len());
+    v[..end]
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x >= 0.0)
 }
 
 /// Length of the union of `[start, end]` intervals.
@@ -491,8 +529,22 @@ impl Analysis {
         if let Some(s) = &self.job_latency {
             rows.push(("job (submit→done)".into(), s));
         }
+        // Staging comes right before the GPU stage (it happens between prep_msm and
+        // the lock).
+        let mut staging = self.staging.as_ref();
         for (stage, s) in &self.stages {
+            if matches!(
+                stage,
+                Stage::Gpu | Stage::BG2 | Stage::Assembly | Stage::Dealloc
+            ) {
+                if let Some(st) = staging.take() {
+                    rows.push(("staging (a, b, c)".into(), st));
+                }
+            }
             rows.push((stage.name().into(), s));
+        }
+        if let Some(st) = staging {
+            rows.push(("staging (a, b, c)".into(), st));
         }
         for (w, s) in &self.waits {
             rows.push((format!("wait: {}", w.name()), s));

@@ -52,6 +52,8 @@ fn wait_colour(w: WaitKind) -> &'static str {
     }
 }
 
+/// Staging of a, b, c before the GPU lock (drawn on the GPU worker's lane).
+const STAGING_COLOUR: &str = "#ff9da7";
 const JOB_COLOUR: &str = "#6b6b6b";
 const JOB_FAILED_COLOUR: &str = "#e15759";
 
@@ -75,7 +77,7 @@ impl Group {
             IntervalKind::Stage(Stage::BG2) => Group::BG2,
             IntervalKind::Stage(Stage::Assembly | Stage::Verify) => Group::Assembly,
             IntervalKind::Stage(Stage::Dealloc) => Group::Dealloc,
-            IntervalKind::Wait(WaitKind::Lock) => Group::Gpu,
+            IntervalKind::Wait(WaitKind::Lock) | IntervalKind::Staging => Group::Gpu,
             // A budget wait is drawn on the synthesis worker that waits; without a
             // worker it is only in the waiting chart.
             IntervalKind::Wait(WaitKind::Budget) if i.worker.is_some() => Group::Synth,
@@ -201,6 +203,7 @@ fn interval_name(i: &Interval) -> String {
         },
         IntervalKind::Stage(s) => s.name().into(),
         IntervalKind::Wait(w) => format!("wait: {}", w.name()),
+        IntervalKind::Staging => "staging a, b, c (before the GPU lock)".into(),
     }
 }
 
@@ -630,6 +633,7 @@ fn draw_bar(s: &mut String, frame: &Frame, i: &Interval, y: f64, h: f64) {
             stage_colour(st).to_string(),
             format!("{}.{}", i.job, i.partition),
         ),
+        IntervalKind::Staging => (STAGING_COLOUR.to_string(), String::new()),
         IntervalKind::Wait(WaitKind::Lock) => ("url(#hatch-lock)".into(), String::new()),
         IntervalKind::Wait(WaitKind::Budget) => ("url(#hatch-budget)".into(), String::new()),
         IntervalKind::Wait(w) => (wait_colour(w).to_string(), String::new()),
@@ -685,6 +689,13 @@ fn legend_items(iv: &[Interval]) -> Vec<(String, String, bool)> {
         if has(IntervalKind::Stage(st)) {
             items.push((st.name().to_string(), stage_colour(st).to_string(), false));
         }
+    }
+    if has(IntervalKind::Staging) {
+        items.push((
+            "staging a, b, c".to_string(),
+            STAGING_COLOUR.to_string(),
+            false,
+        ));
     }
     if iv
         .iter()

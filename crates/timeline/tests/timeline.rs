@@ -475,7 +475,7 @@ fn svg_has_a_lane_per_worker_and_a_bar_per_interval() {
         .intervals
         .iter()
         .filter(|i| match i.kind {
-            IntervalKind::Job | IntervalKind::Stage(_) => true,
+            IntervalKind::Job | IntervalKind::Stage(_) | IntervalKind::Staging => true,
             IntervalKind::Wait(WaitKind::Lock) => i.duration_ms() > 0.0,
             IntervalKind::Wait(WaitKind::Budget) => i.worker.is_some(),
             IntervalKind::Wait(_) => false,
@@ -592,4 +592,58 @@ fn a_bigger_synthetic_run_renders_every_worker() {
         .count();
     assert_eq!(stages, 50 * 7);
     assert!(svg.matches("<rect class=\"bar\"").count() >= stages + 5);
+}
+
+#[test]
+fn staging_events_become_intervals_rows_and_bars_on_the_gpu_lane() {
+    let mut events = fixture();
+    let without = analyse(&events);
+    assert!(without.staging.is_none());
+    // Partition 1.1 staged for 12.5 ms up to its lock wait at 120 ms on worker 1;
+    // partition 1.0's staging failed after 2 ms.
+    let staged = |ms: f64, partition: u32, worker: u32, detail: &str| Event {
+        ms,
+        event: EventKind::Staged,
+        job: 1,
+        partition,
+        worker: Some(worker),
+        device: Some(0),
+        bytes: None,
+        detail: detail.into(),
+    };
+    events.push(staged(120.0, 1, 1, "ms=12.500"));
+    events.push(staged(100.0, 0, 0, "ms=2.000 failed: no memory"));
+
+    let iv = intervals(&events);
+    let st: Vec<_> = iv
+        .intervals
+        .iter()
+        .filter(|i| i.kind == IntervalKind::Staging)
+        .map(|i| (i.partition, i.start_ms, i.end_ms, i.worker))
+        .collect();
+    assert_eq!(
+        st,
+        vec![(0, 98.0, 100.0, Some(0)), (1, 107.5, 120.0, Some(1))]
+    );
+
+    let a = analyse(&events);
+    let s = a.staging.as_ref().expect("staging stats");
+    assert_eq!((s.count, s.total_ms), (2, 14.5));
+    // The stage table has the row between prep_msm and gpu; nothing else moved.
+    assert_eq!(a.stages, without.stages);
+    let text = a.to_string();
+    let row = text
+        .lines()
+        .position(|l| l.starts_with("staging (a, b, c)"));
+    let gpu = text.lines().position(|l| l.starts_with("gpu "));
+    assert!(row.is_some() && row < gpu, "{text}");
+
+    // Drawn on the GPU workers' lanes, with a legend entry and a tooltip.
+    let svg = render_svg(&events);
+    assert_balanced(&svg);
+    assert!(svg.contains("staging a, b, c"));
+    assert!(svg.contains("staging a, b, c (before the GPU lock)"));
+    let bars = |svg: &str| svg.matches("<rect class=\"bar\"").count();
+    assert_eq!(bars(&svg), bars(&render_svg(&fixture())) + 2);
+    assert_eq!(lane_labels(&svg), lane_labels(&render_svg(&fixture())));
 }
