@@ -5,10 +5,13 @@
 //
 // Carry chains are written one PTX instruction per `asm volatile`: volatile asm
 // statements keep their order, and nothing between them touches the carry flag.
+// Outside a device compilation (no __CUDA_ARCH__) the same functions emulate the
+// instructions on the host, so the arithmetic can be tested against blstrs in CI.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+#ifdef __CUDA_ARCH__
 __device__ __forceinline__ u32 add_cc(u32 a, u32 b) { u32 r; asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 __device__ __forceinline__ u32 addc_cc(u32 a, u32 b) { u32 r; asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 __device__ __forceinline__ u32 addc(u32 a, u32 b) { u32 r; asm volatile("addc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
@@ -20,6 +23,24 @@ __device__ __forceinline__ u32 madc_lo_cc(u32 a, u32 b, u32 c) { u32 r; asm vola
 __device__ __forceinline__ u32 mad_hi_cc(u32 a, u32 b, u32 c) { u32 r; asm volatile("mad.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
 __device__ __forceinline__ u32 madc_hi_cc(u32 a, u32 b, u32 c) { u32 r; asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
 __device__ __forceinline__ u32 madc_hi(u32 a, u32 b, u32 c) { u32 r; asm volatile("madc.hi.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+#else
+// Host build (tests/host_arith.rs compiles these sources with the system C++
+// compiler to check the arithmetic against blstrs without a GPU): the same
+// instructions with the carry flag in a variable. Single-threaded use only.
+static u32 cuzk_cf;  // carry (add) or borrow (sub) flag, 0 or 1
+static inline u32 cuzk_set(u64 wide) { cuzk_cf = (u32)(wide >> 32) & 1; return (u32)wide; }
+static inline u32 add_cc(u32 a, u32 b) { return cuzk_set((u64)a + b); }
+static inline u32 addc_cc(u32 a, u32 b) { return cuzk_set((u64)a + b + cuzk_cf); }
+static inline u32 addc(u32 a, u32 b) { return a + b + cuzk_cf; }
+static inline u32 sub_cc(u32 a, u32 b) { u32 r = a - b; cuzk_cf = a < b; return r; }
+static inline u32 subc_cc(u32 a, u32 b) { u64 t = (u64)b + cuzk_cf; u32 r = (u32)((u64)a - t); cuzk_cf = (u64)a < t; return r; }
+static inline u32 subc(u32 a, u32 b) { return a - b - cuzk_cf; }
+static inline u32 mad_lo_cc(u32 a, u32 b, u32 c) { return cuzk_set((u64)(u32)((u64)a * b) + c); }
+static inline u32 madc_lo_cc(u32 a, u32 b, u32 c) { return cuzk_set((u64)(u32)((u64)a * b) + c + cuzk_cf); }
+static inline u32 mad_hi_cc(u32 a, u32 b, u32 c) { return cuzk_set((((u64)a * b) >> 32) + c); }
+static inline u32 madc_hi_cc(u32 a, u32 b, u32 c) { return cuzk_set((((u64)a * b) >> 32) + c + cuzk_cf); }
+static inline u32 madc_hi(u32 a, u32 b, u32 c) { return (u32)(((u64)a * b) >> 32) + c + cuzk_cf; }
+#endif
 
 __constant__ u32 FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402, 0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
 __constant__ u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa, 0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};

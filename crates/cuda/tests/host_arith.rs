@@ -1,0 +1,347 @@
+//! The kernels' field and curve arithmetic, compiled for the host and checked
+//! against blstrs, so that CI (no GPU) catches arithmetic mistakes in the `.cu`
+//! sources.
+//!
+//! `tests/host/arith_host.cpp` includes `kernels/field.cu` and `kernels/ec.cu` as
+//! they are (the carry-flag instructions emulated, see field.cu) and answers one
+//! operation per line on stdin. Needs a C++17 compiler (`$CXX`, else `c++`); where
+//! there is none the test says so and checks nothing.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use blst::{
+    blst_fp, blst_fp2, blst_fp2_mul, blst_fp2_sqr, blst_fp_add, blst_fp_cneg, blst_fp_mul,
+    blst_fp_sqr, blst_fp_sub, blst_p1_affine, blst_p2_affine,
+};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cuzk_cuda::gpu::{
+    g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalar_to_repr, xyzz2_to_projective,
+    xyzz_to_projective, FrRepr, Xyzz2Repr, XyzzRepr,
+};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Curve, Group};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+fn compiler() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    Command::new(&cxx)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| cxx)
+}
+
+/// The harness, built once per test binary run (the tests share it).
+fn harness() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_harness).clone()
+}
+
+fn build_harness() -> Option<PathBuf> {
+    let Some(cxx) = compiler() else {
+        eprintln!("skipped: no C++ compiler (set CXX) to build the host arithmetic harness");
+        return None;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuzk-arith-host");
+    let status = Command::new(cxx)
+        .args(["-std=c++17", "-O1", "-I"])
+        .arg(dir.join("kernels"))
+        .arg(dir.join("tests/host/arith_host.cpp"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("running the C++ compiler");
+    assert!(status.success(), "the kernels do not compile for the host");
+    Some(out)
+}
+
+/// Runs `lines` through the harness, one result line per input line.
+fn run(harness: &Path, lines: &[String]) -> Vec<Vec<u8>> {
+    let mut child = Command::new(harness)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starting the harness");
+    let mut input = child.stdin.take().expect("stdin");
+    let text = lines.join("\n") + "\n";
+    let writer = std::thread::spawn(move || input.write_all(text.as_bytes()));
+    let out = child.wait_with_output().expect("harness output");
+    writer
+        .join()
+        .expect("writer")
+        .expect("writing to the harness");
+    assert!(out.status.success(), "harness failed: {:?}", out.status);
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let res: Vec<Vec<u8>> = text.lines().map(unhex).collect();
+    assert_eq!(res.len(), lines.len(), "one answer per operation");
+    res
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn bytes_of<T: Copy>(t: &T) -> Vec<u8> {
+    // SAFETY: T is one of the plain-data field, point or repr types of this test
+    // (arrays of machine words, no padding); reading its bytes is always valid.
+    unsafe { std::slice::from_raw_parts((t as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+        .to_vec()
+}
+
+fn from_bytes<T: Copy>(b: &[u8]) -> T {
+    assert_eq!(b.len(), std::mem::size_of::<T>());
+    // SAFETY: the length is checked; every bit pattern is a value of these types
+    // (the harness writes reduced Montgomery values, which is what they hold).
+    unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) }
+}
+
+// Fq and Fq2 through blst (blstrs keeps its field types private): the same
+// Montgomery representation as the kernels'.
+fn fp_mul(a: &blst_fp, b: &blst_fp) -> blst_fp {
+    let mut o = blst_fp::default();
+    // SAFETY: blst reads the two inputs and writes the output, all valid.
+    unsafe { blst_fp_mul(&mut o, a, b) };
+    o
+}
+fn fp_sqr(a: &blst_fp) -> blst_fp {
+    let mut o = blst_fp::default();
+    // SAFETY: as above.
+    unsafe { blst_fp_sqr(&mut o, a) };
+    o
+}
+fn fp_add(a: &blst_fp, b: &blst_fp) -> blst_fp {
+    let mut o = blst_fp::default();
+    // SAFETY: as above.
+    unsafe { blst_fp_add(&mut o, a, b) };
+    o
+}
+fn fp_sub(a: &blst_fp, b: &blst_fp) -> blst_fp {
+    let mut o = blst_fp::default();
+    // SAFETY: as above.
+    unsafe { blst_fp_sub(&mut o, a, b) };
+    o
+}
+fn fp_neg(a: &blst_fp) -> blst_fp {
+    let mut o = blst_fp::default();
+    // SAFETY: as above.
+    unsafe { blst_fp_cneg(&mut o, a, true) };
+    o
+}
+fn fp2_mul(a: &blst_fp2, b: &blst_fp2) -> blst_fp2 {
+    let mut o = blst_fp2::default();
+    // SAFETY: as above.
+    unsafe { blst_fp2_mul(&mut o, a, b) };
+    o
+}
+fn fp2_sqr(a: &blst_fp2) -> blst_fp2 {
+    let mut o = blst_fp2::default();
+    // SAFETY: as above.
+    unsafe { blst_fp2_sqr(&mut o, a) };
+    o
+}
+
+fn p1(p: &G1Affine) -> blst_p1_affine {
+    from_bytes(points_as_bytes(std::slice::from_ref(p)))
+}
+fn p2(p: &G2Affine) -> blst_p2_affine {
+    from_bytes(g2_points_as_bytes(std::slice::from_ref(p)))
+}
+/// Field elements that are uniform enough: coordinates of random points.
+fn random_fp(r: &mut ChaCha20Rng) -> blst_fp {
+    p1(&G1Projective::random(&mut *r).to_affine()).x
+}
+fn random_fp2(r: &mut ChaCha20Rng) -> blst_fp2 {
+    p2(&G2Projective::random(&mut *r).to_affine()).y
+}
+
+fn fr(b: &[u8]) -> Scalar {
+    scalar_from_repr(&from_bytes::<FrRepr>(b))
+}
+
+/// An XYZZ representation of `p` with a random Z: (x z², y z³, z², z³).
+fn xyzz_g1(p: &G1Affine, r: &mut ChaCha20Rng) -> Vec<u8> {
+    if bool::from(p.is_identity()) {
+        return vec![0; 192];
+    }
+    let a = p1(p);
+    let z = random_fp(r);
+    let zz = fp_sqr(&z);
+    let zzz = fp_mul(&zz, &z);
+    [fp_mul(&a.x, &zz), fp_mul(&a.y, &zzz), zz, zzz]
+        .iter()
+        .flat_map(bytes_of)
+        .collect()
+}
+
+fn xyzz_g2(p: &G2Affine, r: &mut ChaCha20Rng) -> Vec<u8> {
+    if bool::from(p.is_identity()) {
+        return vec![0; 384];
+    }
+    let a = p2(p);
+    let z = random_fp2(r);
+    let zz = fp2_sqr(&z);
+    let zzz = fp2_mul(&zz, &z);
+    [fp2_mul(&a.x, &zz), fp2_mul(&a.y, &zzz), zz, zzz]
+        .iter()
+        .flat_map(bytes_of)
+        .collect()
+}
+
+fn g1(b: &[u8]) -> G1Projective {
+    xyzz_to_projective(&from_bytes::<XyzzRepr>(b))
+}
+
+fn g2(b: &[u8]) -> G2Projective {
+    xyzz2_to_projective(&from_bytes::<Xyzz2Repr>(b))
+}
+
+#[test]
+fn field_arithmetic_matches_blstrs() {
+    let Some(h) = harness() else { return };
+    let mut r = ChaCha20Rng::seed_from_u64(1);
+    let mut lines = Vec::new();
+    let mut want_fr = Vec::new();
+    let specials = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE];
+    for i in 0..300 {
+        let (a, b) = if i < 9 {
+            (specials[i / 3], specials[i % 3])
+        } else {
+            (Scalar::random(&mut r), Scalar::random(&mut r))
+        };
+        let (ha, hb) = (
+            hex(&bytes_of(&scalar_to_repr(&a))),
+            hex(&bytes_of(&scalar_to_repr(&b))),
+        );
+        lines.push(format!("fr_mul {ha} {hb}"));
+        want_fr.push(a * b);
+        lines.push(format!("fr_add {ha} {hb}"));
+        want_fr.push(a + b);
+        lines.push(format!("fr_sub {ha} {hb}"));
+        want_fr.push(a - b);
+    }
+    let got = run(&h, &lines);
+    for (k, (g, w)) in got.iter().zip(&want_fr).enumerate() {
+        assert_eq!(fr(g), *w, "{}", lines[k]);
+    }
+
+    let mut lines = Vec::new();
+    let mut want_fq = Vec::new();
+    let zero = blst_fp::default();
+    // One in Montgomery form (R mod p), from blst.
+    let one = {
+        let mut o = blst_fp::default();
+        // SAFETY: blst writes the output from a valid u64 array.
+        unsafe { blst::blst_fp_from_uint64(&mut o, [1u64, 0, 0, 0, 0, 0].as_ptr()) };
+        o
+    };
+    let fq_specials = [zero, one, fp_neg(&one)];
+    for i in 0..300 {
+        let (a, b) = if i < 9 {
+            (fq_specials[i / 3], fq_specials[i % 3])
+        } else {
+            (random_fp(&mut r), random_fp(&mut r))
+        };
+        let (ha, hb) = (hex(&bytes_of(&a)), hex(&bytes_of(&b)));
+        for (op, w) in [
+            ("fq_mul", fp_mul(&a, &b)),
+            ("fq_mul_ref", fp_mul(&a, &b)),
+            ("fq_add", fp_add(&a, &b)),
+            ("fq_sub", fp_sub(&a, &b)),
+            ("fq_neg", fp_neg(&a)),
+        ] {
+            lines.push(format!("{op} {ha} {hb}"));
+            want_fq.push(w);
+        }
+    }
+    let got = run(&h, &lines);
+    for (k, (g, w)) in got.iter().zip(&want_fq).enumerate() {
+        assert_eq!(g, &bytes_of(w), "{}", lines[k]);
+    }
+
+    let mut lines = Vec::new();
+    let mut want_fq2 = Vec::new();
+    for _ in 0..200 {
+        let (a, b) = (random_fp2(&mut r), random_fp2(&mut r));
+        let (ha, hb) = (hex(&bytes_of(&a)), hex(&bytes_of(&b)));
+        lines.push(format!("fq2_mul {ha} {hb}"));
+        want_fq2.push(fp2_mul(&a, &b));
+        lines.push(format!("fq2_sqr {ha}"));
+        want_fq2.push(fp2_sqr(&a));
+    }
+    let got = run(&h, &lines);
+    for (k, (g, w)) in got.iter().zip(&want_fq2).enumerate() {
+        assert_eq!(g, &bytes_of(w), "{}", lines[k]);
+    }
+}
+
+#[test]
+fn curve_formulas_match_blstrs_including_the_special_cases() {
+    let Some(h) = harness() else { return };
+    let mut r = ChaCha20Rng::seed_from_u64(2);
+    let mut lines = Vec::new();
+    let mut want = Vec::new();
+    let inf = G1Affine::identity();
+    for i in 0..120 {
+        let p = G1Projective::random(&mut r).to_affine();
+        // Special pairs: equal points (the doubling path), opposite points (the
+        // identity), and either side the identity.
+        let q = match i {
+            0..=9 => p,
+            10..=19 => -p,
+            20..=24 => inf,
+            _ => G1Projective::random(&mut r).to_affine(),
+        };
+        let p = if (25..30).contains(&i) { inf } else { p };
+        let (xp, hq) = (hex(&xyzz_g1(&p, &mut r)), hex(&bytes_of(&q)));
+        let sum = G1Projective::from(p) + q;
+        for op in ["g1_madd", "g1_madd_calls", "g1_madd_refs", "g1_madd_fcall"] {
+            lines.push(format!("{op} {xp} {hq}"));
+            want.push(sum);
+        }
+        let xq = hex(&xyzz_g1(&q, &mut r));
+        lines.push(format!("g1_add {xp} {xq}"));
+        want.push(sum);
+        lines.push(format!("g1_dbl {xp}"));
+        want.push(G1Projective::from(p).double());
+    }
+    let got = run(&h, &lines);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g1(g), *w, "{}", &lines[k][..20]);
+    }
+
+    let mut lines = Vec::new();
+    let mut want = Vec::new();
+    let inf2 = G2Affine::identity();
+    for i in 0..40 {
+        let p = G2Projective::random(&mut r).to_affine();
+        let q = match i {
+            0..=4 => p,
+            5..=9 => -p,
+            10..=11 => inf2,
+            _ => G2Projective::random(&mut r).to_affine(),
+        };
+        let (xp, hq) = (hex(&xyzz_g2(&p, &mut r)), hex(&bytes_of(&q)));
+        let sum = G2Projective::from(p) + q;
+        lines.push(format!("g2_madd {xp} {hq}"));
+        want.push(sum);
+        lines.push(format!("g2_add {xp} {}", hex(&xyzz_g2(&q, &mut r))));
+        want.push(sum);
+        lines.push(format!("g2_dbl {xp}"));
+        want.push(G2Projective::from(p).double());
+    }
+    let got = run(&h, &lines);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g2(g), *w, "{}", &lines[k][..20]);
+    }
+}
