@@ -460,6 +460,8 @@ fn write_manifest(
             "wall_s": r.wall_s, "s_per_proof": r.s_per_proof,
             "proofs_per_hour": r.proofs_per_hour, "peak_rss_bytes": r.peak_rss_bytes,
             "gpu_busy_pct": r.analysis.gpu_busy.iter().map(|d| d.busy_pct).collect::<Vec<_>>(),
+            "gpu_idle_ready_ms": r.analysis.gpu_busy.iter().map(|d| d.idle_ready_ms).collect::<Vec<_>>(),
+            "gpu_starved_ms": r.analysis.gpu_busy.iter().map(|d| d.starved_ms).collect::<Vec<_>>(),
             "verified": r.verified,
         },
         "timeline": timeline.display().to_string(),
@@ -500,12 +502,15 @@ fn print_result(label: &str, prep: &Prepared, r: &RunResult) {
         }
     );
     for d in &r.analysis.gpu_busy {
+        let span = r.analysis.span_ms;
         println!(
-            "  GPU {} busy {:.1}%",
+            "  GPU {} busy {:.1}% (idle {:.1}% with work ready, {:.1}% starved)",
             d.device
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| "-".into()),
-            d.busy_pct
+            d.busy_pct,
+            cuzk_timeline::DeviceBusy::pct(d.idle_ready_ms, span),
+            cuzk_timeline::DeviceBusy::pct(d.starved_ms, span),
         );
     }
     print!("{}", r.analysis);

@@ -304,6 +304,23 @@ pub struct DeviceBusy {
     pub busy_ms: f64,
     /// `busy_ms` as a percentage of the run's span.
     pub busy_pct: f64,
+    /// Idle while some partition was ready for the GPU (in the GPU queue, staging,
+    /// or waiting for the lock): hand-over and lock overhead, the engine's share.
+    pub idle_ready_ms: f64,
+    /// Idle with nothing ready: the stages before the GPU (synthesis, spmv,
+    /// prep_msm) could not keep up, or the run was starting or ending.
+    pub starved_ms: f64,
+}
+
+impl DeviceBusy {
+    /// `ms` as a percentage of `span_ms`.
+    pub fn pct(ms: f64, span_ms: f64) -> f64 {
+        if span_ms > 0.0 {
+            100.0 * ms / span_ms
+        } else {
+            0.0
+        }
+    }
 }
 
 /// The waits of one partition, each the sum over its occurrences; `None` when
@@ -440,18 +457,30 @@ pub fn analyse(events: &[Event]) -> Analysis {
                 .push((i.start_ms, i.end_ms));
         }
     }
+    // Work ready for a device: the GPU queue (shared by every device), and the
+    // device's own staging and lock waits.
+    let ready = |device: Option<u32>| {
+        iv.intervals
+            .iter()
+            .filter(move |i| match i.kind {
+                IntervalKind::Wait(WaitKind::GpuQueue) => true,
+                IntervalKind::Wait(WaitKind::Lock) | IntervalKind::Staging => i.device == device,
+                _ => false,
+            })
+            .map(|i| (i.start_ms, i.end_ms))
+    };
     let gpu_busy = by_device
         .into_iter()
         .map(|(device, spans)| {
-            let busy_ms = union_length(spans);
+            let busy_ms = union_length(spans.clone());
+            let busy_or_ready = union_length(spans.into_iter().chain(ready(device)).collect());
+            let idle_ready_ms = (busy_or_ready - busy_ms).max(0.0);
             DeviceBusy {
                 device,
                 busy_ms,
-                busy_pct: if span_ms > 0.0 {
-                    100.0 * busy_ms / span_ms
-                } else {
-                    0.0
-                },
+                busy_pct: DeviceBusy::pct(busy_ms, span_ms),
+                idle_ready_ms,
+                starved_ms: (span_ms - busy_ms - idle_ready_ms).max(0.0),
             }
         })
         .collect();
@@ -624,11 +653,13 @@ impl fmt::Display for Analysis {
             for d in &self.gpu_busy {
                 writeln!(
                     f,
-                    "{} busy {:.1}% ({} of {})",
+                    "{} busy {:.1}% ({} of {}); idle {:.1}% with work ready, {:.1}% starved (nothing ready: the stages before the GPU, start-up and tail)",
                     device_name(d.device),
                     d.busy_pct,
                     fmt_ms(d.busy_ms),
-                    fmt_ms(self.span_ms)
+                    fmt_ms(self.span_ms),
+                    DeviceBusy::pct(d.idle_ready_ms, self.span_ms),
+                    DeviceBusy::pct(d.starved_ms, self.span_ms),
                 )?;
             }
         }

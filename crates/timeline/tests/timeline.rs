@@ -73,6 +73,14 @@ fn fixture_analysis_gives_the_hand_computed_figures() {
     assert_eq!(a.gpu_busy[0].device, Some(0));
     assert_eq!(a.gpu_busy[0].busy_ms, 260.0);
     assert!((a.gpu_busy[0].busy_pct - 100.0 * 260.0 / 455.0).abs() < 1e-12);
+    // Idle with work ready: partition 2.1 queued at 330, picked up at 335, lock at
+    // 340 (1.1's lock wait [120, 150] falls inside busy time): 10 ms. The rest of
+    // the idle time nothing was ready: 455 - 260 - 10.
+    assert_eq!(a.gpu_busy[0].idle_ready_ms, 10.0);
+    assert_eq!(a.gpu_busy[0].starved_ms, 185.0);
+    assert!(a
+        .to_string()
+        .contains("idle 2.2% with work ready, 40.7% starved"));
 
     // Waits per partition.
     let w: Vec<_> = a
