@@ -9,8 +9,9 @@ use cuzk_gpu_backend::{
     AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
     PartitionResult, SplitMsm, Staged,
 };
+use group::Group;
 
-use crate::error::CudaError;
+use crate::error::{Ctx, CudaError};
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{Ntt, MAX_LOG_DOMAIN};
@@ -25,6 +26,8 @@ pub struct CudaConfig {
     /// Device bytes left alone (other processes, driver, fragmentation): the backend
     /// plans partitions to fit in the free memory at start minus this.
     pub reserve_bytes: u64,
+    /// Where base vectors live.
+    pub bases: BasePlacement,
 }
 
 impl Default for CudaConfig {
@@ -32,8 +35,21 @@ impl Default for CudaConfig {
         Self {
             device: 0,
             reserve_bytes: 2 << 30,
+            bases: BasePlacement::Auto,
         }
     }
+}
+
+/// Where a partition's base vectors (the parameter queries) live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BasePlacement {
+    /// Resident when they fit (uploaded once, kept); when a partition's sets do not
+    /// fit next to its working memory, the ones not already resident are streamed
+    /// from host memory in chunks, one MSM per chunk.
+    Auto,
+    /// Always streamed, in chunks of at most `chunk_bases` points (a GPU smaller than
+    /// the parameters, the streaming path's checks, or the A/B against resident).
+    Streamed { chunk_bases: usize },
 }
 
 /// The GPU backend on one CUDA device.
@@ -46,7 +62,10 @@ impl Default for CudaConfig {
 /// same points, which is true of parameters that stay loaded or memory-mapped for
 /// the daemon's lifetime. After unloading a parameter set call
 /// [`CudaBackend::evict_bases`]. When a new set does not fit next to the cached ones,
-/// the sets this partition does not use are evicted first.
+/// the sets this partition does not use are evicted first; when the partition's own
+/// sets still do not fit (a GPU smaller than the parameters), those not resident are
+/// **streamed** from host memory in chunks, one MSM per chunk ([`BasePlacement`]),
+/// instead of failing. `BasePlacement::Streamed` streams always.
 ///
 /// One partition at a time runs on the device (an internal mutex); the scheduler's
 /// GPU lock decides who calls.
@@ -68,6 +87,7 @@ struct Inner {
     bases_g2: HashMap<(usize, usize), CudaSlice<Affine2Repr>>,
     /// Bytes of device memory this backend may plan with.
     budget: u64,
+    placement: BasePlacement,
 }
 
 fn dev(e: CudaError) -> BackendError {
@@ -106,6 +126,7 @@ impl CudaBackend {
                 bases: HashMap::new(),
                 bases_g2: HashMap::new(),
                 budget,
+                placement: config.bases,
             }),
             caps,
         })
@@ -170,14 +191,16 @@ impl Inner {
                 .sum::<u64>()
     }
 
-    /// Makes sure every base vector of the job (G1 `sets`, G2 `sets_g2`) is resident
-    /// and the rest fits.
+    /// Makes every base vector of the job (G1 `sets`, G2 `sets_g2`) resident if they
+    /// all fit next to `working` bytes (evicting sets this job does not use first),
+    /// and returns the chunk size (in points) for the sets that are not: those are
+    /// streamed, one chunk at a time, through what memory is left.
     fn prepare_bases(
         &mut self,
         sets: &[&[G1Affine]],
         sets_g2: &[&[G2Affine]],
         working: u64,
-    ) -> Result<(), BackendError> {
+    ) -> Result<usize, BackendError> {
         let wanted: Vec<(usize, usize)> = sets.iter().map(|s| key(s)).collect();
         let wanted_g2: Vec<(usize, usize)> = sets_g2.iter().map(|s| key(s)).collect();
         let missing: u64 = sets
@@ -194,33 +217,146 @@ impl Inner {
             self.bases.retain(|k, _| wanted.contains(k));
             self.bases_g2.retain(|k, _| wanted_g2.contains(k));
         }
-        let need = self.cached_bytes() + missing + working;
-        if need > self.budget {
-            return Err(dev(CudaError::OutOfMemory {
-                what: "partition (resident bases + H buffers + MSM scratch)",
-                need,
+        let forced = match self.placement {
+            BasePlacement::Auto => None,
+            BasePlacement::Streamed { chunk_bases } => Some(chunk_bases),
+        };
+        let resident_fits = self.cached_bytes() + missing + working <= self.budget;
+        if resident_fits && forced.is_none() {
+            for s in sets {
+                if !self.bases.contains_key(&key(s)) {
+                    let buf = self
+                        .gpu
+                        .upload::<AffineRepr>(G1::host_as_bytes(s))
+                        .map_err(dev)?;
+                    self.bases.insert(key(s), buf);
+                }
+            }
+            for s in sets_g2 {
+                if !self.bases_g2.contains_key(&key(s)) {
+                    let buf = self
+                        .gpu
+                        .upload::<Affine2Repr>(G2::host_as_bytes(s))
+                        .map_err(dev)?;
+                    self.bases_g2.insert(key(s), buf);
+                }
+            }
+            return Ok(MIN_STREAM_CHUNK);
+        }
+        let left = self
+            .budget
+            .saturating_sub(self.cached_bytes())
+            .saturating_sub(working);
+        stream_chunk(left, forced).ok_or_else(|| {
+            dev(CudaError::OutOfMemory {
+                what: "partition (H buffers + MSM scratch + two chunks of streamed bases)",
+                need: self.cached_bytes()
+                    + working
+                    + 2 * MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT,
                 available: self.budget,
-            }));
+            })
+        })
+    }
+
+    /// Ones and tail of a split query: over its resident bases, or streamed.
+    fn query<C: DeviceCurve>(
+        &self,
+        resident: Option<&CudaSlice<C::Affine>>,
+        m: &SplitMsm<'_, C::HostAffine>,
+        chunk: usize,
+    ) -> Result<Vec<PendingSum<C>>, CudaError> {
+        match resident {
+            Some(bases) => {
+                let (ones, tail) = self.split_msm::<C>(bases, m)?;
+                Ok(vec![ones, tail])
+            }
+            None => self.streamed_split::<C>(m, chunk),
         }
-        for s in sets {
-            if !self.bases.contains_key(&key(s)) {
-                let buf = self
-                    .gpu
-                    .upload::<AffineRepr>(G1::host_as_bytes(s))
-                    .map_err(dev)?;
-                self.bases.insert(key(s), buf);
+    }
+
+    /// Σ scalars[i] · host[i] for i < n with the bases streamed from `host` in chunks
+    /// (scalars on the device, Montgomery form: H's coefficients).
+    fn streamed_dense<C: DeviceCurve>(
+        &self,
+        host: &[C::HostAffine],
+        scalars: &CudaSlice<FrRepr>,
+        n: usize,
+        chunk: usize,
+    ) -> Result<Vec<PendingSum<C>>, CudaError> {
+        let mut out = Vec::new();
+        for (lo, hi) in chunks(n, chunk) {
+            // Uploads and allocations are ordered on the compute stream, and a chunk's
+            // buffers are freed in stream order after its MSM: at most a chunk or two
+            // are in device memory at a time.
+            let bases = self
+                .gpu
+                .upload::<C::Affine>(C::host_as_bytes(&host[lo..hi]))?;
+            let mut part = self.gpu.alloc_poisoned::<FrRepr>(hi - lo)?;
+            self.gpu
+                .compute_stream()
+                .memcpy_dtod(&scalars.slice(lo..hi), &mut part)
+                .ctx("cuMemcpyDtoDAsync")?;
+            out.push(msm::msm(
+                &self.gpu,
+                &bases,
+                &part,
+                hi - lo,
+                ScalarFormat::Montgomery,
+                None,
+                MsmPlan::for_size(hi - lo),
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// A split query with its bases streamed in chunks: per chunk, the ones whose bit
+    /// falls in it and the tail terms whose index does (rebased to the chunk).
+    fn streamed_split<C: DeviceCurve>(
+        &self,
+        m: &SplitMsm<'_, C::HostAffine>,
+        chunk: usize,
+    ) -> Result<Vec<PendingSum<C>>, CudaError> {
+        let split = m.split;
+        let words = split.ones().words();
+        let (idx, sc) = (split.tail_indices(), split.tail_scalars());
+        let mut out = Vec::new();
+        for (lo, hi) in chunks(split.num_bases(), chunk) {
+            let bases = self
+                .gpu
+                .upload::<C::Affine>(C::host_as_bytes(&m.bases[lo..hi]))?;
+            // Chunks start at multiples of 64: word k of the chunk is word lo/64 + k.
+            let w = &words[lo / 64..hi.div_ceil(64).min(words.len())];
+            if !w.is_empty() {
+                let words_dev = self.gpu.upload::<u64>(u64s_as_bytes(w))?;
+                out.push(msm::ones_sum(
+                    &self.gpu,
+                    &bases,
+                    &words_dev,
+                    w.len(),
+                    hi - lo,
+                )?);
+            }
+            let (ci, cs): (Vec<u32>, Vec<[u64; 4]>) = idx
+                .iter()
+                .zip(sc)
+                .filter(|(&i, _)| (lo..hi).contains(&(i as usize)))
+                .map(|(&i, s)| (i - lo as u32, *s))
+                .unzip();
+            if !ci.is_empty() {
+                let idx_dev = self.gpu.upload::<u32>(u32s_as_bytes(&ci))?;
+                let sc_dev = self.gpu.upload::<FrRepr>(limbs_as_bytes(&cs))?;
+                out.push(msm::msm(
+                    &self.gpu,
+                    &bases,
+                    &sc_dev,
+                    ci.len(),
+                    ScalarFormat::Canonical,
+                    Some(&idx_dev),
+                    MsmPlan::for_size(ci.len()),
+                )?);
             }
         }
-        for s in sets_g2 {
-            if !self.bases_g2.contains_key(&key(s)) {
-                let buf = self
-                    .gpu
-                    .upload::<Affine2Repr>(G2::host_as_bytes(s))
-                    .map_err(dev)?;
-                self.bases_g2.insert(key(s), buf);
-            }
-        }
-        Ok(())
+        Ok(out)
     }
 
     /// Ones and tail of a split query whose bases are resident (`bases`).
@@ -263,6 +399,31 @@ fn u32s_as_bytes(v: &[u32]) -> &[u8] {
 fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
     // SAFETY: as above.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// Smallest chunk worth streaming (points); chunks are multiples of 64 so that a
+/// chunk's ones are whole bitmap words.
+const MIN_STREAM_CHUNK: usize = 1 << 12;
+/// Device bytes a streamed point may take: a G2 base (the largest) and a scalar.
+const STREAM_BYTES_PER_POINT: u64 = 192 + 32;
+
+/// Points per streamed chunk with `left` device bytes to spare: two chunks in flight
+/// (a chunk's buffers are freed in stream order after its MSM), at most `forced`,
+/// a multiple of 64; `None` when not even two of the smallest chunks fit.
+fn stream_chunk(left: u64, forced: Option<usize>) -> Option<usize> {
+    let fit = (left / 2 / STREAM_BYTES_PER_POINT) as usize;
+    if fit < MIN_STREAM_CHUNK {
+        return None;
+    }
+    let chunk = forced.map_or(fit, |f| f.min(fit)).max(64);
+    Some(chunk / 64 * 64)
+}
+
+/// [lo, hi) ranges of at most `chunk` (rounded down to a multiple of 64, at least
+/// 64) covering 0..n.
+fn chunks(n: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    let c = (chunk / 64 * 64).max(64);
+    (0..n).step_by(c).map(move |lo| (lo, (lo + c).min(n)))
 }
 
 fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), BackendError> {
@@ -404,7 +565,8 @@ impl GpuBackend for CudaBackend {
         let pinned = unsafe { self.pin(abc) }.map_err(dev)?;
         let mut inner = self.lock();
         let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
-        inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], &g2_sets, working)?;
+        let chunk =
+            inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], &g2_sets, working)?;
         let inner = &*inner;
         let gpu = &inner.gpu;
 
@@ -413,19 +575,26 @@ impl GpuBackend for CudaBackend {
         Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
         // Uploads are done: unpin while the device works.
         drop(pinned);
-        let h_pending = msm::msm(
-            gpu,
-            &inner.bases[&key(h_bases)],
-            &h_coeffs,
-            want_h,
-            ScalarFormat::Montgomery,
-            None,
-            MsmPlan::for_size(want_h),
-        )
-        .map_err(dev)?;
+        let h_pending = match inner.bases.get(&key(h_bases)) {
+            Some(bases) => vec![msm::msm(
+                gpu,
+                bases,
+                &h_coeffs,
+                want_h,
+                ScalarFormat::Montgomery,
+                None,
+                MsmPlan::for_size(want_h),
+            )
+            .map_err(dev)?],
+            None => inner
+                .streamed_dense::<G1>(h_bases, &h_coeffs, want_h, chunk)
+                .map_err(dev)?,
+        };
         Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
         drop(h_coeffs);
-        let g1 = |m: &SplitMsm<'_, G1Affine>| inner.split_msm::<G1>(&inner.bases[&key(m.bases)], m);
+        let g1 = |m: &SplitMsm<'_, G1Affine>| {
+            inner.query::<G1>(inner.bases.get(&key(m.bases)), m, chunk)
+        };
         let l_p = g1(&l).map_err(dev)?;
         Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
         let a_p = g1(&a).map_err(dev)?;
@@ -433,11 +602,11 @@ impl GpuBackend for CudaBackend {
         let b_p = g1(&b_g1).map_err(dev)?;
         Phases::mark(&mut phases, gpu, "B_G1").map_err(dev)?;
         // The B query in G2 (when the scheduler hands it over): the same split MSM
-        // over the resident G2 bases, enqueued behind the G1 ones.
+        // over the G2 bases, enqueued behind the G1 ones.
         let b2_p = match &b_g2 {
             Some(m) => Some(
                 inner
-                    .split_msm::<G2>(&inner.bases_g2[&key(m.bases)], m)
+                    .query::<G2>(inner.bases_g2.get(&key(m.bases)), m, chunk)
                     .map_err(dev)?,
             ),
             None => None,
@@ -446,20 +615,70 @@ impl GpuBackend for CudaBackend {
             Phases::mark(&mut phases, gpu, "B_G2").map_err(dev)?;
         }
 
-        fn pair<C: DeviceCurve>(
+        /// The sum of a query's pending parts (ones, tails; per chunk when streamed).
+        fn total<C: DeviceCurve>(
             gpu: &Gpu,
-            (ones, tail): (PendingSum<C>, PendingSum<C>),
+            parts: Vec<PendingSum<C>>,
         ) -> Result<C::Projective, BackendError> {
-            Ok(ones.finish(gpu).map_err(dev)? + tail.finish(gpu).map_err(dev)?)
+            let mut acc = C::Projective::identity();
+            for p in parts {
+                acc += p.finish(gpu).map_err(dev)?;
+            }
+            Ok(acc)
         }
-        let h = h_pending.finish(gpu).map_err(dev)?;
+        let h = total(gpu, h_pending)?;
         Phases::finish(phases).map_err(dev)?;
         Ok(PartitionResult {
             h,
-            l: pair(gpu, l_p)?,
-            a: pair(gpu, a_p)?,
-            b_g1: pair(gpu, b_p)?,
-            b_g2: b2_p.map(|p| pair(gpu, p)).transpose()?,
+            l: total(gpu, l_p)?,
+            a: total(gpu, a_p)?,
+            b_g1: total(gpu, b_p)?,
+            b_g2: b2_p.map(|p| total(gpu, p)).transpose()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_every_point_once_in_multiples_of_64() {
+        for (n, chunk) in [
+            (0, 960),
+            (1, 960),
+            (960, 960),
+            (961, 1000),
+            (5000, 1000),
+            (100, 1),
+        ] {
+            let c: Vec<_> = chunks(n, chunk).collect();
+            let mut next = 0;
+            for &(lo, hi) in &c {
+                assert_eq!(lo, next);
+                assert!(lo.is_multiple_of(64) && hi > lo && hi - lo <= (chunk / 64 * 64).max(64));
+                next = hi;
+            }
+            assert_eq!(next, n, "n = {n}, chunk = {chunk}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn the_stream_chunk_fits_two_in_flight_or_says_none() {
+        // Too little room for two of the smallest chunks.
+        assert_eq!(
+            stream_chunk(
+                2 * MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT - 1,
+                None
+            ),
+            None
+        );
+        // Room for two: the chunk takes half, rounded to 64.
+        let left = 10 << 30;
+        let c = stream_chunk(left, None).unwrap();
+        assert!(c.is_multiple_of(64) && 2 * c as u64 * STREAM_BYTES_PER_POINT <= left);
+        // A forced chunk is honoured below that, rounded down to 64.
+        assert_eq!(stream_chunk(left, Some(1000)), Some(960));
+        assert_eq!(stream_chunk(left, Some(10)), Some(64));
     }
 }

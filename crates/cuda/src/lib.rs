@@ -27,7 +27,7 @@ pub mod ntt;
 pub mod profile;
 pub mod raw;
 
-pub use backend::{CudaBackend, CudaConfig};
+pub use backend::{BasePlacement, CudaBackend, CudaConfig};
 pub use error::CudaError;
 pub use gpu::Gpu;
 

@@ -1,6 +1,9 @@
 //! Backend plugin `cuda`: [`cuzk_cuda::CudaBackend`] behind the plugin ABI.
 //!
-//! Parameters: `device` (CUDA ordinal) and `reserve_gib` (device memory left alone).
+//! Parameters: `device` (CUDA ordinal), `reserve_gib` (device memory left alone) and
+//! `stream_chunk` (0: bases resident where they fit, streamed where they do not; N:
+//! always streamed from host memory in chunks of N points, for small GPUs and the
+//! resident-against-streamed A/B).
 //! Where there is no CUDA driver or device, instantiating the plugin fails with the
 //! backend's "no CUDA device" error, which the host reports; nothing panics.
 //!
@@ -12,7 +15,7 @@
 //! lives in the glue's token map until the host's `unstage`), and
 //! `prove_partition_ref` reads them lent, so the host frees them only afterwards.
 
-use cuzk_cuda::{CudaBackend, CudaConfig};
+use cuzk_cuda::{BasePlacement, CudaBackend, CudaConfig};
 use cuzk_gpu_backend::GpuBackend;
 use cuzk_plugin_api::{
     stages, AbcRefC, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params,
@@ -31,14 +34,24 @@ impl BackendPlugin for Cuda {
             "2",
             "device memory (GiB) left for other processes and the driver",
         ),
+        ParamDoc::new(
+            "stream_chunk",
+            "0",
+            "0: parameter bases resident where they fit, streamed where they do not; N: always streamed in chunks of N points",
+        ),
     ];
 
     fn new(params: &Params<'_>) -> Result<Self, AbiError> {
         let device: usize = params.get("device")?;
         let reserve_gib: u64 = params.get("reserve_gib")?;
+        let stream_chunk: usize = params.get("stream_chunk")?;
         let backend = CudaBackend::new(CudaConfig {
             device,
             reserve_bytes: reserve_gib << 30,
+            bases: match stream_chunk {
+                0 => BasePlacement::Auto,
+                n => BasePlacement::Streamed { chunk_bases: n },
+            },
         })
         .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
         Ok(Self { backend })

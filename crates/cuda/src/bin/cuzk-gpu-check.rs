@@ -29,7 +29,7 @@ use cuzk_cuda::gpu::{
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
-use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
+use cuzk_cuda::{BasePlacement, CudaBackend, CudaConfig, CudaError};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm};
 use ff::{Field, PrimeField};
 use group::{Curve, Group};
@@ -795,7 +795,12 @@ fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) ->
 
 // ---------------------------------------------------------------- whole partition
 
-fn check_partition(backend: &CudaBackend, log: &Log, pool: Arc<rayon::ThreadPool>) -> Result<()> {
+fn check_partition(
+    backend: &CudaBackend,
+    streamed: &CudaBackend,
+    log: &Log,
+    pool: Arc<rayon::ThreadPool>,
+) -> Result<()> {
     let mut r = rng(5);
     let cpu = CpuBackend::new(pool.clone());
     for (n, inputs, aux) in [
@@ -866,6 +871,16 @@ fn check_partition(backend: &CudaBackend, log: &Log, pool: Arc<rayon::ThreadPool
             &format!("prove_partition n={n}"),
             got == want && got.b_g2.is_some(),
             "with b_g2",
+        );
+        // Every base vector streamed from host memory in chunks of 960 points
+        // (several chunks at the larger shapes, chunk edges cutting the tails).
+        let got_streamed = streamed
+            .prove_partition(job(abc.clone(), true))
+            .map_err(|e| anyhow!("{e}"))?;
+        log.check(
+            &format!("prove_partition streamed n={n}"),
+            got_streamed == want,
+            "bases streamed in chunks of 960",
         );
         // Second run hits the resident bases (G1 and G2).
         let again = backend
@@ -1409,7 +1424,14 @@ fn main() -> Result<()> {
             );
         }
         if on("partition") {
-            section("partition", check_partition(&backend, &log, pool.clone()));
+            let streamed = CudaBackend::new(CudaConfig {
+                bases: BasePlacement::Streamed { chunk_bases: 1000 },
+                ..CudaConfig::default()
+            })?;
+            section(
+                "partition",
+                check_partition(&backend, &streamed, &log, pool.clone()),
+            );
         }
     }
     if !no_bench {
