@@ -480,6 +480,62 @@ fn check_h(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, max_log: u
 
 // ---------------------------------------------------------------- MSM
 
+/// One MSM case on either curve: Montgomery scalars with the identity map and the
+/// default window, then (if `indexed`) canonical scalars through a reversed index map
+/// with windows of 3, 8 and 13 bits, each against `want`.
+#[allow(clippy::too_many_arguments)]
+fn check_msm_of<A: cuzk_cuda::gpu::CurvePoint>(
+    gpu: &Gpu,
+    log: &Log,
+    bases: &CudaSlice<A>,
+    scalars: &[Scalar],
+    want: <A::Curve as cuzk_cuda::gpu::DeviceCurve>::Projective,
+    name: &str,
+    kind: &str,
+    indexed: bool,
+) -> Result<()> {
+    let n = scalars.len();
+    let ds = gpu.upload::<FrRepr>(scalars_as_bytes(scalars))?;
+    let got = msm::msm(
+        gpu,
+        bases,
+        &ds,
+        n,
+        ScalarFormat::Montgomery,
+        None,
+        MsmPlan::for_size(n),
+    )?
+    .finish(gpu)?;
+    log.check(&format!("{name} {kind} n={n}"), got == want, "");
+    if indexed {
+        let idx: Vec<u32> = (0..n as u32).rev().collect();
+        let canon: Vec<[u64; 4]> = idx
+            .iter()
+            .map(|&i| to_canonical(&scalars[i as usize]))
+            .collect();
+        let di = gpu.upload::<u32>(bytes_of(&idx))?;
+        let dc = gpu.upload::<FrRepr>(bytes_of(&canon))?;
+        for c in [3u32, 8, 13] {
+            let got = msm::msm(
+                gpu,
+                bases,
+                &dc,
+                n,
+                ScalarFormat::Canonical,
+                Some(&di),
+                MsmPlan::for_window(c),
+            )?
+            .finish(gpu)?;
+            log.check(
+                &format!("{name} indexed c={c} {kind} n={n}"),
+                got == want,
+                "",
+            );
+        }
+    }
+    Ok(())
+}
+
 fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
     let mut r = rng(4);
     let big = 1usize << max_log;
@@ -520,42 +576,7 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?
         };
         let kind = if heavy { "0/1-heavy" } else { "random" };
-        // Montgomery scalars, identity map, default window.
-        let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
-        let got = msm::msm(
-            gpu,
-            &dbases,
-            &ds,
-            n,
-            ScalarFormat::Montgomery,
-            None,
-            MsmPlan::for_size(n),
-        )?
-        .finish(gpu)?;
-        log.check(&format!("msm {kind} n={n}"), got == want, "");
-        // Canonical scalars through an index map (reversed order), other windows.
-        if n <= 1 << 16 {
-            let idx: Vec<u32> = (0..n as u32).rev().collect();
-            let canon: Vec<[u64; 4]> = idx
-                .iter()
-                .map(|&i| to_canonical(&scalars[i as usize]))
-                .collect();
-            let di = gpu.upload::<u32>(bytes_of(&idx))?;
-            let dc = gpu.upload::<FrRepr>(bytes_of(&canon))?;
-            for c in [3u32, 8, 13] {
-                let got = msm::msm(
-                    gpu,
-                    &dbases,
-                    &dc,
-                    n,
-                    ScalarFormat::Canonical,
-                    Some(&di),
-                    MsmPlan::for_window(c),
-                )?
-                .finish(gpu)?;
-                log.check(&format!("msm indexed c={c} {kind} n={n}"), got == want, "");
-            }
-        }
+        check_msm_of(gpu, log, &dbases, &scalars, want, "msm", kind, n <= 1 << 16)?;
     }
 
     // Skewed digit distributions: every scalar equal (each window's points all in one
@@ -706,44 +727,16 @@ fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) ->
             cuzk_msm_cpu::msm_g2(&points[..n], &scalars, pool)?
         };
         let kind = if heavy { "0/1-heavy" } else { "random" };
-        let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
-        let got = msm::msm(
+        check_msm_of(
             gpu,
+            log,
             &dbases,
-            &ds,
-            n,
-            ScalarFormat::Montgomery,
-            None,
-            MsmPlan::for_size(n),
-        )?
-        .finish(gpu)?;
-        log.check(&format!("g2 msm {kind} n={n}"), got == want, "");
-        if n <= 1 << 12 {
-            let idx: Vec<u32> = (0..n as u32).rev().collect();
-            let canon: Vec<[u64; 4]> = idx
-                .iter()
-                .map(|&i| to_canonical(&scalars[i as usize]))
-                .collect();
-            let di = gpu.upload::<u32>(bytes_of(&idx))?;
-            let dc = gpu.upload::<FrRepr>(bytes_of(&canon))?;
-            for c in [3u32, 8, 13] {
-                let got = msm::msm(
-                    gpu,
-                    &dbases,
-                    &dc,
-                    n,
-                    ScalarFormat::Canonical,
-                    Some(&di),
-                    MsmPlan::for_window(c),
-                )?
-                .finish(gpu)?;
-                log.check(
-                    &format!("g2 msm indexed c={c} {kind} n={n}"),
-                    got == want,
-                    "",
-                );
-            }
-        }
+            &scalars,
+            want,
+            "g2 msm",
+            kind,
+            n <= 1 << 12,
+        )?;
     }
 
     // Every scalar equal: each window's points all in one bucket.
