@@ -310,7 +310,7 @@ impl Inner {
     }
 
     /// A split query with its bases streamed in chunks: per chunk, the ones whose bit
-    /// falls in it and the tail terms whose index does (rebased to the chunk).
+    /// falls in it and the run of tail terms whose index does (rebased to the chunk).
     fn streamed_split<C: DeviceCurve>(
         &self,
         m: &SplitMsm<'_, C::HostAffine>,
@@ -336,15 +336,14 @@ impl Inner {
                     hi - lo,
                 )?);
             }
-            let (ci, cs): (Vec<u32>, Vec<[u64; 4]>) = idx
-                .iter()
-                .zip(sc)
-                .filter(|(&i, _)| (lo..hi).contains(&(i as usize)))
-                .map(|(&i, s)| (i - lo as u32, *s))
-                .unzip();
+            // Tail indices increase (a SplitScalars invariant): the chunk's terms are
+            // one run of them.
+            let t0 = idx.partition_point(|&i| (i as usize) < lo);
+            let t1 = idx.partition_point(|&i| (i as usize) < hi);
+            let ci: Vec<u32> = idx[t0..t1].iter().map(|&i| i - lo as u32).collect();
             if !ci.is_empty() {
                 let idx_dev = self.gpu.upload::<u32>(u32s_as_bytes(&ci))?;
-                let sc_dev = self.gpu.upload::<FrRepr>(limbs_as_bytes(&cs))?;
+                let sc_dev = self.gpu.upload::<FrRepr>(limbs_as_bytes(&sc[t0..t1]))?;
                 out.push(msm::msm(
                     &self.gpu,
                     &bases,
