@@ -77,6 +77,10 @@ struct AffineT {
         r.y = F::load(&p->y);
         return r;
     }
+    __device__ __forceinline__ void store(AffineT* p) const {
+        x.store(&p->x);
+        y.store(&p->y);
+    }
 };
 
 template <class F>
@@ -247,6 +251,78 @@ __device__ __forceinline__ AffineT<F> neg_affine(const AffineT<F>& a) {
     AffineT<F> r;
     r.x = a.x;
     r.y = F::neg(a.y);
+    return r;
+}
+
+// ---- Batch-affine accumulation (msm.cu's msm_ba_round) ----
+//
+// An affine sum p + q costs one inversion and 3 products (2 for the doubling's
+// numerator besides); Montgomery's trick shares one inversion among all the pairs a
+// thread sums (3 more products each), so a pair costs ~6 products where an XYZZ mixed
+// addition costs 10. A pair's kind says which of the cases it is, its denominator is
+// what the shared inversion must invert (1 when none), and pair_sum finishes it with
+// that denominator's inverse.
+enum PairKind : u32 { PAIR_ADD = 0, PAIR_DBL = 1, PAIR_P = 2, PAIR_Q = 3, PAIR_INF = 4 };
+
+template <class F>
+__device__ __forceinline__ u32 pair_kind(const AffineT<F>& p, const AffineT<F>& q) {
+    if (p.is_inf()) return PAIR_Q;
+    if (q.is_inf()) return PAIR_P;
+    if (!p.x.eq(q.x)) return PAIR_ADD;
+    // Same x: q = p (double) or q = -p (infinity). y != 0 on both curves (odd order).
+    return p.y.eq(q.y) ? PAIR_DBL : PAIR_INF;
+}
+
+// The denominator of the pair's slope: x_q - x_p for an addition, 2 y_p for a
+// doubling, 1 for the cases that need no inversion. Never 0.
+template <class F>
+__device__ __forceinline__ F pair_den(u32 kind, const AffineT<F>& p, const AffineT<F>& q) {
+    if (kind == PAIR_ADD) return F::sub(q.x, p.x);
+    if (kind == PAIR_DBL) return F::dbl(p.y);
+    return F::one();
+}
+
+// p + q given inv = 1 / pair_den(kind, p, q). The slope l is (y_q - y_p) / (x_q - x_p)
+// or 3 x_p^2 / (2 y_p); then x = l^2 - x_p - x_q and y = l (x_p - x) - y_p serve both
+// (x_q = x_p for a doubling).
+template <class F>
+__device__ __forceinline__ AffineT<F> pair_sum(u32 kind, const AffineT<F>& p, const AffineT<F>& q, const F& inv) {
+    if (kind == PAIR_P) return p;
+    if (kind == PAIR_Q) return q;
+    AffineT<F> r;
+    if (kind == PAIR_INF) {
+        r.x = F::zero();
+        r.y = F::zero();
+        return r;
+    }
+    F num;
+    if (kind == PAIR_ADD) {
+        num = F::sub(q.y, p.y);
+    } else {
+        F xx = F::sqr(p.x);
+        num = F::add(F::dbl(xx), xx);
+    }
+    F l = F::mul(num, inv);
+    r.x = F::sub(F::sub(F::sqr(l), p.x), q.x);
+    r.y = F::sub(F::mul(l, F::sub(p.x, r.x)), p.y);
+    return r;
+}
+
+// 1 / a = a^(p - 2) for a != 0 (0 gives 0): 4-bit fixed windows over the exponent's
+// 96 nibbles, ~486 products. msm_ba_round calls it once per thread for a few hundred
+// pairs.
+__device__ __noinline__ Fq fq_inverse(Fq a) {
+    Fq table[16];
+    table[0] = Fq::one();
+    table[1] = a;
+    for (int i = 2; i < 16; i++) table[i] = Fq::mul(table[i - 1], a);
+    Fq r = table[1];  // the top nibble of p - 2 is 1
+    for (int i = 94; i >= 0; i--) {
+        const u32 limb = i < 8 ? FQ_MOD[0] - 2 : FQ_MOD[i / 8];
+        const u32 nib = (limb >> (4 * (i % 8))) & 15;
+        r = Fq::sqr(Fq::sqr(Fq::sqr(Fq::sqr(r))));
+        if (nib) r = Fq::mul(r, table[nib]);
+    }
     return r;
 }
 

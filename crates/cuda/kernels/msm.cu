@@ -386,6 +386,98 @@ extern "C" __global__ void msm_sum_points_g1_fcall(const AffineT<Fq>* bases, con
                                                    u32 K, u32 balanced, XyzzT<Fq>* out) {
     sum_points<Fq, 2>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);
 }
+// ---- Batch-affine bucket sums (G1; SumVariant::BatchAffine in msm.rs) ----
+//
+// Rounds over the sorted entries: each round sums the entries of every bucket in
+// pairs (2j, 2j + 1) in affine coordinates, an odd last entry passing through, so a
+// bucket of m entries has ceil(m / 2) after the round and one after ceil(log2 m)
+// rounds. All pairs of a round are independent: thread t takes `per` consecutive
+// outputs, multiplies their denominators into a running product (kept in scratch,
+// one column per thread so that a warp's stores coalesce), inverts the product once
+// (fq_inverse) and walks back, peeling each pair's inverse off it (Montgomery's
+// trick): ~6 products per pair and the inversion's ~486 shared by up to `per` pairs.
+//
+// Round 1 reads the bases through the sorted entries (sign bit: the negated point);
+// later rounds the previous round's output. Output slot o belongs to the bucket x
+// with out_start[x] <= o < out_start[x] + ceil(in_cnt[x] / 2) (the scan of the
+// level code with K = 2); its input entries start at in_start[x] + 2 (o - out_start[x]).
+__device__ __forceinline__ Affine ba_entry(const Affine* bases, const u32* sorted, const Affine* in, u32 i) {
+    if (sorted) {
+        const u32 v = sorted[i];
+        Affine a = Affine::load(bases + (v & 0x7fffffffu));
+        return (v >> 31) ? neg_affine(a) : a;
+    }
+    return Affine::load(in + i);
+}
+
+extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, const Affine* in, const u32* in_start,
+                                        const u32* in_cnt, const u32* out_start, const u32* out_total, u32 slots,
+                                        u32 per, Fq* scratch, Affine* out) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 nthreads = gridDim.x * blockDim.x;
+    const u32 total = *out_total;
+    const u64 first = (u64)t * per;
+    if (first >= total) return;
+    const u32 o0 = (u32)first;
+    const u32 o1 = (u32)min((u64)total, first + per);
+    u32 x = find_slot(out_start, slots, o0);
+    // Forward: the running product of the denominators, stored after each output.
+    Fq acc = Fq::one();
+    bool any = false;
+    for (u32 o = o0; o < o1; o++) {
+        while (x + 1 < slots && out_start[x + 1] <= o) x++;
+        const u32 j = o - out_start[x];
+        if (2 * j + 1 < in_cnt[x]) {
+            const u32 i = in_start[x] + 2 * j;
+            const Affine p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
+            const u32 kind = pair_kind(p, q);
+            if (kind <= PAIR_DBL) {
+                acc = Fq::mul(acc, pair_den(kind, p, q));
+                any = true;
+            }
+        }
+        acc.store(scratch + (size_t)(o - o0) * nthreads + t);
+    }
+    Fq inv = any ? fq_inverse(acc) : acc;
+    // Backward: inv is 1 / (product of the denominators up to o); the pair's own
+    // inverse is inv times the product before it.
+    for (u32 o = o1; o-- > o0;) {
+        while (out_start[x] > o) x--;
+        const u32 j = o - out_start[x];
+        const u32 i = in_start[x] + 2 * j;
+        Affine r;
+        if (2 * j + 1 < in_cnt[x]) {
+            const Affine p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
+            const u32 kind = pair_kind(p, q);
+            Fq own = inv;
+            if (kind <= PAIR_DBL) {
+                if (o > o0) own = Fq::mul(inv, Fq::load(scratch + (size_t)(o - 1 - o0) * nthreads + t));
+                inv = Fq::mul(inv, pair_den(kind, p, q));
+            }
+            r = pair_sum(kind, p, q, own);
+        } else {
+            r = ba_entry(bases, sorted, in, i);
+        }
+        r.store(out + o);
+    }
+}
+
+// After the last round every bucket has at most one entry: bucket x in XYZZ.
+extern "C" __global__ void msm_ba_buckets(const Affine* in, const u32* start, const u32* cnt, u32 slots, Xyzz* buckets) {
+    const u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= slots) return;
+    const Xyzz b = cnt[x] ? Xyzz::from_affine(Affine::load(in + start[x])) : Xyzz::inf();
+    b.store(buckets + x);
+}
+
+// *out = max(*out, max of cnt[0..slots)) (the number of rounds the buckets need).
+extern "C" __global__ void max_u32(const u32* cnt, u32 slots, u32* out) {
+    const u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 v = x < slots ? cnt[x] : 0;
+    const u32 m = __reduce_max_sync(0xffffffffu, v);
+    if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
+}
+
 extern "C" __global__ void msm_sum_points_g1_refs(const AffineT<Fq>* bases, const u32* sorted, const u32* offsets,
                                                   const u32* cnt0, const u32* start1, const u32* total1, u32 slots,
                                                   u32 K, u32 balanced, XyzzT<Fq>* out) {

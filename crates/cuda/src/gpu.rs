@@ -466,6 +466,20 @@ impl Gpu {
         Ok(buf)
     }
 
+    /// Allocates `len` elements on the compute stream and leaves them as they are:
+    /// for large scratch that the next kernel writes before anything reads it, where
+    /// poisoning would cost a pass over gigabytes.
+    ///
+    /// # Safety
+    /// Every element must be written on the compute stream before it is read.
+    pub unsafe fn alloc_scratch<T: DeviceRepr>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>, CudaError> {
+        // SAFETY: the caller's obligation above.
+        unsafe { self.compute.alloc::<T>(len.max(1)) }.ctx("cuMemAllocAsync")
+    }
+
     pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(
         &self,
         len: usize,

@@ -115,6 +115,15 @@ impl MsmPlan {
             + (entries / (self.piece as u64 * self.piece as u64) + 2 * slots) * xyzz
             + slots * xyzz
             + self.nwin as u64 * self.segs as u64 * xyzz * 2
+            + if sum_variant() == SumVariant::BatchAffine && xyzz == 192 {
+                // A window group's first round (affine outputs and running products)
+                // and the second round's outputs next to it.
+                let group = (BA_GROUP_ENTRIES / (n as u64).max(1)).clamp(1, self.nwin as u64);
+                let g = group * n as u64 + group * self.nb as u64;
+                g / 2 * (96 + 48) + g / 4 * 96
+            } else {
+                0
+            }
     }
 }
 
@@ -156,6 +165,9 @@ pub enum SumVariant {
     /// The formula inlined, its products calls taking references (operands through
     /// local memory; 111 registers on sm_90: what ran before this choice existed).
     CalledProductsByRef = 3,
+    /// Batch-affine rounds (affine additions sharing one inversion per thread, ~6
+    /// products per addition instead of 10); G2 MSMs keep the default.
+    BatchAffine = 4,
 }
 
 /// u8::MAX: not decided yet (read `CUZK_MSM_SUM`).
@@ -170,12 +182,13 @@ pub fn set_sum_variant(v: SumVariant) {
 pub fn sum_variant() -> SumVariant {
     let v = match SUM_VARIANT.load(Ordering::Relaxed) {
         u8::MAX => {
-            // CUZK_MSM_SUM: inline, calls, fcall or refs.
+            // CUZK_MSM_SUM: inline, calls, fcall, refs or affine.
             let v = match std::env::var("CUZK_MSM_SUM").as_deref() {
                 Ok("inline") => SumVariant::Inline,
                 Ok("fcall") => SumVariant::CalledFormula,
                 Ok("calls") => SumVariant::CalledProducts,
                 Ok("refs") => SumVariant::CalledProductsByRef,
+                Ok("affine") => SumVariant::BatchAffine,
                 _ => DEFAULT_SUM_VARIANT,
             };
             set_sum_variant(v);
@@ -187,7 +200,8 @@ pub fn sum_variant() -> SumVariant {
         0 => SumVariant::Inline,
         1 => SumVariant::CalledProducts,
         2 => SumVariant::CalledFormula,
-        _ => SumVariant::CalledProductsByRef,
+        3 => SumVariant::CalledProductsByRef,
+        _ => SumVariant::BatchAffine,
     }
 }
 
@@ -389,14 +403,8 @@ fn msm_on<C: DeviceCurve>(
         plan,
     )?;
     let MsmPlan {
-        c,
-        nwin,
-        nb,
-        segs,
-        piece,
-        balanced,
+        c, nwin, nb, segs, ..
     } = plan;
-    let balanced = u32::from(balanced);
     if n == 0 {
         let sums = gpu.alloc_zeros::<C::Xyzz>(1)?;
         return Ok(PendingSum {
@@ -460,6 +468,63 @@ fn msm_on<C: DeviceCurve>(
         &mut sorted
     )?;
     Phases::mark(&mut phases, gpu, "scatter")?;
+    drop(cursors);
+    let batch_affine =
+        C::KERNELS.sum_points == G1::KERNELS.sum_points && sum_variant() == SumVariant::BatchAffine;
+    let buckets = if batch_affine {
+        let b = ba_bucket_sums::<C>(gpu, bases, &sorted, &counts, &offsets, n, plan)?;
+        drop(sorted);
+        Phases::mark(&mut phases, gpu, "batch-affine bucket sums")?;
+        b
+    } else {
+        level_bucket_sums::<C>(gpu, bases, sorted, counts, offsets, n, plan, &mut phases)?
+    };
+    let parts = (nwin * segs) as usize;
+    let mut partials = gpu.alloc_poisoned::<C::Xyzz>(parts)?;
+    crate::launch!(
+        gpu,
+        C::KERNELS.bucket_segments,
+        grid(parts, 64),
+        &buckets,
+        &nb,
+        &segs,
+        &nwin,
+        &mut partials
+    )?;
+    drop(buckets);
+    Phases::mark(&mut phases, gpu, "bucket segments")?;
+    let sums = reduce_groups::<C>(gpu, partials, parts as u32, segs)?;
+    Phases::mark(&mut phases, gpu, "window reduction")?;
+    Ok(PendingSum {
+        sums,
+        count: nwin as usize,
+        c,
+        phases,
+    })
+}
+
+/// The bucket sums in XYZZ levels (see msm.cu): levels of pieces of at most `piece`
+/// points until every bucket has one sum, then one bucket per slot.
+#[allow(clippy::too_many_arguments)]
+fn level_bucket_sums<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    sorted: CudaSlice<u32>,
+    counts: CudaSlice<u32>,
+    offsets: CudaSlice<u32>,
+    n: usize,
+    plan: MsmPlan,
+    phases: &mut Option<Phases>,
+) -> Result<CudaSlice<C::Xyzz>, CudaError> {
+    let MsmPlan {
+        nwin,
+        nb,
+        piece,
+        balanced,
+        ..
+    } = plan;
+    let balanced = u32::from(balanced);
+    let slots = (nwin * nb) as usize;
     // Load-balanced bucket sums (see msm.cu): levels of pieces of at most
     // PIECE points until every bucket has one sum.
     let slots32 = slots as u32;
@@ -516,7 +581,7 @@ fn msm_on<C: DeviceCurve>(
             )?,
         }
         Phases::mark(
-            &mut phases,
+            phases,
             gpu,
             if sums_prev.is_none() {
                 "bucket sums level 1"
@@ -534,7 +599,6 @@ fn msm_on<C: DeviceCurve>(
         }
     }
     drop(sorted);
-    drop(cursors);
     let sums_last = sums_prev.expect("at least one level");
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
     crate::launch!(
@@ -548,29 +612,147 @@ fn msm_on<C: DeviceCurve>(
         &mut buckets
     )?;
     drop(sums_last);
-    Phases::mark(&mut phases, gpu, "gather")?;
-    let parts = (nwin * segs) as usize;
-    let mut partials = gpu.alloc_poisoned::<C::Xyzz>(parts)?;
+    Phases::mark(phases, gpu, "gather")?;
+    Ok(buckets)
+}
+
+/// Most sorted entries one window group of the batch-affine sums takes: its first
+/// round writes half as many affine points (96 bytes) and as many running products
+/// (48 bytes) per pair, ~10 GB at 2^27, so large MSMs go a window or a few at a time.
+const BA_GROUP_ENTRIES: u64 = 1 << 27;
+/// Pairs per thread in a batch-affine round: the inversion (~486 products) is shared
+/// by up to BA_MAX_PER pairs; fewer where a round has too few pairs to fill the
+/// device with ~BA_THREADS_PER_SM threads per multiprocessor.
+const BA_MAX_PER: u64 = 512;
+const BA_MIN_PER: u64 = 32;
+const BA_THREADS_PER_SM: u64 = 1024;
+const BA_BLOCK: u32 = 128;
+
+/// The bucket sums by batch-affine rounds (G1; see `msm_ba_round` in msm.cu): per
+/// group of windows, rounds that halve every bucket's entries with affine additions
+/// sharing one inversion per thread, until each bucket has one point, which becomes
+/// its XYZZ bucket. The number of rounds, ceil(log2) of the fullest bucket, is the
+/// one value read back (a stream-scoped wait for the histogram).
+fn ba_bucket_sums<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    sorted: &CudaSlice<u32>,
+    counts: &CudaSlice<u32>,
+    offsets: &CudaSlice<u32>,
+    n: usize,
+    plan: MsmPlan,
+) -> Result<CudaSlice<C::Xyzz>, CudaError> {
+    let MsmPlan { nwin, nb, .. } = plan;
+    let slots = (nwin * nb) as usize;
+    let mut fullest = gpu.alloc_zeros::<u32>(1)?;
+    let slots32 = slots as u32;
     crate::launch!(
         gpu,
-        C::KERNELS.bucket_segments,
-        grid(parts, 64),
-        &buckets,
-        &nb,
-        &segs,
-        &nwin,
-        &mut partials
+        "max_u32",
+        grid(slots, 256),
+        counts,
+        &slots32,
+        &mut fullest
     )?;
-    drop(buckets);
-    Phases::mark(&mut phases, gpu, "bucket segments")?;
-    let sums = reduce_groups::<C>(gpu, partials, parts as u32, segs)?;
-    Phases::mark(&mut phases, gpu, "window reduction")?;
-    Ok(PendingSum {
-        sums,
-        count: nwin as usize,
-        c,
-        phases,
-    })
+    let fullest = gpu.download(&fullest, 1)?[0].max(2);
+    let rounds = 32 - (fullest - 1).leading_zeros();
+    let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
+    let group = (BA_GROUP_ENTRIES / n as u64).clamp(1, nwin as u64) as u32;
+    let target_threads = gpu.sm_count as u64 * BA_THREADS_PER_SM;
+    let (sorted_ptr, _sorted_use) = sorted.device_ptr(gpu.compute_stream());
+    for w0 in (0..nwin).step_by(group as usize) {
+        let w1 = (w0 + group).min(nwin);
+        let (s0, s1) = ((w0 * nb) as usize, (w1 * nb) as usize);
+        let gs = (s1 - s0) as u32;
+        let mut cnt = gpu.alloc_poisoned::<u32>(gs as usize)?;
+        let mut start = gpu.alloc_poisoned::<u32>(gs as usize)?;
+        let stream = gpu.compute_stream();
+        stream
+            .memcpy_dtod(&counts.slice(s0..s1), &mut cnt)
+            .map_err(|source| CudaError::Driver {
+                call: "cuMemcpyDtoDAsync",
+                source,
+            })?;
+        stream
+            .memcpy_dtod(&offsets.slice(s0..s1), &mut start)
+            .map_err(|source| CudaError::Driver {
+                call: "cuMemcpyDtoDAsync",
+                source,
+            })?;
+        let mut bound = n as u64 * (w1 - w0) as u64;
+        let mut prev: Option<CudaSlice<C::Affine>> = None;
+        for _ in 0..rounds {
+            let mut ocnt = gpu.alloc_poisoned::<u32>(gs as usize)?;
+            let mut ostart = gpu.alloc_poisoned::<u32>(gs as usize)?;
+            let mut total = gpu.alloc_poisoned::<u32>(1)?;
+            prefix_scan(
+                gpu,
+                &cnt,
+                gs,
+                2,
+                ScanMode::Counts,
+                &mut ostart,
+                &mut ocnt,
+                &mut total,
+            )?;
+            bound = (bound + gs as u64).div_ceil(2);
+            let per = bound.div_ceil(target_threads).clamp(BA_MIN_PER, BA_MAX_PER);
+            let blocks = bound.div_ceil(per).div_ceil(BA_BLOCK as u64).max(1);
+            let threads = blocks * BA_BLOCK as u64;
+            // SAFETY: msm_ba_round writes a thread's running product of output o
+            // before it reads it back, and every output below the round's total; the
+            // next round and msm_ba_buckets read only those.
+            let mut scratch = unsafe { gpu.alloc_scratch::<[u64; 6]>((per * threads) as usize) }?;
+            let mut out = unsafe { gpu.alloc_scratch::<C::Affine>(bound as usize) }?;
+            let (in_ptr, _in_use) = match &prev {
+                Some(p) => {
+                    let (ptr, g) = p.device_ptr(gpu.compute_stream());
+                    (ptr, Some(g))
+                }
+                None => (0u64, None),
+            };
+            let sp = if prev.is_none() { sorted_ptr } else { 0u64 };
+            let per32 = per as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks as u32, 1, 1),
+                block_dim: (BA_BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            crate::launch!(
+                gpu,
+                "msm_ba_round",
+                cfg,
+                bases,
+                &sp,
+                &in_ptr,
+                &start,
+                &cnt,
+                &ostart,
+                &total,
+                &gs,
+                &per32,
+                &mut scratch,
+                &mut out
+            )?;
+            drop(_in_use);
+            prev = Some(out);
+            cnt = ocnt;
+            start = ostart;
+        }
+        let last = prev.expect("at least one round");
+        let mut view = buckets.slice_mut(s0..s1);
+        crate::launch!(
+            gpu,
+            "msm_ba_buckets",
+            grid(gs as usize, 128),
+            &last,
+            &start,
+            &cnt,
+            &gs,
+            &mut view
+        )?;
+    }
+    Ok(buckets)
 }
 
 /// Enqueues the plain sum of the bases whose bit is set in `words` (a density bitmap

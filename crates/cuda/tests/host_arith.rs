@@ -345,3 +345,108 @@ fn curve_formulas_match_blstrs_including_the_special_cases() {
         assert_eq!(g2(g), *w, "{}", &lines[k][..20]);
     }
 }
+
+#[test]
+fn batch_affine_pairs_and_the_inversion_match_blstrs() {
+    let Some(h) = harness() else { return };
+    let mut r = ChaCha20Rng::seed_from_u64(3);
+    let mut lines = Vec::new();
+    let mut xs = Vec::new();
+    for _ in 0..20 {
+        let a = random_fp(&mut r);
+        lines.push(format!("fq_inv {}", hex(&bytes_of(&a))));
+        xs.push(a);
+    }
+    lines.push(format!("fq_inv {}", hex(&[0u8; 48])));
+    let got = run(&h, &lines);
+    let one = fp_mul(&xs[0], &from_bytes::<blst_fp>(&got[0]));
+    for (a, g) in xs.iter().zip(&got) {
+        // a * a^-1 is the same (Montgomery-form) one for every a.
+        assert_eq!(
+            bytes_of(&fp_mul(a, &from_bytes::<blst_fp>(g))),
+            bytes_of(&one)
+        );
+    }
+    // ... and that is one: it leaves another element unchanged.
+    assert_eq!(bytes_of(&fp_mul(&one, &xs[1])), bytes_of(&xs[1]));
+    assert!(got[20].iter().all(|&b| b == 0), "1/0 is 0");
+
+    let inf = G1Affine::identity();
+    let mut lines = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..60 {
+        let p = G1Projective::random(&mut r).to_affine();
+        // Equal points (the doubling), opposite points (the identity), either or
+        // both sides the identity, and plain additions.
+        let q = match i {
+            0..=9 => p,
+            10..=19 => -p,
+            20..=24 => inf,
+            _ => G1Projective::random(&mut r).to_affine(),
+        };
+        let p = if (25..32).contains(&i) { inf } else { p };
+        let q = if i == 31 { inf } else { q };
+        lines.push(format!(
+            "g1_pair {} {}",
+            hex(&bytes_of(&p)),
+            hex(&bytes_of(&q))
+        ));
+        want.push((G1Projective::from(p) + q).to_affine());
+    }
+    let got = run(&h, &lines);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(from_bytes::<G1Affine>(g), *w, "pair {k}");
+    }
+}
+
+/// The batch-affine bucket sums (msm.cu's `msm_ba_round` rounds and
+/// `msm_ba_buckets`), run on the host as msm.rs launches them, against blstrs:
+/// skewed buckets (one of 70 entries, empty ones, single entries), negated entries,
+/// the identity among the bases, and neighbours that are equal or opposite points
+/// (the doubling and identity cases of a pair), with 1, 3 and 512 outputs per thread.
+#[test]
+fn batch_affine_bucket_sums_match_blstrs() {
+    let Some(h) = harness() else { return };
+    let mut r = ChaCha20Rng::seed_from_u64(4);
+    let mut bases: Vec<G1Affine> = (0..40)
+        .map(|_| G1Projective::random(&mut r).to_affine())
+        .collect();
+    bases[7] = G1Affine::identity();
+    bases[8] = bases[9];
+    let counts: Vec<u32> = vec![70, 0, 1, 2, 2, 2, 3, 0, 5, 17, 1, 4];
+    let mut sorted = Vec::new();
+    let mut want = Vec::new();
+    for (x, &c) in counts.iter().enumerate() {
+        let mut sum = G1Projective::identity();
+        for k in 0..c {
+            let (point, neg) = match (x, k) {
+                // Pairs of a round: (8, 9) are equal points, then a point and its
+                // negation, then the identity with a point.
+                (3, _) => (8 + k, false),
+                (4, _) => (3, k == 1),
+                (5, _) => (7, false),
+                _ => (
+                    rand::Rng::gen_range(&mut r, 0..40u32),
+                    rand::Rng::gen(&mut r),
+                ),
+            };
+            let p = G1Projective::from(bases[point as usize]);
+            sum += if neg { -p } else { p };
+            sorted.push(point | (u32::from(neg) << 31));
+        }
+        want.push(sum);
+    }
+    let bases_hex: String = bases.iter().map(|p| hex(&bytes_of(p))).collect();
+    let counts_hex: String = counts.iter().map(|c| hex(&c.to_le_bytes())).collect();
+    let sorted_hex: String = sorted.iter().map(|c| hex(&c.to_le_bytes())).collect();
+    let lines: Vec<String> = [1, 3, 512]
+        .iter()
+        .map(|per| format!("g1_ba {per} {bases_hex} {counts_hex} {sorted_hex}"))
+        .collect();
+    for (k, got) in run(&h, &lines).iter().enumerate() {
+        assert_eq!(got.len(), counts.len() * std::mem::size_of::<XyzzRepr>());
+        for (x, b) in got.chunks(std::mem::size_of::<XyzzRepr>()).enumerate() {
+            assert_eq!(g1(b), want[x], "launch {k}, bucket {x}");
+        }
+    }
+}

@@ -1,8 +1,8 @@
 //! Every GPU correctness check and benchmark of the CUDA backend in one run.
 //!
 //! ```text
-//! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check] [--table-only]
-//!                [--skip fields,ntt,h,msm,g2,partition,partition-bench]
+//! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check] [--table-only] [--sweeps]
+//!                [--skip fields,ntt,h,msm,g2,partition,msm-bench,partition-bench]
 //! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
 //! ```
 //! Checks each kernel against the CPU (blstrs, cuzk-msm-cpu, cuzk-gpu-backend's NTT,
@@ -594,25 +594,31 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
         for (kind, scalars) in [("equal", equal), ("small", small), ("random", random)] {
             let want = cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?;
             let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
-            // The default, an odd window, and the wide windows of large MSMs.
             // The default, an odd window, the wide windows of large MSMs, and balanced
             // pieces (of 64 and of 32 points).
-            for plan in [15, 20, 22].map(MsmPlan::for_window).into_iter().chain([
+            let plans = [15, 20, 22].map(MsmPlan::for_window).into_iter().chain([
                 MsmPlan::for_size(n),
                 MsmPlan::for_size(n).with_pieces(64, true),
                 MsmPlan::for_window(20).with_pieces(32, true),
                 MsmPlan::for_window(13).with_pieces(7, true),
-            ]) {
-                let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)?
-                    .finish(gpu)?;
+            ]);
+            // The batch-affine rounds too: equal scalars give every window one bucket
+            // of n points (log2 n rounds of pairs within one bucket).
+            let variants = [msm::sum_variant(), SumVariant::BatchAffine];
+            for (plan, v) in plans.flat_map(|p| variants.map(|v| (p, v))) {
+                let before = msm::sum_variant();
+                msm::set_sum_variant(v);
+                let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
+                    .and_then(|p| p.finish(gpu));
+                msm::set_sum_variant(before);
                 log.check(
                     &format!(
-                        "msm {kind} c={} piece={}{} n={n}",
+                        "msm {kind} {v:?} c={} piece={}{} n={n}",
                         plan.c,
                         plan.piece,
                         if plan.balanced { " balanced" } else { "" }
                     ),
-                    got == want,
+                    got? == want,
                     "",
                 );
             }
@@ -669,6 +675,7 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             SumVariant::CalledProducts,
             SumVariant::CalledFormula,
             SumVariant::CalledProductsByRef,
+            SumVariant::BatchAffine,
         ] {
             msm::set_sum_variant(v);
             let got = msm::msm(
@@ -919,30 +926,29 @@ fn time5(gpu: &Gpu, mut f: impl FnMut() -> Result<(), CudaError>) -> Result<f64>
 
 /// `table_only`: the table's rows without the tuning sweeps (sum kernels, pieces,
 /// windows, profiles, the CPU G2 context, the other NTT kernel).
-fn bench(
+/// The G1 MSM rows of the table and, unless `table_only`, the bucket-sum kernels,
+/// the batch-affine windows, one profiled run per size and (with `sweeps`) the
+/// piece and window sweeps that picked msm.rs's defaults.
+fn bench_msm(
     gpu: &Gpu,
-    ntt: &Ntt,
     log: &Log,
-    pool: &rayon::ThreadPool,
-    quick: bool,
+    r: &mut ChaCha20Rng,
+    dsc: &CudaSlice<FrRepr>,
+    max_msm: u32,
     table_only: bool,
+    tuning: bool,
 ) -> Result<()> {
-    let mut r = rng(6);
     // MSM: 2^16 distinct points replicated on the device; random scalars.
-    let max_msm = if quick { 22 } else { 26 };
-    let distinct = random_points(1 << 16, &mut r);
+    let distinct = random_points(1 << 16, r);
     let dsrc = gpu.upload::<AffineRepr>(points_as_bytes(&distinct))?;
     let mut bases = gpu.alloc_poisoned::<AffineRepr>(1 << max_msm)?;
     msm::replicate_bases(gpu, &dsrc, &mut bases)?;
-    let all_scalars = fast_scalars(1 << max_msm, r.next_u64());
-    let dsc = gpu.upload::<FrRepr>(scalars_as_bytes(&all_scalars))?;
-    drop(all_scalars);
     let peers = [(20, "21.2"), (22, "53.4"), (24, "155"), (26, "606")];
     for (lg, peer) in peers.into_iter().filter(|(l, _)| *l <= max_msm) {
         let n = 1usize << lg;
         let plan = MsmPlan::for_size(n);
         let ms = time5(gpu, || {
-            let p = msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?;
+            let p = msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?;
             p.finish(gpu).map(|_| ())
         })?;
         log.row(
@@ -958,7 +964,7 @@ fn bench(
     // numbers that pick msm.rs's defaults.
     let timed = |n: usize, plan: MsmPlan| {
         time5(gpu, || {
-            msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?
+            msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?
                 .finish(gpu)
                 .map(|_| ())
         })
@@ -972,6 +978,7 @@ fn bench(
             SumVariant::CalledProducts,
             SumVariant::CalledFormula,
             SumVariant::CalledProductsByRef,
+            SumVariant::BatchAffine,
         ] {
             msm::set_sum_variant(v);
             for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
@@ -983,7 +990,18 @@ fn bench(
             }
         }
         msm::set_sum_variant(default_variant);
-        for c in [16u32, 19, 20] {
+        // Batch-affine rounds at other windows (their per-bucket work differs).
+        msm::set_sum_variant(SumVariant::BatchAffine);
+        for c in [16u32, 18, 20, 22] {
+            let plan = MsmPlan::for_window(c);
+            let ms = timed(n, plan)?;
+            log.line(&format!(
+                "BENCH msm batch-affine 2^{lg} c={c} ({} windows): {ms:.2} ms",
+                plan.nwin
+            ));
+        }
+        msm::set_sum_variant(default_variant);
+        for c in [16u32, 19, 20].into_iter().filter(|_| tuning) {
             for (piece, balanced) in [(64u32, false), (64, true), (32, true), (32, false)] {
                 let plan = MsmPlan::for_window(c).with_pieces(piece, balanced);
                 let ms = timed(n, plan)?;
@@ -992,7 +1010,7 @@ fn bench(
                 ));
             }
         }
-        for c in [16u32, 18, 19, 20, 21, 22] {
+        for c in [16u32, 18, 19, 20, 21, 22].into_iter().filter(|_| tuning) {
             let plan = MsmPlan::for_window(c);
             let ms = timed(n, plan)?;
             log.line(&format!(
@@ -1001,15 +1019,42 @@ fn bench(
             ));
         }
         cuzk_cuda::profile::set_enabled(true);
-        for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
-            msm::msm(gpu, &bases, &dsc, n, ScalarFormat::Montgomery, None, plan)?.finish(gpu)?;
+        for v in [default_variant, SumVariant::BatchAffine] {
+            msm::set_sum_variant(v);
+            for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
+                msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?
+                    .finish(gpu)?;
+            }
         }
+        msm::set_sum_variant(default_variant);
         cuzk_cuda::profile::set_enabled(false);
         for rep in cuzk_cuda::profile::take() {
             log.line(&format!("BENCH phases {rep}"));
         }
     }
     drop(bases);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench(
+    gpu: &Gpu,
+    ntt: &Ntt,
+    log: &Log,
+    pool: &rayon::ThreadPool,
+    quick: bool,
+    table_only: bool,
+    sweeps: bool,
+    on: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let mut r = rng(6);
+    let max_msm = if quick { 22 } else { 26 };
+    let all_scalars = fast_scalars(1 << max_msm, r.next_u64());
+    let dsc = gpu.upload::<FrRepr>(scalars_as_bytes(&all_scalars))?;
+    drop(all_scalars);
+    if on("msm-bench") {
+        bench_msm(gpu, log, &mut r, &dsc, max_msm, table_only, sweeps)?;
+    }
 
     // G2 MSM: 2^14 distinct random points replicated on the device, the same random
     // scalars; then cuzk-msm-cpu's msm_g2 at the same sizes on this host's threads
@@ -1362,6 +1407,7 @@ fn main() -> Result<()> {
     let table_only = args.iter().any(|a| a == "--table-only");
     let no_bench = args.iter().any(|a| a == "--no-bench");
     let no_check = args.iter().any(|a| a == "--no-check");
+    let sweeps = args.iter().any(|a| a == "--sweeps");
     // --skip fields,ntt,h,msm,partition: leave sections out of this visit.
     let skip: Vec<String> = args
         .iter()
@@ -1450,7 +1496,8 @@ fn main() -> Result<()> {
     if !no_bench {
         section(
             "bench",
-            backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, &pool, quick, table_only)),
+            backend
+                .with_gpu(|gpu, ntt| bench(gpu, ntt, &log, &pool, quick, table_only, sweeps, &on)),
         );
     }
     if !no_bench && on("partition-bench") {
