@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check] [--table-only] [--sweeps]
-//!                [--skip fields,ntt,h,msm,g2,partition,msm-bench,partition-bench]
+//!                [--skip fields,ntt,h,msm,g2,partition,
+//!                        msm-bench,g2-bench,ntt-bench,h-bench,partition-bench]
 //! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
 //! ```
 //! Checks each kernel against the CPU (blstrs, cuzk-msm-cpu, cuzk-gpu-backend's NTT,
@@ -1022,8 +1023,7 @@ fn bench_msm(
         for v in [default_variant, SumVariant::BatchAffine] {
             msm::set_sum_variant(v);
             for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
-                msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?
-                    .finish(gpu)?;
+                msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?.finish(gpu)?;
             }
         }
         msm::set_sum_variant(default_variant);
@@ -1064,7 +1064,7 @@ fn bench(
     let max_g2 = 22usize;
     let mut bases2 = gpu.alloc_poisoned::<Affine2Repr>(1 << max_g2)?;
     msm::replicate_bases(gpu, &dsrc2, &mut bases2)?;
-    for lg in [20usize, 22] {
+    for lg in [20usize, 22].into_iter().filter(|_| on("g2-bench")) {
         let n = 1usize << lg;
         let plan = MsmPlan::for_size(n);
         let ms = time5(gpu, || {
@@ -1085,7 +1085,7 @@ fn bench(
         .into_par_iter()
         .map(|i| distinct2[i % distinct2.len()])
         .collect();
-    let context = if table_only {
+    let context = if table_only || !on("g2-bench") {
         vec![]
     } else {
         vec![20usize, 22]
@@ -1110,7 +1110,7 @@ fn bench(
     drop(data);
     for (lg, peer) in [(20, "0.28"), (24, "4.75"), (26, "23.8"), (27, "44.4")]
         .into_iter()
-        .filter(|(l, _)| *l <= max_ntt)
+        .filter(|(l, _)| *l <= max_ntt && on("ntt-bench"))
     {
         // The table rows are the default kernel; BENCH lines compare both.
         for kernel in [NttKernel::Radix2, NttKernel::Radix8] {
@@ -1160,7 +1160,10 @@ fn bench(
 
     // H: the whole chain from host a, b, c (registration, upload, 9 transforms) to h
     // on the device, wall clock with the stream synchronised.
-    for lg in [24u32, 27].into_iter().filter(|&l| l <= max_ntt) {
+    for lg in [24u32, 27]
+        .into_iter()
+        .filter(|&l| l <= max_ntt && on("h-bench"))
+    {
         let n = 1usize << lg;
         let a = fast_scalars(n, r.next_u64());
         let b = fast_scalars(n, r.next_u64());
