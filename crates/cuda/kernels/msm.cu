@@ -109,7 +109,8 @@ __device__ __forceinline__ void piece_bounds(u32 first, u32 cnt, u32 p, u32 K, u
 }
 
 // Level 1: out[o] = sum of the points of piece o (at most K of one bucket's sorted
-// entries, negated where the sign bit is set).
+// entries, negated where the sign bit is set; with sorted null, of the points
+// bases[k] themselves).
 // V: 0 = add_mixed as the curve's default (G1: inlined formula and products), 1 = the
 // formula inlined with its products called (operands by value), 2 = the formula one
 // real call with its products inlined, 3 = products called with operands by reference
@@ -125,7 +126,9 @@ __device__ __forceinline__ void sum_points(const AffineT<F>* bases, const u32* s
     piece_bounds(offsets[x], cnt0[x], o - start1[x], K, balanced, &begin, &end);
     XyzzT<F> acc = XyzzT<F>::inf();
     for (u32 k = begin; k < end; k++) {
-        u32 v = sorted[k];
+        // No sorted entries: the points themselves, in bucket order (what is left
+        // after batch-affine rounds).
+        u32 v = sorted ? sorted[k] : k;
         AffineT<F> a = AffineT<F>::load(bases + (v & 0x7fffffffu));
         if (v >> 31) a = neg_affine(a);
         if constexpr (V == 1) acc = add_mixed_body<F, 1>(acc, a);
@@ -410,6 +413,11 @@ __device__ __forceinline__ Affine ba_entry(const Affine* bases, const u32* sorte
     return Affine::load(in + i);
 }
 
+// The x coordinate of entry i (negation leaves it as it is).
+__device__ __forceinline__ Fq ba_x(const Affine* bases, const u32* sorted, const Affine* in, u32 i) {
+    return Fq::load(sorted ? &bases[sorted[i] & 0x7fffffffu].x : &in[i].x);
+}
+
 extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, const Affine* in, const u32* in_start,
                                         const u32* in_cnt, const u32* out_start, const u32* out_total, u32 slots,
                                         u32 per, Fq* scratch, Affine* out) {
@@ -429,11 +437,19 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
         const u32 j = o - out_start[x];
         if (2 * j + 1 < in_cnt[x]) {
             const u32 i = in_start[x] + 2 * j;
-            const Affine p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
-            const u32 kind = pair_kind(p, q);
-            if (kind <= PAIR_DBL) {
-                acc = Fq::mul(acc, pair_den(kind, p, q));
+            // Only the x coordinates, unless they leave the kind open (equal, or
+            // zero as the identity's are).
+            const Fq xp = ba_x(bases, sorted, in, i), xq = ba_x(bases, sorted, in, i + 1);
+            if (!xp.eq(xq) && !xp.is_zero() && !xq.is_zero()) {
+                acc = Fq::mul(acc, Fq::sub(xq, xp));
                 any = true;
+            } else {
+                const Affine p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
+                const u32 kind = pair_kind(p, q);
+                if (kind <= PAIR_DBL) {
+                    acc = Fq::mul(acc, pair_den(kind, p, q));
+                    any = true;
+                }
             }
         }
         acc.store(scratch + (size_t)(o - o0) * nthreads + t);

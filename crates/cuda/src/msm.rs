@@ -10,7 +10,7 @@
 //! of window sums (c doublings per window, 16 windows at most) runs on the host in
 //! microseconds.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 use group::Group;
@@ -469,15 +469,25 @@ fn msm_on<C: DeviceCurve>(
     )?;
     Phases::mark(&mut phases, gpu, "scatter")?;
     drop(cursors);
-    let batch_affine =
-        C::KERNELS.sum_points == G1::KERNELS.sum_points && sum_variant() == SumVariant::BatchAffine;
+    let batch_affine = C::KERNELS.sum_points == G1::KERNELS.sum_points
+        && sum_variant() == SumVariant::BatchAffine
+        && ba_first_round_per(gpu, n, plan)? >= batch_affine_min_per();
     let buckets = if batch_affine {
         let b = ba_bucket_sums::<C>(gpu, bases, &sorted, &counts, &offsets, n, plan)?;
         drop(sorted);
         Phases::mark(&mut phases, gpu, "batch-affine bucket sums")?;
         b
     } else {
-        level_bucket_sums::<C>(gpu, bases, sorted, counts, offsets, n, plan, &mut phases)?
+        level_bucket_sums::<C>(
+            gpu,
+            bases,
+            Some(sorted),
+            counts,
+            offsets,
+            n,
+            plan,
+            &mut phases,
+        )?
     };
     let parts = (nwin * segs) as usize;
     let mut partials = gpu.alloc_poisoned::<C::Xyzz>(parts)?;
@@ -509,7 +519,7 @@ fn msm_on<C: DeviceCurve>(
 fn level_bucket_sums<C: DeviceCurve>(
     gpu: &Gpu,
     bases: &CudaSlice<C::Affine>,
-    sorted: CudaSlice<u32>,
+    sorted: Option<CudaSlice<u32>>,
     counts: CudaSlice<u32>,
     offsets: CudaSlice<u32>,
     n: usize,
@@ -525,6 +535,14 @@ fn level_bucket_sums<C: DeviceCurve>(
     } = plan;
     let balanced = u32::from(balanced);
     let slots = (nwin * nb) as usize;
+    // The sorted entries as a raw pointer (0: the bases themselves, in order).
+    let (sorted_ptr, sorted_use) = match &sorted {
+        Some(v) => {
+            let (p, g) = v.device_ptr(gpu.compute_stream());
+            (p, Some(g))
+        }
+        None => (0u64, None),
+    };
     // Load-balanced bucket sums (see msm.cu): levels of pieces of at most
     // PIECE points until every bucket has one sum.
     let slots32 = slots as u32;
@@ -555,7 +573,7 @@ fn level_bucket_sums<C: DeviceCurve>(
                 sum_kernel::<C>(),
                 grid(bound as usize, 128),
                 bases,
-                &sorted,
+                &sorted_ptr,
                 &start_prev,
                 &cnt_prev,
                 &start,
@@ -598,6 +616,7 @@ fn level_bucket_sums<C: DeviceCurve>(
             break;
         }
     }
+    drop(sorted_use);
     drop(sorted);
     let sums_last = sums_prev.expect("at least one level");
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
@@ -620,19 +639,66 @@ fn level_bucket_sums<C: DeviceCurve>(
 /// round writes half as many affine points (96 bytes) and as many running products
 /// (48 bytes) per pair, ~10 GB at 2^27, so large MSMs go a window or a few at a time.
 const BA_GROUP_ENTRIES: u64 = 1 << 27;
-/// Pairs per thread in a batch-affine round: the inversion (~486 products) is shared
-/// by up to BA_MAX_PER pairs; fewer where a round has too few pairs to fill the
-/// device with ~BA_THREADS_PER_SM threads per multiprocessor.
-const BA_MAX_PER: u64 = 512;
-const BA_MIN_PER: u64 = 32;
-const BA_THREADS_PER_SM: u64 = 1024;
+/// Pairs per thread in a batch-affine round: one wave of threads (as many as the
+/// device holds at once) shares the round's pairs, so each thread's inversion
+/// (~486 products) is shared by `per` pairs. Rounds run while `per` is at least
+/// BA_MIN_PER (an inversion share below 2 products per pair); the buckets' last
+/// few entries go to the XYZZ levels, whose pieces need no inversion.
+const BA_MIN_PER: u64 = 256;
 const BA_BLOCK: u32 = 128;
+
+/// The least pairs per thread for a batch-affine round: BA_MIN_PER unless set or
+/// given by `CUZK_MSM_BA_MIN_PER` (u64::MAX: not read yet).
+static BA_MIN_PER_SETTING: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Sets the least pairs per thread for which a batch-affine round runs (the rest
+/// goes to the XYZZ levels) for every later MSM of this process. 1 makes every
+/// round affine, at any size: what the checks use to reach the rounds with small
+/// inputs.
+pub fn set_batch_affine_min_per(per: u64) {
+    BA_MIN_PER_SETTING.store(per.max(1), Ordering::Relaxed);
+}
+
+/// The least pairs per thread for which a batch-affine round runs.
+pub fn batch_affine_min_per() -> u64 {
+    match BA_MIN_PER_SETTING.load(Ordering::Relaxed) {
+        u64::MAX => {
+            let per = std::env::var("CUZK_MSM_BA_MIN_PER")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(BA_MIN_PER);
+            set_batch_affine_min_per(per);
+            per.max(1)
+        }
+        per => per,
+    }
+}
+
+/// Threads of one wave of `msm_ba_round` (blocks of BA_BLOCK) on this device.
+fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
+    let blocks = gpu
+        .function("msm_ba_round")?
+        .occupancy_max_active_blocks_per_multiprocessor(BA_BLOCK, 0, None)
+        .map_err(|source| CudaError::Driver {
+            call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            source,
+        })?;
+    Ok(gpu.sm_count as u64 * blocks.max(1) as u64 * BA_BLOCK as u64)
+}
+
+/// Pairs per thread of the first batch-affine round of an MSM of `n` terms.
+fn ba_first_round_per(gpu: &Gpu, n: usize, plan: MsmPlan) -> Result<u64, CudaError> {
+    let group = (BA_GROUP_ENTRIES / (n as u64).max(1)).clamp(1, plan.nwin as u64);
+    Ok((group * n as u64 / 2).div_ceil(ba_wave(gpu)?))
+}
 
 /// The bucket sums by batch-affine rounds (G1; see `msm_ba_round` in msm.cu): per
 /// group of windows, rounds that halve every bucket's entries with affine additions
-/// sharing one inversion per thread, until each bucket has one point, which becomes
-/// its XYZZ bucket. The number of rounds, ceil(log2) of the fullest bucket, is the
-/// one value read back (a stream-scoped wait for the histogram).
+/// sharing one inversion per thread, while a round has at least BA_MIN_PER pairs per
+/// thread of a wave; then each bucket's one point becomes its XYZZ bucket, or, where
+/// buckets still hold several, the XYZZ levels sum what the rounds left. The
+/// fullest bucket (how many rounds finish the job) is the one value read back (a
+/// stream-scoped wait for the histogram).
 fn ba_bucket_sums<C: DeviceCurve>(
     gpu: &Gpu,
     bases: &CudaSlice<C::Affine>,
@@ -655,11 +721,15 @@ fn ba_bucket_sums<C: DeviceCurve>(
         &mut fullest
     )?;
     let fullest = gpu.download(&fullest, 1)?[0].max(2);
-    let rounds = 32 - (fullest - 1).leading_zeros();
+    let rounds_needed = 32 - (fullest - 1).leading_zeros();
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
     let group = (BA_GROUP_ENTRIES / n as u64).clamp(1, nwin as u64) as u32;
-    let target_threads = gpu.sm_count as u64 * BA_THREADS_PER_SM;
+    let wave = ba_wave(gpu)?;
     let (sorted_ptr, _sorted_use) = sorted.device_ptr(gpu.compute_stream());
+    let dtod = |source| CudaError::Driver {
+        call: "cuMemcpyDtoDAsync",
+        source,
+    };
     for w0 in (0..nwin).step_by(group as usize) {
         let w1 = (w0 + group).min(nwin);
         let (s0, s1) = ((w0 * nb) as usize, (w1 * nb) as usize);
@@ -669,19 +739,20 @@ fn ba_bucket_sums<C: DeviceCurve>(
         let stream = gpu.compute_stream();
         stream
             .memcpy_dtod(&counts.slice(s0..s1), &mut cnt)
-            .map_err(|source| CudaError::Driver {
-                call: "cuMemcpyDtoDAsync",
-                source,
-            })?;
+            .map_err(dtod)?;
         stream
             .memcpy_dtod(&offsets.slice(s0..s1), &mut start)
-            .map_err(|source| CudaError::Driver {
-                call: "cuMemcpyDtoDAsync",
-                source,
-            })?;
+            .map_err(dtod)?;
         let mut bound = n as u64 * (w1 - w0) as u64;
         let mut prev: Option<CudaSlice<C::Affine>> = None;
-        for _ in 0..rounds {
+        let mut done = 0;
+        while done < rounds_needed {
+            let next_bound = (bound + gs as u64).div_ceil(2);
+            let per = next_bound.div_ceil(wave);
+            if per < batch_affine_min_per() && prev.is_some() {
+                break;
+            }
+            bound = next_bound;
             let mut ocnt = gpu.alloc_poisoned::<u32>(gs as usize)?;
             let mut ostart = gpu.alloc_poisoned::<u32>(gs as usize)?;
             let mut total = gpu.alloc_poisoned::<u32>(1)?;
@@ -695,16 +766,14 @@ fn ba_bucket_sums<C: DeviceCurve>(
                 &mut ocnt,
                 &mut total,
             )?;
-            bound = (bound + gs as u64).div_ceil(2);
-            let per = bound.div_ceil(target_threads).clamp(BA_MIN_PER, BA_MAX_PER);
             let blocks = bound.div_ceil(per).div_ceil(BA_BLOCK as u64).max(1);
             let threads = blocks * BA_BLOCK as u64;
             // SAFETY: msm_ba_round writes a thread's running product of output o
             // before it reads it back, and every output below the round's total; the
-            // next round and msm_ba_buckets read only those.
+            // next round and the final kernels read only those.
             let mut scratch = unsafe { gpu.alloc_scratch::<[u64; 6]>((per * threads) as usize) }?;
             let mut out = unsafe { gpu.alloc_scratch::<C::Affine>(bound as usize) }?;
-            let (in_ptr, _in_use) = match &prev {
+            let (in_ptr, in_use) = match &prev {
                 Some(p) => {
                     let (ptr, g) = p.device_ptr(gpu.compute_stream());
                     (ptr, Some(g))
@@ -734,23 +803,39 @@ fn ba_bucket_sums<C: DeviceCurve>(
                 &mut scratch,
                 &mut out
             )?;
-            drop(_in_use);
+            drop(in_use);
             prev = Some(out);
             cnt = ocnt;
             start = ostart;
+            done += 1;
         }
-        let last = prev.expect("at least one round");
-        let mut view = buckets.slice_mut(s0..s1);
-        crate::launch!(
-            gpu,
-            "msm_ba_buckets",
-            grid(gs as usize, 128),
-            &last,
-            &start,
-            &cnt,
-            &gs,
-            &mut view
-        )?;
+        let last = prev.expect("the first round always runs");
+        if done == rounds_needed {
+            let mut view = buckets.slice_mut(s0..s1);
+            crate::launch!(
+                gpu,
+                "msm_ba_buckets",
+                grid(gs as usize, 128),
+                &last,
+                &start,
+                &cnt,
+                &gs,
+                &mut view
+            )?;
+        } else {
+            // The rounds' output in bucket order is the level sums' input: no
+            // sorted entries, the points themselves. n terms per window still
+            // bound what any bucket or window holds.
+            let group_plan = MsmPlan {
+                nwin: w1 - w0,
+                ..plan
+            };
+            let sums =
+                level_bucket_sums::<C>(gpu, &last, None, cnt, start, n, group_plan, &mut None)?;
+            stream
+                .memcpy_dtod(&sums, &mut buckets.slice_mut(s0..s1))
+                .map_err(dtod)?;
+        }
     }
     Ok(buckets)
 }

@@ -603,18 +603,25 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
                 MsmPlan::for_window(20).with_pieces(32, true),
                 MsmPlan::for_window(13).with_pieces(7, true),
             ]);
-            // The batch-affine rounds too: equal scalars give every window one bucket
-            // of n points (log2 n rounds of pairs within one bucket).
-            let variants = [msm::sum_variant(), SumVariant::BatchAffine];
-            for (plan, v) in plans.flat_map(|p| variants.map(|v| (p, v))) {
-                let before = msm::sum_variant();
+            // The batch-affine rounds too, every round affine (min 1 pair per thread)
+            // and handing over to the XYZZ levels after a few (min 2): equal scalars
+            // give every window one bucket of n points (log2 n rounds in one bucket).
+            let variants = [
+                (msm::sum_variant(), 1),
+                (SumVariant::BatchAffine, 1),
+                (SumVariant::BatchAffine, 2),
+            ];
+            for (plan, (v, min_per)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
+                let (before, before_min) = (msm::sum_variant(), msm::batch_affine_min_per());
                 msm::set_sum_variant(v);
+                msm::set_batch_affine_min_per(min_per);
                 let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
                     .and_then(|p| p.finish(gpu));
                 msm::set_sum_variant(before);
+                msm::set_batch_affine_min_per(before_min);
                 log.check(
                     &format!(
-                        "msm {kind} {v:?} c={} piece={}{} n={n}",
+                        "msm {kind} {v:?} (min {min_per}) c={} piece={}{} n={n}",
                         plan.c,
                         plan.piece,
                         if plan.balanced { " balanced" } else { "" }
@@ -1001,6 +1008,18 @@ fn bench_msm(
                 plan.nwin
             ));
         }
+        // How many rounds stay affine before the XYZZ levels take over.
+        let min_default = msm::batch_affine_min_per();
+        for min_per in [64u64, 128, 512, 1024] {
+            msm::set_batch_affine_min_per(min_per);
+            let plan = MsmPlan::for_size(n);
+            let ms = timed(n, plan)?;
+            log.line(&format!(
+                "BENCH msm batch-affine 2^{lg} c={} min {min_per} pairs/thread: {ms:.2} ms",
+                plan.c
+            ));
+        }
+        msm::set_batch_affine_min_per(min_default);
         msm::set_sum_variant(default_variant);
         for c in [16u32, 19, 20].into_iter().filter(|_| tuning) {
             for (piece, balanced) in [(64u32, false), (64, true), (32, true), (32, false)] {
