@@ -36,6 +36,8 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
         "ntt_pass",
         "ntt_r8_dif",
         "ntt_r8_dit",
+        "ntt_r2w_dif",
+        "ntt_r2w_dit",
         "scale_by_powers",
         "bitrev_permute",
         "bitrev_scale_copy",

@@ -424,14 +424,11 @@ fn check_ntt(
     Ok(())
 }
 
-/// Both NTT pass kernels are checked on every visit (same results bit for bit).
-const KERNELS: [NttKernel; 2] = [NttKernel::Radix8, NttKernel::Radix2];
+/// Every NTT pass kernel is checked on every visit (same results bit for bit).
+const KERNELS: [NttKernel; 3] = NttKernel::ALL;
 
 fn kernel_name(k: NttKernel) -> &'static str {
-    match k {
-        NttKernel::Radix8 => "r8",
-        NttKernel::Radix2 => "radix2",
-    }
+    k.name()
 }
 
 fn check_h(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
@@ -1067,20 +1064,36 @@ fn bench(
         .into_iter()
         .filter(|(l, _)| *l <= max_ntt)
     {
-        // The table rows are the default kernel; BENCH lines compare both.
-        for kernel in [NttKernel::Radix2, NttKernel::Radix8] {
+        // The table rows are the default kernel; BENCH lines compare all of them.
+        for kernel in KERNELS {
             if table_only && kernel != NttKernel::from_env() {
                 continue;
             }
             ntt.set_kernel(kernel);
-            let r = (|| -> Result<(f64, f64, f64)> {
+            let r = (|| -> Result<(f64, f64, f64, Vec<String>)> {
                 let full = time5(gpu, || ntt.ntt(gpu, &mut d, lg, Direction::Forward, false))?;
                 let dif = time5(gpu, || ntt.dif(gpu, &mut d, lg, Direction::Forward))?;
                 let dit = time5(gpu, || ntt.dit(gpu, &mut d, lg, Direction::Inverse))?;
-                Ok((full, dif, dit))
+                // Each pass of the kernel alone (where the time goes).
+                let mut per_pass = Vec::new();
+                if !table_only && (lg == 24 || lg == 27) {
+                    for (i, (lo, k, c, _)) in Ntt::passes(lg).into_iter().enumerate() {
+                        let dif = time5(gpu, || {
+                            ntt.run_pass(gpu, &mut d, lg, i, false, Direction::Forward)
+                        })?;
+                        let dit = time5(gpu, || {
+                            ntt.run_pass(gpu, &mut d, lg, i, true, Direction::Forward)
+                        })?;
+                        per_pass.push(format!(
+                            "BENCH ntt {} 2^{lg} pass {i} (lo {lo}, k {k}, c {c}): dif {dif:.3} ms, dit {dit:.3} ms",
+                            kernel_name(kernel)
+                        ));
+                    }
+                }
+                Ok((full, dif, dit, per_pass))
             })();
             ntt.set_kernel(NttKernel::from_env());
-            let (ms, dif, dit) = r?;
+            let (ms, dif, dit, per_pass) = r?;
             let kn = kernel_name(kernel);
             log.line(&format!(
                 "BENCH ntt {kn} 2^{lg}: fwd {ms:.3} ms, dif-only {dif:.3} ms, dit-only {dit:.3} ms"
@@ -1094,20 +1107,8 @@ fn bench(
                     peer,
                 );
             }
-        }
-        // Each pass of the kernel alone (where the time goes).
-        if !table_only && (lg == 24 || lg == 27) {
-            for (i, (lo, k, c, _)) in Ntt::passes(lg).into_iter().enumerate() {
-                let dif = time5(gpu, || {
-                    ntt.run_pass(gpu, &mut d, lg, i, false, Direction::Forward)
-                })?;
-                let dit = time5(gpu, || {
-                    ntt.run_pass(gpu, &mut d, lg, i, true, Direction::Forward)
-                })?;
-                log.line(&format!(
-                    "BENCH ntt {} 2^{lg} pass {i} (lo {lo}, k {k}, c {c}): dif {dif:.3} ms, dit {dit:.3} ms",
-                    kernel_name(ntt.kernel())
-                ));
+            for l in per_pass {
+                log.line(&l);
             }
         }
     }
