@@ -298,19 +298,27 @@ __device__ __forceinline__ u32 r2w_ins1(u32 t, u32 pos) {
     return ((t >> pos) << (pos + 1)) | (t & ((1u << pos) - 1));
 }
 
+// The product of the r2w kernels: Fr::mul, or fr_mul_nt (the same values with fewer
+// multiplier instructions) in ntt_r2wf_*.
+template <bool FAST>
+__device__ __forceinline__ Fr r2w_mul(const Fr& a, const Fr& b) {
+    if (FAST) return fr_mul_nt(a, b);
+    return Fr::mul(a, b);
+}
+
 // The butterfly of ntt_pass on (x, y) = elements (e1, e1 + 2^P), twiddle index j of
 // span 2^lh (lh = P - c).
-template <bool DIT>
+template <bool DIT, bool FAST>
 __device__ __forceinline__ void r2w_bfly(Fr& x, Fr& y, u32 j, u32 lh, const Fr* T1) {
     if (DIT) {
-        if (j != 0) y = Fr::mul(y, Fr::load(T1 + (j << (15 - lh))));
+        if (j != 0) y = r2w_mul<FAST>(y, Fr::load(T1 + (j << (15 - lh))));
         Fr s = Fr::add(x, y);
         y = Fr::sub(x, y);
         x = s;
     } else {
         Fr d = Fr::sub(x, y);
         x = Fr::add(x, y);
-        if (j != 0) d = Fr::mul(d, Fr::load(T1 + (j << (15 - lh))));
+        if (j != 0) d = r2w_mul<FAST>(d, Fr::load(T1 + (j << (15 - lh))));
         y = d;
     }
 }
@@ -329,18 +337,18 @@ __device__ __forceinline__ void r2w_swap(Fr& x0, Fr& x1, u32 lane, u32 lb) {
 }
 
 // A stage at tile bit P >= 6 through shared memory (then a barrier).
-template <bool DIT>
+template <bool DIT, bool FAST>
 __device__ __forceinline__ void r2w_smem_stage(u32* smem, u32 tile, u32 t, u32 c, u32 P, const Fr* T1) {
     const u32 e1 = r2w_ins1(t, P), e2 = e1 | (1u << P);
     const u32 lh = P - c;
     Fr x = smem_load(smem, tile, e1), y = smem_load(smem, tile, e2);
-    r2w_bfly<DIT>(x, y, (e1 >> c) & ((1u << lh) - 1), lh, T1);
+    r2w_bfly<DIT, FAST>(x, y, (e1 >> c) & ((1u << lh) - 1), lh, T1);
     smem_store(smem, tile, e1, x);
     smem_store(smem, tile, e2, y);
     __syncthreads();
 }
 
-template <bool DIT>
+template <bool DIT, bool FAST>
 __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
                                          const Fr* T18) {
     extern __shared__ u32 smem[];
@@ -362,16 +370,16 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             x0 = Fr::load(data + p0);
             x1 = Fr::load(data + p1);
             if (prev_k) {
-                x0 = Fr::mul(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
-                x1 = Fr::mul(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
+                x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
+                x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
             }
         }
-        r2w_bfly<false>(x0, x1, jtop, k - 1, T1);
+        r2w_bfly<false, FAST>(x0, x1, jtop, k - 1, T1);
         if (top > 5) {
             smem_store(smem, tile, t, x0);
             smem_store(smem, tile, t + half, x1);
             __syncthreads();
-            for (u32 P = top - 1; P >= 6 && P >= c; P--) r2w_smem_stage<false>(smem, tile, t, c, P, T1);
+            for (u32 P = top - 1; P >= 6 && P >= c; P--) r2w_smem_stage<false, FAST>(smem, tile, t, c, P, T1);
             x0 = smem_load(smem, tile, wbase | lane);
             x1 = smem_load(smem, tile, wbase | lane | 32);
         }
@@ -380,7 +388,7 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             if (P < 5) r2w_swap(x0, x1, lane, P);
             if (P < (int)top) {
                 const u32 lh = P - c;
-                r2w_bfly<false>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
+                r2w_bfly<false, FAST>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
             }
         }
         const u32 e0 = wbase | r2w_ins1(lane, cc);
@@ -397,22 +405,22 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             if (P > cc) r2w_swap(x0, x1, lane, P - 1);
             if (P >= c) {
                 const u32 lh = P - c;
-                r2w_bfly<true>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
+                r2w_bfly<true, FAST>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
             }
         }
         if (top > 5) {
             smem_store(smem, tile, wbase | lane, x0);
             smem_store(smem, tile, wbase | lane | 32, x1);
             __syncthreads();
-            for (u32 P = c > 6 ? c : 6; P < top; P++) r2w_smem_stage<true>(smem, tile, t, c, P, T1);
+            for (u32 P = c > 6 ? c : 6; P < top; P++) r2w_smem_stage<true, FAST>(smem, tile, t, c, P, T1);
             x0 = smem_load(smem, tile, t);
             x1 = smem_load(smem, tile, t + half);
-            r2w_bfly<true>(x0, x1, jtop, k - 1, T1);
+            r2w_bfly<true, FAST>(x0, x1, jtop, k - 1, T1);
         }
         const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
         if (prev_k) {
-            x0 = Fr::mul(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
-            x1 = Fr::mul(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
+            x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
+            x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
         }
         x0.store(data + p0);
         x1.store(data + p1);
@@ -421,11 +429,21 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
 
 extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<false>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<false, false>(data, lo, k, c, prev_k, T0, T1, T18);
 }
 extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<true>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<true, false>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+// The same with fr_mul_nt for the butterflies and the twiddle applications
+// (CUZK_NTT_KERNEL=r2wf; the product inside an order > 18 twiddle stays Fr::mul).
+extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<false, true>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<true, true>(data, lo, k, c, prev_k, T0, T1, T18);
 }
 
 // data[p] *= P(idx) with idx = p or bitrev(p), P(i) = P0[i & 0xffff] * P1[i >> 16]

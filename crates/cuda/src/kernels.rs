@@ -38,6 +38,8 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
         "ntt_r8_dit",
         "ntt_r2w_dif",
         "ntt_r2w_dit",
+        "ntt_r2wf_dif",
+        "ntt_r2wf_dit",
         "scale_by_powers",
         "bitrev_permute",
         "bitrev_scale_copy",

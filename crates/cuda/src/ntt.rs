@@ -67,11 +67,20 @@ pub enum NttKernel {
     /// the global load (DIF) or store (DIT), and one-load inter-pass twiddles up to
     /// order 2^18.
     Radix2Warp,
+    /// `ntt_r2wf_dif` / `ntt_r2wf_dit`: `Radix2Warp` with `fr_mul_nt`, an Fr product
+    /// that does the modulus's two low limbs (1 and 2^32 - 1) by additions: 12.5%
+    /// fewer multiplier instructions per product.
+    Radix2WarpFast,
 }
 
 impl NttKernel {
     /// Every kernel, in the order the device check runs them.
-    pub const ALL: [NttKernel; 3] = [NttKernel::Radix2, NttKernel::Radix2Warp, NttKernel::Radix8];
+    pub const ALL: [NttKernel; 4] = [
+        NttKernel::Radix2,
+        NttKernel::Radix2Warp,
+        NttKernel::Radix2WarpFast,
+        NttKernel::Radix8,
+    ];
 
     /// The name `CUZK_NTT_KERNEL` takes (and the device check prints).
     pub fn name(self) -> &'static str {
@@ -79,11 +88,13 @@ impl NttKernel {
             NttKernel::Radix8 => "r8",
             NttKernel::Radix2 => "radix2",
             NttKernel::Radix2Warp => "r2w",
+            NttKernel::Radix2WarpFast => "r2wf",
         }
     }
 
     /// The default (radix-2: measured faster than r8 on the H200, see NOTES.md), or
-    /// the one the environment variable `CUZK_NTT_KERNEL` names (`radix2`, `r2w`, `r8`).
+    /// the one the environment variable `CUZK_NTT_KERNEL` names (`radix2`, `r2w`,
+    /// `r2wf`, `r8`).
     pub fn from_env() -> Self {
         let v = std::env::var("CUZK_NTT_KERNEL").unwrap_or_default();
         Self::ALL
@@ -97,6 +108,7 @@ impl NttKernel {
             NttKernel::Radix8 => 0,
             NttKernel::Radix2 => 1,
             NttKernel::Radix2Warp => 2,
+            NttKernel::Radix2WarpFast => 3,
         }
     }
 
@@ -104,6 +116,7 @@ impl NttKernel {
         match v {
             0 => NttKernel::Radix8,
             2 => NttKernel::Radix2Warp,
+            3 => NttKernel::Radix2WarpFast,
             _ => NttKernel::Radix2,
         }
     }
@@ -113,7 +126,7 @@ impl NttKernel {
     fn for_pass(self, p: &Pass) -> Self {
         match self {
             NttKernel::Radix8 if p.k >= 3 => NttKernel::Radix8,
-            NttKernel::Radix2Warp if p.k + p.c >= 6 => NttKernel::Radix2Warp,
+            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast if p.k + p.c >= 6 => self,
             _ => NttKernel::Radix2,
         }
     }
@@ -309,6 +322,7 @@ impl Ntt {
         if kernel != NttKernel::Radix2 {
             let (threads, names) = match kernel {
                 NttKernel::Radix8 => (tile / 8, ["ntt_r8_dif", "ntt_r8_dit"]),
+                NttKernel::Radix2WarpFast => (tile / 2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
                 _ => (tile / 2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
             };
             let cfg = LaunchConfig {
@@ -1200,7 +1214,8 @@ mod emu {
     fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, kernel: NttKernel) {
         match kernel.for_pass(&p) {
             NttKernel::Radix8 => r8_pass(data, log_n, p, dit, tb),
-            NttKernel::Radix2Warp => r2w_pass(data, log_n, p, dit, tb),
+            // r2wf is r2w with another (equal-valued) product: the same index math.
+            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast => r2w_pass(data, log_n, p, dit, tb),
             NttKernel::Radix2 => radix2_pass(data, log_n, p, dit, tb),
         }
     }
@@ -1281,7 +1296,11 @@ mod emu {
             ));
         }
         for (pname, pl) in &plans {
-            for kernel in NttKernel::ALL {
+            // r2wf runs r2w's index math (its product is checked by tests/host_arith.rs).
+            let kernels = NttKernel::ALL
+                .into_iter()
+                .filter(|&k| k != NttKernel::Radix2WarpFast);
+            for kernel in kernels {
                 for (dir, want, tb) in [
                     (Direction::Forward, &fwd, &tabs[0]),
                     (Direction::Inverse, &inv, &tabs[1]),
