@@ -472,6 +472,37 @@ extern "C" __global__ void bitrev_permute(Fr* data, u32 log_n, u32 do_scale, Fr 
     if (q != p) x.store(data + q);
 }
 
+// In-place bit reversal by tiles, optionally times s (log_n >= 8; the r2w kernels'
+// natural-order transforms). p = (a << (log_n - 4)) | (m << 4) | b with a, b of 4 bits
+// has bitrev(p) = (rev4(b) << (log_n - 4)) | (rev(m) << 4) | rev4(a). Block m (those
+// with rev(m) < m exit) reads the 256 elements of middle m and of middle rev(m) in
+// runs of 16 (512 bytes), and writes each tile to the other's positions, again in
+// runs of 16, so a block writes exactly what it read. bitrev_permute's accesses are
+// single 32-byte elements scattered over the array. Block: 256 threads.
+extern "C" __global__ void __launch_bounds__(256) bitrev_tiled(Fr* data, u32 log_n, u32 do_scale, Fr s) {
+    __shared__ u32 tile[2][8][16 * 17];  // word-planar, rows of 16 padded to 17 words
+    const u32 mb = log_n - 8;
+    const u32 m = blockIdx.x, mr = bitrev(m, mb);
+    if (mr < m) return;
+    const u32 t = threadIdx.x, hi = t >> 4, lo = t & 15;
+    const u32 sh = log_n - 4;
+    const u32 ntile = mr == m ? 1 : 2;
+    for (u32 i = 0; i < ntile; i++) {
+        Fr x = Fr::load(data + ((hi << sh) | ((i ? mr : m) << 4) | lo));
+        if (do_scale) x = Fr::mul(x, s);
+#pragma unroll
+        for (int w = 0; w < 8; w++) tile[i][w][hi * 17 + lo] = x.v[w];
+    }
+    __syncthreads();
+    const u32 a = bitrev(lo, 4), b = bitrev(hi, 4);
+    for (u32 i = 0; i < ntile; i++) {
+        Fr x;
+#pragma unroll
+        for (int w = 0; w < 8; w++) x.v[w] = tile[i][w][a * 17 + b];
+        x.store(data + ((hi << sh) | ((i ? m : mr) << 4) | lo));
+    }
+}
+
 // out[bitrev(p)] = in[p] * P(bitrev(p)): leaves the bit-reversed output of a DIF
 // inverse transform in natural order with the coset and 1/N factors applied.
 extern "C" __global__ void bitrev_scale_copy(const Fr* in, Fr* out, u32 log_n, const Fr* P0, const Fr* P1) {

@@ -42,6 +42,7 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
         "ntt_r2wf_dit",
         "scale_by_powers",
         "bitrev_permute",
+        "bitrev_tiled",
         "bitrev_scale_copy",
         "abc_combine",
         "fr_ops_test",

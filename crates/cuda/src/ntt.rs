@@ -44,6 +44,8 @@ const MAX_PASS_BITS: u32 = 10;
 const TABLE: usize = 1 << 16;
 /// Entries of the 2^18-th-roots table (one load for inter-pass twiddles of order <= 18).
 const TABLE18: usize = 1 << 18;
+/// Smallest transform for `bitrev_tiled` (two 4-bit ends around the middle bits).
+const BITREV_TILED_MIN_LOG: u32 = 8;
 /// Vectors shorter than this are copied from pageable memory (pinning costs more
 /// than it saves, and small vectors may share pages).
 pub(crate) const PIN_MIN_LEN: usize = 1 << 15;
@@ -119,6 +121,12 @@ impl NttKernel {
             3 => NttKernel::Radix2WarpFast,
             _ => NttKernel::Radix2,
         }
+    }
+
+    /// Whether the natural-order transforms use `bitrev_tiled` (the r2w kernels) or
+    /// `bitrev_permute` (as measured for radix2 and r8).
+    fn tiled_bitrev(self) -> bool {
+        matches!(self, NttKernel::Radix2Warp | NttKernel::Radix2WarpFast)
     }
 
     /// The kernel pass `p` really runs: the register kernels need chunks of >= 3 bits
@@ -437,6 +445,14 @@ impl Ntt {
     ) -> Result<(), CudaError> {
         let s = scalar_to_repr(&scale.unwrap_or(Scalar::ONE));
         let do_scale = u32::from(scale.is_some());
+        if self.kernel().tiled_bitrev() && log_n >= BITREV_TILED_MIN_LOG {
+            let cfg = LaunchConfig {
+                grid_dim: (1u32 << (log_n - 8), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            return crate::launch!(gpu, "bitrev_tiled", cfg, &mut *data, &log_n, &do_scale, &s);
+        }
         crate::launch!(
             gpu,
             "bitrev_permute",
@@ -1342,6 +1358,69 @@ mod emu {
         }
         // The real 3-pass plan (7, 7, 7), default c only.
         check_size(21, &tabs, &pool, false);
+    }
+
+    /// `bitrev_tiled` over every block: each block writes exactly the positions it
+    /// read, so the in-place kernel has no hazard between blocks.
+    fn bitrev_tiled(data: &mut [Scalar], log_n: u32, s: Option<Scalar>) {
+        assert!(log_n >= BITREV_TILED_MIN_LOG);
+        let mut g = Global::new(data);
+        let mb = log_n - 8;
+        let sh = log_n - 4;
+        for m in 0..1u32 << mb {
+            let mr = bitrev(m, mb);
+            if mr < m {
+                continue;
+            }
+            let ntile = if mr == m { 1 } else { 2 };
+            let mut tile = vec![vec![None; 16 * 17]; 2];
+            let (mut read, mut written) = (Vec::new(), Vec::new());
+            for i in 0..ntile {
+                for t in 0..256u32 {
+                    let (hi, lo) = (t >> 4, t & 15);
+                    let p = (hi << sh) | ((if i == 1 { mr } else { m }) << 4) | lo;
+                    read.push(p);
+                    let mut x = g.load(p);
+                    if let Some(s) = s {
+                        x *= s;
+                    }
+                    let slot = &mut tile[i][(hi * 17 + lo) as usize];
+                    assert!(slot.is_none(), "tile slot written twice");
+                    *slot = Some(x);
+                }
+            }
+            for i in 0..ntile {
+                for t in 0..256u32 {
+                    let (hi, lo) = (t >> 4, t & 15);
+                    let (a, b) = (bitrev(lo, 4), bitrev(hi, 4));
+                    let x = tile[i][(a * 17 + b) as usize].expect("tile slot read before written");
+                    let p = (hi << sh) | ((if i == 1 { m } else { mr }) << 4) | lo;
+                    written.push(p);
+                    g.store(p, x);
+                }
+            }
+            read.sort_unstable();
+            written.sort_unstable();
+            assert_eq!(read, written, "block {m} writes what it did not read");
+        }
+        g.finish();
+    }
+
+    #[test]
+    fn bitrev_tiled_is_the_bit_reversal() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        for log_n in BITREV_TILED_MIN_LOG..=15 {
+            let n = 1usize << log_n;
+            let input: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            let s = Scalar::random(&mut rng);
+            for scale in [None, Some(s)] {
+                let mut d = input.clone();
+                bitrev_tiled(&mut d, log_n, scale);
+                let f = scale.unwrap_or(Scalar::ONE);
+                let ok = (0..n).all(|i| d[bitrev(i as u32, log_n) as usize] == input[i] * f);
+                assert!(ok, "2^{log_n} scale {}", scale.is_some());
+            }
+        }
     }
 
     /// Every shared-memory access pattern of the register kernel (round windows at any
