@@ -446,6 +446,18 @@ extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dit(Fr* data, u32 lo,
     r2w_pass<true, true>(data, lo, k, c, prev_k, T0, T1, T18);
 }
 
+// r2wf with 3 blocks of 512 threads per SM (48 warps instead of 32) for the A/B on
+// occupancy (CUZK_NTT_KERNEL=r2wf3): ptxas (sm_90) fits it in 40 registers by
+// spilling 72-92 bytes per thread to local memory (L1).
+extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                                  const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<false, true>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                                  const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<true, true>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+
 // data[p] *= P(idx) with idx = p or bitrev(p), P(i) = P0[i & 0xffff] * P1[i >> 16]
 // (tables of scaled powers s * g^i built on the host).
 extern "C" __global__ void scale_by_powers(Fr* data, u32 log_n, u32 bitrev_index, const Fr* P0, const Fr* P1) {

@@ -40,6 +40,8 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
         "ntt_r2w_dit",
         "ntt_r2wf_dif",
         "ntt_r2wf_dit",
+        "ntt_r2wf3_dif",
+        "ntt_r2wf3_dit",
         "scale_by_powers",
         "bitrev_permute",
         "bitrev_tiled",

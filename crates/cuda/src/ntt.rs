@@ -73,14 +73,18 @@ pub enum NttKernel {
     /// that does the modulus's two low limbs (1 and 2^32 - 1) by additions: 12.5%
     /// fewer multiplier instructions per product.
     Radix2WarpFast,
+    /// `ntt_r2wf3_dif` / `ntt_r2wf3_dit`: `Radix2WarpFast` compiled for 3 blocks
+    /// (48 warps) per SM instead of 2: 40 registers, with some spilling.
+    Radix2WarpFast3,
 }
 
 impl NttKernel {
     /// Every kernel, in the order the device check runs them.
-    pub const ALL: [NttKernel; 4] = [
+    pub const ALL: [NttKernel; 5] = [
         NttKernel::Radix2,
         NttKernel::Radix2Warp,
         NttKernel::Radix2WarpFast,
+        NttKernel::Radix2WarpFast3,
         NttKernel::Radix8,
     ];
 
@@ -91,12 +95,13 @@ impl NttKernel {
             NttKernel::Radix2 => "radix2",
             NttKernel::Radix2Warp => "r2w",
             NttKernel::Radix2WarpFast => "r2wf",
+            NttKernel::Radix2WarpFast3 => "r2wf3",
         }
     }
 
     /// The default (radix-2: measured faster than r8 on the H200, see NOTES.md), or
     /// the one the environment variable `CUZK_NTT_KERNEL` names (`radix2`, `r2w`,
-    /// `r2wf`, `r8`).
+    /// `r2wf`, `r2wf3`, `r8`).
     pub fn from_env() -> Self {
         let v = std::env::var("CUZK_NTT_KERNEL").unwrap_or_default();
         Self::ALL
@@ -111,6 +116,7 @@ impl NttKernel {
             NttKernel::Radix2 => 1,
             NttKernel::Radix2Warp => 2,
             NttKernel::Radix2WarpFast => 3,
+            NttKernel::Radix2WarpFast3 => 4,
         }
     }
 
@@ -119,6 +125,7 @@ impl NttKernel {
             0 => NttKernel::Radix8,
             2 => NttKernel::Radix2Warp,
             3 => NttKernel::Radix2WarpFast,
+            4 => NttKernel::Radix2WarpFast3,
             _ => NttKernel::Radix2,
         }
     }
@@ -126,7 +133,15 @@ impl NttKernel {
     /// Whether the natural-order transforms use `bitrev_tiled` (the r2w kernels) or
     /// `bitrev_permute` (as measured for radix2 and r8).
     fn tiled_bitrev(self) -> bool {
-        matches!(self, NttKernel::Radix2Warp | NttKernel::Radix2WarpFast)
+        self.is_r2w()
+    }
+
+    /// One of the `ntt_r2w*` kernels (the same index math, see `emu`).
+    fn is_r2w(self) -> bool {
+        matches!(
+            self,
+            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3
+        )
     }
 
     /// The kernel pass `p` really runs: the register kernels need chunks of >= 3 bits
@@ -134,7 +149,7 @@ impl NttKernel {
     fn for_pass(self, p: &Pass) -> Self {
         match self {
             NttKernel::Radix8 if p.k >= 3 => NttKernel::Radix8,
-            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast if p.k + p.c >= 6 => self,
+            _ if self.is_r2w() && p.k + p.c >= 6 => self,
             _ => NttKernel::Radix2,
         }
     }
@@ -331,6 +346,7 @@ impl Ntt {
             let (threads, names) = match kernel {
                 NttKernel::Radix8 => (tile / 8, ["ntt_r8_dif", "ntt_r8_dit"]),
                 NttKernel::Radix2WarpFast => (tile / 2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
+                NttKernel::Radix2WarpFast3 => (tile / 2, ["ntt_r2wf3_dif", "ntt_r2wf3_dit"]),
                 _ => (tile / 2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
             };
             let cfg = LaunchConfig {
@@ -635,6 +651,20 @@ fn zero_tail(gpu: &Gpu, buf: &mut CudaSlice<FrRepr>, from: usize) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_names_and_codes_round_trip() {
+        for k in NttKernel::ALL {
+            assert_eq!(NttKernel::from_code(k.code()), k);
+            assert_eq!(
+                NttKernel::ALL
+                    .iter()
+                    .filter(|x| x.name() == k.name())
+                    .count(),
+                1
+            );
+        }
+    }
 
     #[test]
     fn plans_cover_every_bit_once() {
@@ -1230,8 +1260,11 @@ mod emu {
     fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, kernel: NttKernel) {
         match kernel.for_pass(&p) {
             NttKernel::Radix8 => r8_pass(data, log_n, p, dit, tb),
-            // r2wf is r2w with another (equal-valued) product: the same index math.
-            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast => r2w_pass(data, log_n, p, dit, tb),
+            // r2wf and r2wf3 are r2w with another (equal-valued) product and another
+            // register budget: the same index math.
+            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3 => {
+                r2w_pass(data, log_n, p, dit, tb)
+            }
             NttKernel::Radix2 => radix2_pass(data, log_n, p, dit, tb),
         }
     }
@@ -1312,10 +1345,11 @@ mod emu {
             ));
         }
         for (pname, pl) in &plans {
-            // r2wf runs r2w's index math (its product is checked by tests/host_arith.rs).
+            // r2wf and r2wf3 run r2w's index math (their product is checked by
+            // tests/host_arith.rs).
             let kernels = NttKernel::ALL
                 .into_iter()
-                .filter(|&k| k != NttKernel::Radix2WarpFast);
+                .filter(|&k| !matches!(k, NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3));
             for kernel in kernels {
                 for (dir, want, tb) in [
                     (Direction::Forward, &fwd, &tabs[0]),

@@ -425,7 +425,7 @@ fn check_ntt(
 }
 
 /// Every NTT pass kernel is checked on every visit (same results bit for bit).
-const KERNELS: [NttKernel; 4] = NttKernel::ALL;
+const KERNELS: [NttKernel; NttKernel::ALL.len()] = NttKernel::ALL;
 
 fn kernel_name(k: NttKernel) -> &'static str {
     k.name()
