@@ -8,11 +8,12 @@
 //! thread in registers and do up to 3 stages between exchanges. On the H200 the
 //! register kernel measured 1.5× slower (119 against 78 ms at 2^27: 121 registers
 //! and 128-thread blocks leave 16 warps per SM to hide the product's carry chains),
-//! so it stays an option for other devices and for further work. A third,
-//! `ntt_r2w_dif`/`ntt_r2w_dit` (`CUZK_NTT_KERNEL=r2w`), keeps `ntt_pass`'s 2 elements
-//! per thread but does the stages inside a warp with register shuffles and fuses the
-//! top stage with the global access: 4 barriers per 9-bit pass instead of 10 (not yet
-//! measured). Roots of unity come from two device tables
+//! so it stays an option for other devices and for further work. The warp-shuffle
+//! kernels `ntt_r2w_*` (`CUZK_NTT_KERNEL=r2w`) keep `ntt_pass`'s 2 elements per
+//! thread but do the stages inside a warp with register shuffles and fuse the top
+//! stage with the global access: 4 barriers per 9-bit pass instead of 10; `r2wf` is
+//! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM
+//! (none measured yet). Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
 //!
