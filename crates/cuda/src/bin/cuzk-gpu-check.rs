@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check] [--table-only]
-//!                [--skip fields,ntt,h,msm,g2,partition,partition-bench]
+//!                [--skip fields,ntt,h,msm,g2,partition,msm-bench,ntt-bench,partition-bench]
 //! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
 //! ```
 //! Checks each kernel against the CPU (blstrs, cuzk-msm-cpu, cuzk-gpu-backend's NTT,
@@ -915,10 +915,9 @@ fn time5(gpu: &Gpu, mut f: impl FnMut() -> Result<(), CudaError>) -> Result<f64>
 }
 
 /// `table_only`: the table's rows without the tuning sweeps (sum kernels, pieces,
-/// windows, profiles, the CPU G2 context, the other NTT kernel).
+/// windows, profiles, the CPU G2 context).
 fn bench(
     gpu: &Gpu,
-    ntt: &Ntt,
     log: &Log,
     pool: &rayon::ThreadPool,
     quick: bool,
@@ -1054,7 +1053,14 @@ fn bench(
     }
     drop(host_bases);
     drop(dsc);
+    Ok(())
+}
 
+/// NTT (every kernel, per pass at 2^24 and 2^27) and H timings: its own section
+/// (`--skip msm-bench` leaves the MSM timings out of an NTT visit). `table_only`:
+/// the default kernel's rows only.
+fn bench_ntt(gpu: &Gpu, ntt: &Ntt, log: &Log, quick: bool, table_only: bool) -> Result<()> {
+    let mut r = rng(7);
     // NTT: forward, natural order in and out, data already on the device.
     let max_ntt = if quick { 24 } else { 27 };
     let data = fast_scalars(1 << max_ntt, r.next_u64());
@@ -1448,10 +1454,16 @@ fn main() -> Result<()> {
             );
         }
     }
-    if !no_bench {
+    if !no_bench && on("msm-bench") {
         section(
             "bench",
-            backend.with_gpu(|gpu, ntt| bench(gpu, ntt, &log, &pool, quick, table_only)),
+            backend.with_gpu(|gpu, _| bench(gpu, &log, &pool, quick, table_only)),
+        );
+    }
+    if !no_bench && on("ntt-bench") {
+        section(
+            "ntt bench",
+            backend.with_gpu(|gpu, ntt| bench_ntt(gpu, ntt, &log, quick, table_only)),
         );
     }
     if !no_bench && on("partition-bench") {
