@@ -225,6 +225,52 @@ struct Mont {
 typedef Mont<FrParams> Fr;
 typedef Mont<FqParams> Fq;
 
+// The Fr product specialised to the modulus's two low limbs, for the NTT (the r2wf
+// kernels): p[0] = 1 and p[1] = 2^32 - 1, so -p^-1 = -1 mod 2^32 and in each CIOS
+// round m = -t[0] needs no multiplication, m * p[0] = m, lo(m * p[1]) = t[0] and
+// hi(m * p[1]) = m - 1 = ~t[0] (0 when m = 0): 28 multiplier instructions per round
+// instead of 33 (14 low and 14 high halves instead of 17 and 16). Same result as
+// Fr::mul, fully reduced; checked against blstrs by tests/host_arith.rs.
+__device__ __forceinline__ Fr fr_mul_nt(const Fr& a, const Fr& b) {
+    const int N = 8;
+    u32 t[N + 1];
+#pragma unroll
+    for (int i = 0; i < N + 1; i++) t[i] = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const u32 bi = b.v[i];
+        // t += a * bi, as Mont::mul_body.
+        t[0] = mad_lo_cc(a.v[0], bi, t[0]);
+#pragma unroll
+        for (int j = 1; j < N; j++) t[j] = madc_lo_cc(a.v[j], bi, t[j]);
+        t[N] = addc(t[N], 0);
+        t[1] = mad_hi_cc(a.v[0], bi, t[1]);
+#pragma unroll
+        for (int j = 1; j < N - 1; j++) t[j + 1] = madc_hi_cc(a.v[j], bi, t[j + 1]);
+        t[N] = madc_hi(a.v[N - 1], bi, t[N]);
+        // t += m * p with m = -t[0]; the two low limbs of p by additions.
+        const u32 t0 = t[0];
+        const u32 mq = 0u - t0;
+        const u32 h1 = t0 != 0 ? ~t0 : 0u;
+        (void)add_cc(t0, mq);  // word 0 becomes 0; carry iff t0 != 0
+        t[1] = addc_cc(t[1], t0);
+#pragma unroll
+        for (int j = 2; j < N; j++) t[j] = madc_lo_cc(mq, FR_MOD[j], t[j]);
+        t[N] = addc(t[N], 0);
+        t[2] = add_cc(t[2], h1);  // hi(m * p[0]) = 0 leaves t[1] and no carry
+#pragma unroll
+        for (int j = 2; j < N - 1; j++) t[j + 1] = madc_hi_cc(mq, FR_MOD[j], t[j + 1]);
+        t[N] = madc_hi(mq, FR_MOD[N - 1], t[N]);
+#pragma unroll
+        for (int j = 0; j < N; j++) t[j] = t[j + 1];
+        t[N] = 0;
+    }
+    Fr r;
+#pragma unroll
+    for (int i = 0; i < N; i++) r.v[i] = t[i];
+    return Fr::reduce_once(r);
+}
+
 // Reverses the low `bits` bits of x.
 __device__ __forceinline__ u32 bitrev(u32 x, u32 bits) {
     return bits == 0 ? 0 : (__brev(x) >> (32 - bits));

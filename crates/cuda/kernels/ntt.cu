@@ -15,10 +15,10 @@
 // w the primitive 2^32-th root, or its inverse), so every root of every domain size is
 // T0[x & 0xffff] * T1[x >> 16] and the local stages' roots are single T1 entries.
 //
-// ntt_pass is the first version (one stage per barrier); ntt_r8_dif / ntt_r8_dit below
-// are the default and give bit-identical results (see their comment). The host-side
-// emulation in src/ntt.rs (module emu) mirrors the r8 kernels line by line: change
-// both together.
+// ntt_pass is the first version and the default (one stage per barrier); ntt_r8_* and
+// ntt_r2w_* below are options that give bit-identical results (see their comments).
+// The host-side emulation in src/ntt.rs (module emu) mirrors every pass kernel line by
+// line: change both together.
 
 __device__ __forceinline__ Fr root_pow(const Fr* T0, const Fr* T1, u32 x) {
     u32 lo = x & 0xffff, hi = x >> 16;
@@ -270,6 +270,194 @@ extern "C" __global__ void __launch_bounds__(128) ntt_r8_dit(Fr* data, u32 lo, u
     r8_pass<true>(data, lo, k, c, prev_k, T0, T1, T18);
 }
 
+// ---- Radix-2 with warp shuffles: ntt_r2w_dif / ntt_r2w_dit (CUZK_NTT_KERNEL=r2w). ----
+//
+// ntt_pass's butterflies and thread count (2 elements per thread, 2^(k + c - 1)
+// threads), with fewer shared-memory exchanges and barriers:
+// - A stage whose pair is (e, e + 2^P) in tile index e ("stage at tile bit P",
+//   P = c + lh) is done by thread T on e1 = ins1(T, P) (a zero bit inserted at P) and
+//   e1 + 2^P: that is ntt_pass's pairing, written once for all phases.
+// - The top stage (P = k + c - 1) pairs (t, t + half): DIF does it straight after the
+//   global load, DIT straight before the global store, without shared memory.
+// - Stages at P >= 6 cross warps: one shared-memory exchange and barrier each
+//   (tile bits below c are not stages: the 2^c sub-transforms side by side).
+// - Stages at P <= 5 stay inside a warp, which holds the 64 tile elements with the
+//   same bits >= 6 (lane = 5 bits, register = 1 bit). Before the stage at P the
+//   register holds tile bit P and the lanes hold the other bits in order
+//   (e1 = ins1(lane, P) | warp << 6); going to the next stage swaps the register bit
+//   with one lane bit through __shfl_xor_sync (r2w_swap): 8 shuffles per thread, no
+//   barrier. The DIF store and the DIT load use the warp arrangement of the last
+//   (first) stage at P = min(c, 5) directly: runs of 2^c elements as in ntt_pass.
+// - The inter-pass twiddle is one table load up to order 18 (r8_twiddle).
+// A 9-bit pass with c <= 1 (2^27) has 4 barriers instead of 10 and 4 shared-memory
+// round trips per element instead of 10. Needs k + c >= 6 (a full warp; the host
+// uses ntt_pass for smaller tiles). Block: 2^(k + c - 1) threads, 32 * 2^(k + c)
+// bytes of dynamic shared memory (used only when k + c > 6).
+
+__device__ __forceinline__ u32 r2w_ins1(u32 t, u32 pos) {
+    return ((t >> pos) << (pos + 1)) | (t & ((1u << pos) - 1));
+}
+
+// The product of the r2w kernels: Fr::mul, or fr_mul_nt (the same values with fewer
+// multiplier instructions) in ntt_r2wf_*.
+template <bool FAST>
+__device__ __forceinline__ Fr r2w_mul(const Fr& a, const Fr& b) {
+    if (FAST) return fr_mul_nt(a, b);
+    return Fr::mul(a, b);
+}
+
+// The butterfly of ntt_pass on (x, y) = elements (e1, e1 + 2^P), twiddle index j of
+// span 2^lh (lh = P - c).
+template <bool DIT, bool FAST>
+__device__ __forceinline__ void r2w_bfly(Fr& x, Fr& y, u32 j, u32 lh, const Fr* T1) {
+    if (DIT) {
+        if (j != 0) y = r2w_mul<FAST>(y, Fr::load(T1 + (j << (15 - lh))));
+        Fr s = Fr::add(x, y);
+        y = Fr::sub(x, y);
+        x = s;
+    } else {
+        Fr d = Fr::sub(x, y);
+        x = Fr::add(x, y);
+        if (j != 0) d = r2w_mul<FAST>(d, Fr::load(T1 + (j << (15 - lh))));
+        y = d;
+    }
+}
+
+// Swaps the register bit with lane bit lb: a lane with lane bit v keeps x[v] and
+// receives its partner's x[v] (the partner sends the element it gives up) as x[1 - v].
+__device__ __forceinline__ void r2w_swap(Fr& x0, Fr& x1, u32 lane, u32 lb) {
+    const bool v = (lane >> lb) & 1;
+#pragma unroll
+    for (int w = 0; w < 8; w++) {
+        u32 send = v ? x0.v[w] : x1.v[w];
+        u32 recv = __shfl_xor_sync(0xffffffffu, send, 1u << lb);
+        if (v) x0.v[w] = recv;
+        else x1.v[w] = recv;
+    }
+}
+
+// A stage at tile bit P >= 6 through shared memory (then a barrier).
+template <bool DIT, bool FAST>
+__device__ __forceinline__ void r2w_smem_stage(u32* smem, u32 tile, u32 t, u32 c, u32 P, const Fr* T1) {
+    const u32 e1 = r2w_ins1(t, P), e2 = e1 | (1u << P);
+    const u32 lh = P - c;
+    Fr x = smem_load(smem, tile, e1), y = smem_load(smem, tile, e2);
+    r2w_bfly<DIT, FAST>(x, y, (e1 >> c) & ((1u << lh) - 1), lh, T1);
+    smem_store(smem, tile, e1, x);
+    smem_store(smem, tile, e2, y);
+    __syncthreads();
+}
+
+template <bool DIT, bool FAST>
+__device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
+                                         const Fr* T18) {
+    extern __shared__ u32 smem[];
+    const u32 tb = k + c;
+    const u32 tile = 1u << tb;
+    const u32 half = tile >> 1;
+    const u32 t = threadIdx.x;
+    const u32 lane = t & 31, wbase = (t >> 5) << 6;
+    const u32 blk = blockIdx.x;
+    const u32 base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u << (lo - c)) - 1)) << c);
+    const u32 top = tb - 1;            // the top stage's tile bit
+    const u32 cc = c < 5 ? c : 5;      // the warp arrangement at the DIF end / DIT start
+    const u32 jtop = (t >> c) & ((1u << (k - 1)) - 1);
+    Fr x0, x1;
+
+    if (!DIT) {
+        {
+            const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
+            x0 = Fr::load(data + p0);
+            x1 = Fr::load(data + p1);
+            if (prev_k) {
+                x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
+                x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
+            }
+        }
+        r2w_bfly<false, FAST>(x0, x1, jtop, k - 1, T1);
+        if (top > 5) {
+            smem_store(smem, tile, t, x0);
+            smem_store(smem, tile, t + half, x1);
+            __syncthreads();
+            for (u32 P = top - 1; P >= 6 && P >= c; P--) r2w_smem_stage<false, FAST>(smem, tile, t, c, P, T1);
+            x0 = smem_load(smem, tile, wbase | lane);
+            x1 = smem_load(smem, tile, wbase | lane | 32);
+        }
+        // Warp stages P = 5 .. c (P = 5 already done when it is the top stage).
+        for (int P = 5; P >= (int)c; P--) {
+            if (P < 5) r2w_swap(x0, x1, lane, P);
+            if (P < (int)top) {
+                const u32 lh = P - c;
+                r2w_bfly<false, FAST>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
+            }
+        }
+        const u32 e0 = wbase | r2w_ins1(lane, cc);
+        x0.store(data + r8_pos(base, lo, c, e0));
+        x1.store(data + r8_pos(base, lo, c, e0 | (1u << cc)));
+    } else {
+        {
+            const u32 e0 = wbase | r2w_ins1(lane, cc);
+            x0 = Fr::load(data + r8_pos(base, lo, c, e0));
+            x1 = Fr::load(data + r8_pos(base, lo, c, e0 | (1u << cc)));
+        }
+        // Warp stages P = c .. 5 (P = 5 is the top stage when the tile is one warp).
+        for (u32 P = cc; P <= 5; P++) {
+            if (P > cc) r2w_swap(x0, x1, lane, P - 1);
+            if (P >= c) {
+                const u32 lh = P - c;
+                r2w_bfly<true, FAST>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
+            }
+        }
+        if (top > 5) {
+            smem_store(smem, tile, wbase | lane, x0);
+            smem_store(smem, tile, wbase | lane | 32, x1);
+            __syncthreads();
+            for (u32 P = c > 6 ? c : 6; P < top; P++) r2w_smem_stage<true, FAST>(smem, tile, t, c, P, T1);
+            x0 = smem_load(smem, tile, t);
+            x1 = smem_load(smem, tile, t + half);
+            r2w_bfly<true, FAST>(x0, x1, jtop, k - 1, T1);
+        }
+        const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
+        if (prev_k) {
+            x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
+            x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
+        }
+        x0.store(data + p0);
+        x1.store(data + p1);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                             const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<false, false>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                             const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<true, false>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+// The same with fr_mul_nt for the butterflies and the twiddle applications
+// (CUZK_NTT_KERNEL=r2wf; the product inside an order > 18 twiddle stays Fr::mul).
+extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<false, true>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<true, true>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+
+// r2wf with 3 blocks of 512 threads per SM (48 warps instead of 32) for the A/B on
+// occupancy (CUZK_NTT_KERNEL=r2wf3): ptxas (sm_90) fits it in 40 registers by
+// spilling 72-92 bytes per thread to local memory (L1).
+extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                                  const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<false, true>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
+                                                                  const Fr* T0, const Fr* T1, const Fr* T18) {
+    r2w_pass<true, true>(data, lo, k, c, prev_k, T0, T1, T18);
+}
+
 // data[p] *= P(idx) with idx = p or bitrev(p), P(i) = P0[i & 0xffff] * P1[i >> 16]
 // (tables of scaled powers s * g^i built on the host).
 extern "C" __global__ void scale_by_powers(Fr* data, u32 log_n, u32 bitrev_index, const Fr* P0, const Fr* P1) {
@@ -294,6 +482,37 @@ extern "C" __global__ void bitrev_permute(Fr* data, u32 log_n, u32 do_scale, Fr 
     }
     y.store(data + p);
     if (q != p) x.store(data + q);
+}
+
+// In-place bit reversal by tiles, optionally times s (log_n >= 8; the r2w kernels'
+// natural-order transforms). p = (a << (log_n - 4)) | (m << 4) | b with a, b of 4 bits
+// has bitrev(p) = (rev4(b) << (log_n - 4)) | (rev(m) << 4) | rev4(a). Block m (those
+// with rev(m) < m exit) reads the 256 elements of middle m and of middle rev(m) in
+// runs of 16 (512 bytes), and writes each tile to the other's positions, again in
+// runs of 16, so a block writes exactly what it read. bitrev_permute's accesses are
+// single 32-byte elements scattered over the array. Block: 256 threads.
+extern "C" __global__ void __launch_bounds__(256) bitrev_tiled(Fr* data, u32 log_n, u32 do_scale, Fr s) {
+    __shared__ u32 tile[2][8][16 * 17];  // word-planar, rows of 16 padded to 17 words
+    const u32 mb = log_n - 8;
+    const u32 m = blockIdx.x, mr = bitrev(m, mb);
+    if (mr < m) return;
+    const u32 t = threadIdx.x, hi = t >> 4, lo = t & 15;
+    const u32 sh = log_n - 4;
+    const u32 ntile = mr == m ? 1 : 2;
+    for (u32 i = 0; i < ntile; i++) {
+        Fr x = Fr::load(data + ((hi << sh) | ((i ? mr : m) << 4) | lo));
+        if (do_scale) x = Fr::mul(x, s);
+#pragma unroll
+        for (int w = 0; w < 8; w++) tile[i][w][hi * 17 + lo] = x.v[w];
+    }
+    __syncthreads();
+    const u32 a = bitrev(lo, 4), b = bitrev(hi, 4);
+    for (u32 i = 0; i < ntile; i++) {
+        Fr x;
+#pragma unroll
+        for (int w = 0; w < 8; w++) x.v[w] = tile[i][w][a * 17 + b];
+        x.store(data + ((hi << sh) | ((i ? m : mr) << 4) | lo));
+    }
 }
 
 // out[bitrev(p)] = in[p] * P(bitrev(p)): leaves the bit-reversed output of a DIF

@@ -8,12 +8,17 @@
 //! thread in registers and do up to 3 stages between exchanges. On the H200 the
 //! register kernel measured 1.5× slower (119 against 78 ms at 2^27: 121 registers
 //! and 128-thread blocks leave 16 warps per SM to hide the product's carry chains),
-//! so it stays an option for other devices and for further work. Roots of unity come from two device tables
+//! so it stays an option for other devices and for further work. The warp-shuffle
+//! kernels `ntt_r2w_*` (`CUZK_NTT_KERNEL=r2w`) keep `ntt_pass`'s 2 elements per
+//! thread but do the stages inside a warp with register shuffles and fuse the top
+//! stage with the global access: 4 barriers per 9-bit pass instead of 10; `r2wf` is
+//! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM
+//! (none measured yet). Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
 //!
-//! The register kernel's index math is emulated on the host, line by line, by the
-//! `emu` test module below and checked against the CPU NTT for many plans.
+//! Every pass kernel's index math is emulated on the host, line by line, by the `emu`
+//! test module below and checked against the CPU NTT for many plans.
 //!
 //! H uses no bit-reversal pass until the very end: the inverse transform runs as
 //! decimation in frequency (natural in, bit-reversed out), the coset factors are
@@ -40,6 +45,8 @@ const MAX_PASS_BITS: u32 = 10;
 const TABLE: usize = 1 << 16;
 /// Entries of the 2^18-th-roots table (one load for inter-pass twiddles of order <= 18).
 const TABLE18: usize = 1 << 18;
+/// Smallest transform for `bitrev_tiled` (two 4-bit ends around the middle bits).
+const BITREV_TILED_MIN_LOG: u32 = 8;
 /// Vectors shorter than this are copied from pageable memory (pinning costs more
 /// than it saves, and small vectors may share pages).
 pub(crate) const PIN_MIN_LEN: usize = 1 << 15;
@@ -58,14 +65,92 @@ pub enum NttKernel {
     Radix8,
     /// `ntt_pass`: one radix-2 stage per shared-memory exchange (the first version).
     Radix2,
+    /// `ntt_r2w_dif` / `ntt_r2w_dit`: `ntt_pass`'s threads and butterflies, with the
+    /// stages inside a warp done through register shuffles, the top stage fused with
+    /// the global load (DIF) or store (DIT), and one-load inter-pass twiddles up to
+    /// order 2^18.
+    Radix2Warp,
+    /// `ntt_r2wf_dif` / `ntt_r2wf_dit`: `Radix2Warp` with `fr_mul_nt`, an Fr product
+    /// that does the modulus's two low limbs (1 and 2^32 - 1) by additions: 12.5%
+    /// fewer multiplier instructions per product.
+    Radix2WarpFast,
+    /// `ntt_r2wf3_dif` / `ntt_r2wf3_dit`: `Radix2WarpFast` compiled for 3 blocks
+    /// (48 warps) per SM instead of 2: 40 registers, with some spilling.
+    Radix2WarpFast3,
 }
 
 impl NttKernel {
-    /// The default (radix-2: measured faster on the H200, see NOTES.md), or the one
-    /// the environment variable `CUZK_NTT_KERNEL` names (`r8` or `radix2`).
+    /// Every kernel, in the order the device check runs them.
+    pub const ALL: [NttKernel; 5] = [
+        NttKernel::Radix2,
+        NttKernel::Radix2Warp,
+        NttKernel::Radix2WarpFast,
+        NttKernel::Radix2WarpFast3,
+        NttKernel::Radix8,
+    ];
+
+    /// The name `CUZK_NTT_KERNEL` takes (and the device check prints).
+    pub fn name(self) -> &'static str {
+        match self {
+            NttKernel::Radix8 => "r8",
+            NttKernel::Radix2 => "radix2",
+            NttKernel::Radix2Warp => "r2w",
+            NttKernel::Radix2WarpFast => "r2wf",
+            NttKernel::Radix2WarpFast3 => "r2wf3",
+        }
+    }
+
+    /// The default (radix-2: measured faster than r8 on the H200, see NOTES.md), or
+    /// the one the environment variable `CUZK_NTT_KERNEL` names (`radix2`, `r2w`,
+    /// `r2wf`, `r2wf3`, `r8`).
     pub fn from_env() -> Self {
-        match std::env::var("CUZK_NTT_KERNEL").as_deref() {
-            Ok("r8") => NttKernel::Radix8,
+        let v = std::env::var("CUZK_NTT_KERNEL").unwrap_or_default();
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == v)
+            .unwrap_or(NttKernel::Radix2)
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            NttKernel::Radix8 => 0,
+            NttKernel::Radix2 => 1,
+            NttKernel::Radix2Warp => 2,
+            NttKernel::Radix2WarpFast => 3,
+            NttKernel::Radix2WarpFast3 => 4,
+        }
+    }
+
+    fn from_code(v: u8) -> Self {
+        match v {
+            0 => NttKernel::Radix8,
+            2 => NttKernel::Radix2Warp,
+            3 => NttKernel::Radix2WarpFast,
+            4 => NttKernel::Radix2WarpFast3,
+            _ => NttKernel::Radix2,
+        }
+    }
+
+    /// Whether the natural-order transforms use `bitrev_tiled` (the r2w kernels) or
+    /// `bitrev_permute` (as measured for radix2 and r8).
+    fn tiled_bitrev(self) -> bool {
+        self.is_r2w()
+    }
+
+    /// One of the `ntt_r2w*` kernels (the same index math, see `emu`).
+    fn is_r2w(self) -> bool {
+        matches!(
+            self,
+            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3
+        )
+    }
+
+    /// The kernel pass `p` really runs: the register kernels need chunks of >= 3 bits
+    /// (r8) or tiles of >= 64 elements (r2w, a full warp); smaller ones use `ntt_pass`.
+    fn for_pass(self, p: &Pass) -> Self {
+        match self {
+            NttKernel::Radix8 if p.k >= 3 => NttKernel::Radix8,
+            _ if self.is_r2w() && p.k + p.c >= 6 => self,
             _ => NttKernel::Radix2,
         }
     }
@@ -145,7 +230,7 @@ pub struct Ntt {
     fwd: Tables,
     inv: Tables,
     pows: Mutex<HashMap<(u32, PowKind), Arc<Pows>>>,
-    /// [`NttKernel`] as a u8 (0 = Radix8, 1 = Radix2).
+    /// [`NttKernel`] as a u8 (`NttKernel::code`).
     kernel: AtomicU8,
 }
 
@@ -199,29 +284,19 @@ impl Ntt {
             fwd: mk(Scalar::ROOT_OF_UNITY)?,
             inv: mk(Scalar::ROOT_OF_UNITY_INV)?,
             pows: Mutex::new(HashMap::new()),
-            kernel: AtomicU8::new(match NttKernel::from_env() {
-                NttKernel::Radix8 => 0,
-                NttKernel::Radix2 => 1,
-            }),
+            kernel: AtomicU8::new(NttKernel::from_env().code()),
         })
     }
 
     /// The pass kernel in use (initially [`NttKernel::from_env`]).
     pub fn kernel(&self) -> NttKernel {
-        match self.kernel.load(Ordering::Relaxed) {
-            0 => NttKernel::Radix8,
-            _ => NttKernel::Radix2,
-        }
+        NttKernel::from_code(self.kernel.load(Ordering::Relaxed))
     }
 
-    /// Switches the pass kernel for later calls (both give the same results; the
+    /// Switches the pass kernel for later calls (all give the same results; the
     /// device check runs every transform with each).
     pub fn set_kernel(&self, k: NttKernel) {
-        let v = match k {
-            NttKernel::Radix8 => 0,
-            NttKernel::Radix2 => 1,
-        };
-        self.kernel.store(v, Ordering::Relaxed);
+        self.kernel.store(k.code(), Ordering::Relaxed);
     }
 
     fn pows(&self, gpu: &Gpu, log_n: u32, kind: PowKind) -> Result<Arc<Pows>, CudaError> {
@@ -267,40 +342,27 @@ impl Ntt {
         let tile = 1u32 << (p.k + p.c);
         let tb = self.tables(dir);
         let (t0, t1, t18) = (&tb.t0, &tb.t1, &tb.t18);
-        if self.kernel() == NttKernel::Radix8 && p.k >= 3 {
+        let kernel = self.kernel().for_pass(&p);
+        if kernel != NttKernel::Radix2 {
+            let (threads, names) = match kernel {
+                NttKernel::Radix8 => (tile / 8, ["ntt_r8_dif", "ntt_r8_dit"]),
+                NttKernel::Radix2WarpFast => (tile / 2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
+                NttKernel::Radix2WarpFast3 => (tile / 2, ["ntt_r2wf3_dif", "ntt_r2wf3_dit"]),
+                _ => (tile / 2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
+            };
             let cfg = LaunchConfig {
                 grid_dim: (1u32 << (log_n - p.k - p.c), 1, 1),
-                block_dim: (tile / 8, 1, 1),
+                block_dim: (threads, 1, 1),
                 shared_mem_bytes: tile * 32,
             };
             let args = (&p.lo, &p.k, &p.c, &p.prev_k);
             return if dit {
                 crate::launch!(
-                    gpu,
-                    "ntt_r8_dit",
-                    cfg,
-                    &mut *data,
-                    args.0,
-                    args.1,
-                    args.2,
-                    args.3,
-                    t0,
-                    t1,
-                    t18
+                    gpu, names[1], cfg, &mut *data, args.0, args.1, args.2, args.3, t0, t1, t18
                 )
             } else {
                 crate::launch!(
-                    gpu,
-                    "ntt_r8_dif",
-                    cfg,
-                    &mut *data,
-                    args.0,
-                    args.1,
-                    args.2,
-                    args.3,
-                    t0,
-                    t1,
-                    t18
+                    gpu, names[0], cfg, &mut *data, args.0, args.1, args.2, args.3, t0, t1, t18
                 )
             };
         }
@@ -400,6 +462,14 @@ impl Ntt {
     ) -> Result<(), CudaError> {
         let s = scalar_to_repr(&scale.unwrap_or(Scalar::ONE));
         let do_scale = u32::from(scale.is_some());
+        if self.kernel().tiled_bitrev() && log_n >= BITREV_TILED_MIN_LOG {
+            let cfg = LaunchConfig {
+                grid_dim: (1u32 << (log_n - 8), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            return crate::launch!(gpu, "bitrev_tiled", cfg, &mut *data, &log_n, &do_scale, &s);
+        }
         crate::launch!(
             gpu,
             "bitrev_permute",
@@ -582,6 +652,20 @@ fn zero_tail(gpu: &Gpu, buf: &mut CudaSlice<FrRepr>, from: usize) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_names_and_codes_round_trip() {
+        for k in NttKernel::ALL {
+            assert_eq!(NttKernel::from_code(k.code()), k);
+            assert_eq!(
+                NttKernel::ALL
+                    .iter()
+                    .filter(|x| x.name() == k.name())
+                    .count(),
+                1
+            );
+        }
+    }
 
     #[test]
     fn plans_cover_every_bit_once() {
@@ -995,12 +1079,194 @@ mod emu {
         g.finish();
     }
 
+    fn r2w_ins1(t: u32, pos: u32) -> u32 {
+        ((t >> pos) << (pos + 1)) | (t & ((1u32 << pos) - 1))
+    }
+
+    fn r2w_bfly(x: &mut Scalar, y: &mut Scalar, j: u32, lh: u32, dit: bool, tb: &Tabs) {
+        if dit {
+            if j != 0 {
+                *y *= t1_at(tb, j, lh);
+            }
+            let s = *x + *y;
+            *y = *x - *y;
+            *x = s;
+        } else {
+            let mut d = *x - *y;
+            *x += *y;
+            if j != 0 {
+                d *= t1_at(tb, j, lh);
+            }
+            *y = d;
+        }
+    }
+
+    /// `r2w_swap` for every lane of one warp at once (`x[lane]` = the lane's x0, x1):
+    /// each lane sends, then each receives from lane ^ 2^lb.
+    fn r2w_swap(x: &mut [[Scalar; 2]], lb: u32) {
+        assert_eq!(x.len(), 32, "shuffles need a full warp");
+        let send: Vec<Scalar> = (0..32u32)
+            .map(|lane| {
+                let v = (lane >> lb) & 1;
+                x[lane as usize][(1 - v) as usize]
+            })
+            .collect();
+        for lane in 0..32u32 {
+            let v = (lane >> lb) & 1;
+            x[lane as usize][(1 - v) as usize] = send[(lane ^ (1 << lb)) as usize];
+        }
+    }
+
+    fn r2w_smem_stage(sm: &mut Smem, x_threads: u32, c: u32, p_bit: u32, dit: bool, tb: &Tabs) {
+        for t in 0..x_threads {
+            let e1 = r2w_ins1(t, p_bit);
+            let e2 = e1 | (1 << p_bit);
+            let lh = p_bit - c;
+            let mut x = sm.load(t as usize, e1);
+            let mut y = sm.load(t as usize, e2);
+            r2w_bfly(&mut x, &mut y, (e1 >> c) & ((1u32 << lh) - 1), lh, dit, tb);
+            sm.store(t as usize, e1, x);
+            sm.store(t as usize, e2, y);
+        }
+        sm.sync();
+    }
+
+    /// `r2w_pass<DIT>` over every block; threads are kept as `x[t] = [x0, x1]` and the
+    /// warp stages run warp by warp (shuffles are warp-synchronous).
+    fn r2w_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs) {
+        let Pass { lo, k, c, prev_k } = p;
+        assert!(k + c >= 6 && k + c <= MAX_PASS_BITS && c <= lo);
+        let mut g = Global::new(data);
+        let grid = 1u32 << (log_n - k - c);
+        let tbits = k + c;
+        let tile = 1u32 << tbits;
+        let half = tile >> 1;
+        let threads = half;
+        let top = tbits - 1;
+        let cc = c.min(5);
+        for blk in 0..grid {
+            let base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u32 << (lo - c)) - 1)) << c);
+            let mut sm = Smem::new(tile);
+            let mut x = vec![[Scalar::ZERO; 2]; threads as usize];
+            let lane_of = |t: u32| t & 31;
+            let wbase_of = |t: u32| (t >> 5) << 6;
+            let jtop = |t: u32| (t >> c) & ((1u32 << (k - 1)) - 1);
+            // The warp stages of one warp (threads w*32 .. w*32 + 32).
+            let warp_stages = |x: &mut [[Scalar; 2]]| {
+                if dit {
+                    for pb in cc..=5 {
+                        if pb > cc {
+                            r2w_swap(x, pb - 1);
+                        }
+                        if pb >= c {
+                            let lh = pb - c;
+                            for lane in 0..32u32 {
+                                let [x0, x1] = &mut x[lane as usize];
+                                r2w_bfly(x0, x1, (lane >> c) & ((1u32 << lh) - 1), lh, true, tb);
+                            }
+                        }
+                    }
+                } else {
+                    for pb in (c as i32..=5).rev() {
+                        if pb < 5 {
+                            r2w_swap(x, pb as u32);
+                        }
+                        if (pb as u32) < top {
+                            let lh = pb as u32 - c;
+                            for lane in 0..32u32 {
+                                let [x0, x1] = &mut x[lane as usize];
+                                r2w_bfly(x0, x1, (lane >> c) & ((1u32 << lh) - 1), lh, false, tb);
+                            }
+                        }
+                    }
+                }
+            };
+            if !dit {
+                for t in 0..threads {
+                    let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
+                    let (mut x0, mut x1) = (g.load(p0), g.load(p1));
+                    if prev_k != 0 {
+                        x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
+                        x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
+                    }
+                    r2w_bfly(&mut x0, &mut x1, jtop(t), k - 1, false, tb);
+                    x[t as usize] = [x0, x1];
+                }
+                if top > 5 {
+                    for t in 0..threads {
+                        sm.store(t as usize, t, x[t as usize][0]);
+                        sm.store(t as usize, t + half, x[t as usize][1]);
+                    }
+                    sm.sync();
+                    for pb in (c.max(6)..top).rev() {
+                        r2w_smem_stage(&mut sm, threads, c, pb, false, tb);
+                    }
+                    for t in 0..threads {
+                        let e = wbase_of(t) | lane_of(t);
+                        x[t as usize] = [sm.load(t as usize, e), sm.load(t as usize, e | 32)];
+                    }
+                }
+                for w in x.chunks_mut(32) {
+                    warp_stages(w);
+                }
+                for t in 0..threads {
+                    let e0 = wbase_of(t) | r2w_ins1(lane_of(t), cc);
+                    g.store(r8_pos(base, lo, c, e0), x[t as usize][0]);
+                    g.store(r8_pos(base, lo, c, e0 | (1 << cc)), x[t as usize][1]);
+                }
+            } else {
+                for t in 0..threads {
+                    let e0 = wbase_of(t) | r2w_ins1(lane_of(t), cc);
+                    x[t as usize] = [
+                        g.load(r8_pos(base, lo, c, e0)),
+                        g.load(r8_pos(base, lo, c, e0 | (1 << cc))),
+                    ];
+                }
+                for w in x.chunks_mut(32) {
+                    warp_stages(w);
+                }
+                if top > 5 {
+                    for t in 0..threads {
+                        let e = wbase_of(t) | lane_of(t);
+                        sm.store(t as usize, e, x[t as usize][0]);
+                        sm.store(t as usize, e | 32, x[t as usize][1]);
+                    }
+                    sm.sync();
+                    for pb in c.max(6)..top {
+                        r2w_smem_stage(&mut sm, threads, c, pb, true, tb);
+                    }
+                    for t in 0..threads {
+                        let (mut x0, mut x1) =
+                            (sm.load(t as usize, t), sm.load(t as usize, t + half));
+                        r2w_bfly(&mut x0, &mut x1, jtop(t), k - 1, true, tb);
+                        x[t as usize] = [x0, x1];
+                    }
+                }
+                for t in 0..threads {
+                    let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
+                    let [mut x0, mut x1] = x[t as usize];
+                    if prev_k != 0 {
+                        x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
+                        x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
+                    }
+                    g.store(p0, x0);
+                    g.store(p1, x1);
+                }
+            }
+        }
+        g.finish();
+    }
+
     /// `Ntt::pass`'s choice of kernel.
     fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, kernel: NttKernel) {
-        if kernel == NttKernel::Radix8 && p.k >= 3 {
-            r8_pass(data, log_n, p, dit, tb);
-        } else {
-            radix2_pass(data, log_n, p, dit, tb);
+        match kernel.for_pass(&p) {
+            NttKernel::Radix8 => r8_pass(data, log_n, p, dit, tb),
+            // r2wf and r2wf3 are r2w with another (equal-valued) product and another
+            // register budget: the same index math.
+            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3 => {
+                r2w_pass(data, log_n, p, dit, tb)
+            }
+            NttKernel::Radix2 => radix2_pass(data, log_n, p, dit, tb),
         }
     }
 
@@ -1080,7 +1346,12 @@ mod emu {
             ));
         }
         for (pname, pl) in &plans {
-            for kernel in [NttKernel::Radix8, NttKernel::Radix2] {
+            // r2wf and r2wf3 run r2w's index math (their product is checked by
+            // tests/host_arith.rs).
+            let kernels = NttKernel::ALL
+                .into_iter()
+                .filter(|&k| !matches!(k, NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3));
+            for kernel in kernels {
                 for (dir, want, tb) in [
                     (Direction::Forward, &fwd, &tabs[0]),
                     (Direction::Inverse, &inv, &tabs[1]),
@@ -1122,6 +1393,69 @@ mod emu {
         }
         // The real 3-pass plan (7, 7, 7), default c only.
         check_size(21, &tabs, &pool, false);
+    }
+
+    /// `bitrev_tiled` over every block: each block writes exactly the positions it
+    /// read, so the in-place kernel has no hazard between blocks.
+    fn bitrev_tiled(data: &mut [Scalar], log_n: u32, s: Option<Scalar>) {
+        assert!(log_n >= BITREV_TILED_MIN_LOG);
+        let mut g = Global::new(data);
+        let mb = log_n - 8;
+        let sh = log_n - 4;
+        for m in 0..1u32 << mb {
+            let mr = bitrev(m, mb);
+            if mr < m {
+                continue;
+            }
+            let ntile = if mr == m { 1 } else { 2 };
+            let mut tile = vec![vec![None; 16 * 17]; 2];
+            let (mut read, mut written) = (Vec::new(), Vec::new());
+            for i in 0..ntile {
+                for t in 0..256u32 {
+                    let (hi, lo) = (t >> 4, t & 15);
+                    let p = (hi << sh) | ((if i == 1 { mr } else { m }) << 4) | lo;
+                    read.push(p);
+                    let mut x = g.load(p);
+                    if let Some(s) = s {
+                        x *= s;
+                    }
+                    let slot = &mut tile[i][(hi * 17 + lo) as usize];
+                    assert!(slot.is_none(), "tile slot written twice");
+                    *slot = Some(x);
+                }
+            }
+            for i in 0..ntile {
+                for t in 0..256u32 {
+                    let (hi, lo) = (t >> 4, t & 15);
+                    let (a, b) = (bitrev(lo, 4), bitrev(hi, 4));
+                    let x = tile[i][(a * 17 + b) as usize].expect("tile slot read before written");
+                    let p = (hi << sh) | ((if i == 1 { m } else { mr }) << 4) | lo;
+                    written.push(p);
+                    g.store(p, x);
+                }
+            }
+            read.sort_unstable();
+            written.sort_unstable();
+            assert_eq!(read, written, "block {m} writes what it did not read");
+        }
+        g.finish();
+    }
+
+    #[test]
+    fn bitrev_tiled_is_the_bit_reversal() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        for log_n in BITREV_TILED_MIN_LOG..=15 {
+            let n = 1usize << log_n;
+            let input: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            let s = Scalar::random(&mut rng);
+            for scale in [None, Some(s)] {
+                let mut d = input.clone();
+                bitrev_tiled(&mut d, log_n, scale);
+                let f = scale.unwrap_or(Scalar::ONE);
+                let ok = (0..n).all(|i| d[bitrev(i as u32, log_n) as usize] == input[i] * f);
+                assert!(ok, "2^{log_n} scale {}", scale.is_some());
+            }
+        }
     }
 
     /// Every shared-memory access pattern of the register kernel (round windows at any

@@ -212,10 +212,20 @@ fn field_arithmetic_matches_blstrs() {
     let mut r = ChaCha20Rng::seed_from_u64(1);
     let mut lines = Vec::new();
     let mut want_fr = Vec::new();
-    let specials = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE];
-    for i in 0..300 {
-        let (a, b) = if i < 9 {
-            (specials[i / 3], specials[i % 3])
+    // Besides 0, 1 and -1: small integers and R^-1-ish values whose Montgomery limbs
+    // make some CIOS rounds start with t[0] = 0 (fr_mul_nt special-cases that).
+    let specials = [
+        Scalar::ZERO,
+        Scalar::ONE,
+        -Scalar::ONE,
+        Scalar::from(2u64),
+        Scalar::from(1u64 << 32),
+        -Scalar::from(1u64 << 32),
+    ];
+    let ns = specials.len();
+    for i in 0..300 + ns * ns {
+        let (a, b) = if i < ns * ns {
+            (specials[i / ns], specials[i % ns])
         } else {
             (Scalar::random(&mut r), Scalar::random(&mut r))
         };
@@ -224,6 +234,8 @@ fn field_arithmetic_matches_blstrs() {
             hex(&bytes_of(&scalar_to_repr(&b))),
         );
         lines.push(format!("fr_mul {ha} {hb}"));
+        want_fr.push(a * b);
+        lines.push(format!("fr_mul_nt {ha} {hb}"));
         want_fr.push(a * b);
         lines.push(format!("fr_add {ha} {hb}"));
         want_fr.push(a + b);

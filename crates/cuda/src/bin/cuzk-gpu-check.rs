@@ -425,14 +425,11 @@ fn check_ntt(
     Ok(())
 }
 
-/// Both NTT pass kernels are checked on every visit (same results bit for bit).
-const KERNELS: [NttKernel; 2] = [NttKernel::Radix8, NttKernel::Radix2];
+/// Every NTT pass kernel is checked on every visit (same results bit for bit).
+const KERNELS: [NttKernel; NttKernel::ALL.len()] = NttKernel::ALL;
 
 fn kernel_name(k: NttKernel) -> &'static str {
-    match k {
-        NttKernel::Radix8 => "r8",
-        NttKernel::Radix2 => "radix2",
-    }
+    k.name()
 }
 
 fn check_h(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
@@ -932,8 +929,6 @@ fn time5(gpu: &Gpu, mut f: impl FnMut() -> Result<(), CudaError>) -> Result<f64>
     Ok(median(v))
 }
 
-/// `table_only`: the table's rows without the tuning sweeps (sum kernels, pieces,
-/// windows, profiles, the CPU G2 context, the other NTT kernel).
 /// The G1 MSM rows of the table and, unless `table_only`, the bucket-sum kernels,
 /// the batch-affine windows, one profiled run per size and (with `sweeps`) the
 /// piece and window sweeps that picked msm.rs's defaults.
@@ -981,13 +976,20 @@ fn bench_msm(
     let sweeps = if table_only { vec![] } else { vec![24u32, 26] };
     for lg in sweeps.into_iter().map(|l| l.min(max_msm)) {
         let n = 1usize << lg;
-        for v in [
-            SumVariant::Inline,
+        // The all-inlined and called-formula kernels, 1.3x and 2x slower in every
+        // visit so far, only with --sweeps.
+        let variants = [
             SumVariant::CalledProducts,
-            SumVariant::CalledFormula,
             SumVariant::CalledProductsByRef,
             SumVariant::BatchAffine,
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            [SumVariant::Inline, SumVariant::CalledFormula]
+                .into_iter()
+                .filter(|_| tuning),
+        );
+        for v in variants {
             msm::set_sum_variant(v);
             for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
                 let ms = timed(n, plan)?;
@@ -1055,10 +1057,12 @@ fn bench_msm(
     Ok(())
 }
 
+/// G1 MSM (`msm-bench`, see bench_msm) and G2 MSM (`g2-bench`) timings.
+/// `table_only`: the table's rows without the tuning sweeps (sum kernels, pieces,
+/// windows, profiles, the CPU G2 context).
 #[allow(clippy::too_many_arguments)]
 fn bench(
     gpu: &Gpu,
-    ntt: &Ntt,
     log: &Log,
     pool: &rayon::ThreadPool,
     quick: bool,
@@ -1121,7 +1125,21 @@ fn bench(
     }
     drop(host_bases);
     drop(dsc);
+    Ok(())
+}
 
+/// NTT (every kernel, per pass at 2^24 and 2^27) and H timings: its own section
+/// (`--skip msm-bench` leaves the MSM timings out of an NTT visit). `table_only`:
+/// the default kernel's rows only.
+fn bench_ntt(
+    gpu: &Gpu,
+    ntt: &Ntt,
+    log: &Log,
+    quick: bool,
+    table_only: bool,
+    on: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let mut r = rng(7);
     // NTT: forward, natural order in and out, data already on the device.
     let max_ntt = if quick { 24 } else { 27 };
     let data = fast_scalars(1 << max_ntt, r.next_u64());
@@ -1131,20 +1149,36 @@ fn bench(
         .into_iter()
         .filter(|(l, _)| *l <= max_ntt && on("ntt-bench"))
     {
-        // The table rows are the default kernel; BENCH lines compare both.
-        for kernel in [NttKernel::Radix2, NttKernel::Radix8] {
+        // The table rows are the default kernel; BENCH lines compare all of them.
+        for kernel in KERNELS {
             if table_only && kernel != NttKernel::from_env() {
                 continue;
             }
             ntt.set_kernel(kernel);
-            let r = (|| -> Result<(f64, f64, f64)> {
+            let r = (|| -> Result<(f64, f64, f64, Vec<String>)> {
                 let full = time5(gpu, || ntt.ntt(gpu, &mut d, lg, Direction::Forward, false))?;
                 let dif = time5(gpu, || ntt.dif(gpu, &mut d, lg, Direction::Forward))?;
                 let dit = time5(gpu, || ntt.dit(gpu, &mut d, lg, Direction::Inverse))?;
-                Ok((full, dif, dit))
+                // Each pass of the kernel alone (where the time goes).
+                let mut per_pass = Vec::new();
+                if !table_only && (lg == 24 || lg == 27) {
+                    for (i, (lo, k, c, _)) in Ntt::passes(lg).into_iter().enumerate() {
+                        let dif = time5(gpu, || {
+                            ntt.run_pass(gpu, &mut d, lg, i, false, Direction::Forward)
+                        })?;
+                        let dit = time5(gpu, || {
+                            ntt.run_pass(gpu, &mut d, lg, i, true, Direction::Forward)
+                        })?;
+                        per_pass.push(format!(
+                            "BENCH ntt {} 2^{lg} pass {i} (lo {lo}, k {k}, c {c}): dif {dif:.3} ms, dit {dit:.3} ms",
+                            kernel_name(kernel)
+                        ));
+                    }
+                }
+                Ok((full, dif, dit, per_pass))
             })();
             ntt.set_kernel(NttKernel::from_env());
-            let (ms, dif, dit) = r?;
+            let (ms, dif, dit, per_pass) = r?;
             let kn = kernel_name(kernel);
             log.line(&format!(
                 "BENCH ntt {kn} 2^{lg}: fwd {ms:.3} ms, dif-only {dif:.3} ms, dit-only {dit:.3} ms"
@@ -1158,20 +1192,8 @@ fn bench(
                     peer,
                 );
             }
-        }
-        // Each pass of the kernel alone (where the time goes).
-        if !table_only && (lg == 24 || lg == 27) {
-            for (i, (lo, k, c, _)) in Ntt::passes(lg).into_iter().enumerate() {
-                let dif = time5(gpu, || {
-                    ntt.run_pass(gpu, &mut d, lg, i, false, Direction::Forward)
-                })?;
-                let dit = time5(gpu, || {
-                    ntt.run_pass(gpu, &mut d, lg, i, true, Direction::Forward)
-                })?;
-                log.line(&format!(
-                    "BENCH ntt {} 2^{lg} pass {i} (lo {lo}, k {k}, c {c}): dif {dif:.3} ms, dit {dit:.3} ms",
-                    kernel_name(ntt.kernel())
-                ));
+            for l in per_pass {
+                log.line(&l);
             }
         }
     }
@@ -1515,11 +1537,16 @@ fn main() -> Result<()> {
             );
         }
     }
-    if !no_bench {
+    if !no_bench && (on("msm-bench") || on("g2-bench")) {
         section(
             "bench",
-            backend
-                .with_gpu(|gpu, ntt| bench(gpu, ntt, &log, &pool, quick, table_only, sweeps, &on)),
+            backend.with_gpu(|gpu, _| bench(gpu, &log, &pool, quick, table_only, sweeps, &on)),
+        );
+    }
+    if !no_bench && (on("ntt-bench") || on("h-bench")) {
+        section(
+            "ntt bench",
+            backend.with_gpu(|gpu, ntt| bench_ntt(gpu, ntt, &log, quick, table_only, &on)),
         );
     }
     if !no_bench && on("partition-bench") {

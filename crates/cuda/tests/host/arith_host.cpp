@@ -150,6 +150,7 @@ int main() {
         std::string op, a, b;
         in >> op >> a >> b;
         if (op == "fr_mul") put(Fr::mul(get<Fr>(a), get<Fr>(b)));
+        else if (op == "fr_mul_nt") put(fr_mul_nt(get<Fr>(a), get<Fr>(b)));
         else if (op == "fr_add") put(Fr::add(get<Fr>(a), get<Fr>(b)));
         else if (op == "fr_sub") put(Fr::sub(get<Fr>(a), get<Fr>(b)));
         else if (op == "fr_from_mont") put(Fr::from_mont(get<Fr>(a)));
