@@ -53,8 +53,6 @@ extern "C" __global__ void msm_histogram(const Fr* scalars, u32 n, u32 fmt, u32 
     }
 }
 
-#define SCATTER_BATCH 8
-
 extern "C" __global__ void msm_scatter(const Fr* scalars, const u32* index_map, u32 n, u32 fmt, u32 c, u32 nwin,
                                        u32* cursors, u32* sorted) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -63,29 +61,14 @@ extern "C" __global__ void msm_scatter(const Fr* scalars, const u32* index_map, 
     const u32 point = index_map ? index_map[i] : i;
     const u32 nb = 1u << (c - 1);
     u32 carry = 0;
-    // The cursor increments of SCATTER_BATCH windows go out together and their
-    // stores after: an atomic that returns its old value waits a round trip to L2,
-    // and one window at a time a thread had one in flight (74 ms of a 2^26 MSM).
-    for (u32 w0 = 0; w0 < nwin; w0 += SCATTER_BATCH) {
-        u32 pos[SCATTER_BATCH], val[SCATTER_BATCH];
-#pragma unroll
-        for (u32 k = 0; k < SCATTER_BATCH; k++) {
-            const u32 w = w0 + k;
-            pos[k] = 0xffffffffu;
-            val[k] = 0;
-            if (w < nwin) {
-                u32 d = window_bits(s, w * c, c) + carry;
-                carry = d > nb;
-                u32 mag = carry ? (1u << c) - d : d;
-                if (mag != 0) {
-                    pos[k] = atomicAdd(&cursors[w * nb + mag - 1], 1u);
-                    val[k] = point | (carry << 31);
-                }
-            }
+    for (u32 w = 0; w < nwin; w++) {
+        u32 d = window_bits(s, w * c, c) + carry;
+        carry = d > nb;
+        u32 mag = carry ? (1u << c) - d : d;
+        if (mag != 0) {
+            u32 pos = atomicAdd(&cursors[w * nb + mag - 1], 1u);
+            sorted[pos] = point | (carry << 31);
         }
-#pragma unroll
-        for (u32 k = 0; k < SCATTER_BATCH; k++)
-            if (pos[k] != 0xffffffffu) sorted[pos[k]] = val[k];
     }
 }
 

@@ -101,8 +101,23 @@ impl MsmPlan {
     }
 
     /// [`Self::scratch_bytes`] for XYZZ points of `xyzz` bytes (192 for G1, 384
-    /// for G2).
+    /// for G2): the XYZZ levels' scratch, and for G1 with batch-affine rounds
+    /// theirs besides.
     pub fn scratch_bytes_for(&self, n: usize, xyzz: u64) -> u64 {
+        self.level_scratch_bytes(n, xyzz)
+            + if sum_variant() == SumVariant::BatchAffine && xyzz == G1::XYZZ_BYTES {
+                // A window group's first round (affine outputs and running products)
+                // and the second round's outputs next to it.
+                let group = (BA_GROUP_ENTRIES / (n as u64).max(1)).clamp(1, self.nwin as u64);
+                let g = group * n as u64 + group * self.nb as u64;
+                g / 2 * (96 + 48) + g / 4 * 96
+            } else {
+                0
+            }
+    }
+
+    /// The scratch of the sort and the XYZZ levels for XYZZ points of `xyzz` bytes.
+    fn level_scratch_bytes(&self, n: usize, xyzz: u64) -> u64 {
         let slots = self.nwin as u64 * self.nb as u64;
         let entries = self.nwin as u64 * n as u64;
         // counts/offsets/cursors + two per level, the sorted entries, the first two
@@ -115,15 +130,6 @@ impl MsmPlan {
             + (entries / (self.piece as u64 * self.piece as u64) + 2 * slots) * xyzz
             + slots * xyzz
             + self.nwin as u64 * self.segs as u64 * xyzz * 2
-            + if sum_variant() == SumVariant::BatchAffine && xyzz == 192 {
-                // A window group's first round (affine outputs and running products)
-                // and the second round's outputs next to it.
-                let group = (BA_GROUP_ENTRIES / (n as u64).max(1)).clamp(1, self.nwin as u64);
-                let g = group * n as u64 + group * self.nb as u64;
-                g / 2 * (96 + 48) + g / 4 * 96
-            } else {
-                0
-            }
     }
 }
 
@@ -205,14 +211,19 @@ pub fn sum_variant() -> SumVariant {
     }
 }
 
-/// The default: the fastest of the four on the H200 (192.7 ms at 2^24 and 731 ms at
-/// 2^26 with c = 16, against 199.5 / 757 by reference, 247.5 / 948 inlined and
-/// 361 / 1439 as a called formula; NOTES.md).
-const DEFAULT_SUM_VARIANT: SumVariant = SumVariant::CalledProducts;
+/// The default: the fastest on the H200 (at 2^24 / 2^26: 164.6 / 617.2 ms with
+/// rounds down to 64 pairs per thread, against 190.2 / 713.0 for the fastest XYZZ
+/// kernel, CalledProducts; NOTES.md). MSMs too small for a round of 64 pairs per
+/// thread, and G2, run CalledProducts.
+const DEFAULT_SUM_VARIANT: SumVariant = SumVariant::BatchAffine;
 
 fn sum_kernel<C: DeviceCurve>() -> &'static str {
     match (C::KERNELS.sum_points, sum_variant()) {
-        ("msm_sum_points_g1", SumVariant::CalledProducts) => "msm_sum_points_g1_calls",
+        // Batch-affine hands the XYZZ levels what its rounds leave (and small MSMs
+        // whole): they take the fastest XYZZ kernel.
+        ("msm_sum_points_g1", SumVariant::CalledProducts | SumVariant::BatchAffine) => {
+            "msm_sum_points_g1_calls"
+        }
         ("msm_sum_points_g1", SumVariant::CalledFormula) => "msm_sum_points_g1_fcall",
         ("msm_sum_points_g1", SumVariant::CalledProductsByRef) => "msm_sum_points_g1_refs",
         (k, _) => k,
@@ -644,7 +655,7 @@ const BA_GROUP_ENTRIES: u64 = 1 << 27;
 /// (~486 products) is shared by `per` pairs. Rounds run while `per` is at least
 /// BA_MIN_PER (an inversion share below 2 products per pair); the buckets' last
 /// few entries go to the XYZZ levels, whose pieces need no inversion.
-const BA_MIN_PER: u64 = 256;
+const BA_MIN_PER: u64 = 64;
 const BA_BLOCK: u32 = 128;
 
 /// The least pairs per thread for a batch-affine round: BA_MIN_PER unless set or
@@ -961,9 +972,16 @@ mod tests {
     fn g2_scratch_is_twice_g1_in_points() {
         let plan = MsmPlan::for_size(1 << 20);
         let n = 1 << 20;
-        let g1 = plan.scratch_bytes(n);
-        assert_eq!(g1, plan.scratch_bytes_for(n, G1::XYZZ_BYTES));
-        let g2 = plan.scratch_bytes_for(n, crate::gpu::G2::XYZZ_BYTES);
+        assert_eq!(
+            plan.scratch_bytes(n),
+            plan.scratch_bytes_for(n, G1::XYZZ_BYTES)
+        );
+        // The levels' scratch: twice the point size, less than twice the bytes.
+        let g1 = plan.level_scratch_bytes(n, G1::XYZZ_BYTES);
+        let g2 = plan.level_scratch_bytes(n, crate::gpu::G2::XYZZ_BYTES);
         assert!(g2 > g1 && g2 < 2 * g1);
+        // G2 never takes batch-affine rounds; G1 may, on top of its levels.
+        assert_eq!(g2, plan.scratch_bytes_for(n, crate::gpu::G2::XYZZ_BYTES));
+        assert!(plan.scratch_bytes_for(n, G1::XYZZ_BYTES) >= g1);
     }
 }

@@ -100,15 +100,18 @@ impl NttKernel {
         }
     }
 
-    /// The default (radix-2: measured faster than r8 on the H200, see NOTES.md), or
-    /// the one the environment variable `CUZK_NTT_KERNEL` names (`radix2`, `r2w`,
-    /// `r2wf`, `r2wf3`, `r8`).
+    /// The fastest on the H200 (r2wf: 65.5 against radix2's 78.3 ms at 2^27, and
+    /// faster at every measured size; NOTES.md).
+    pub const DEFAULT: NttKernel = NttKernel::Radix2WarpFast;
+
+    /// [`Self::DEFAULT`], or the one the environment variable `CUZK_NTT_KERNEL`
+    /// names (`radix2`, `r2w`, `r2wf`, `r2wf3`, `r8`).
     pub fn from_env() -> Self {
         let v = std::env::var("CUZK_NTT_KERNEL").unwrap_or_default();
         Self::ALL
             .into_iter()
             .find(|k| k.name() == v)
-            .unwrap_or(NttKernel::Radix2)
+            .unwrap_or(Self::DEFAULT)
     }
 
     fn code(self) -> u8 {
@@ -222,6 +225,28 @@ fn twiddle_tables(w: Scalar) -> [Vec<Scalar>; 3] {
         powers_s(pow2k(w, 16), Scalar::ONE, TABLE),
         powers_s(pow2k(w, 14), Scalar::ONE, TABLE18),
     ]
+}
+
+/// a, b, c on their way to the device ([`Ntt::upload_abc`]): H's three buffers, an
+/// event per finished upload, and the host registrations of the vectors, which
+/// live as long as the borrow of the vectors.
+pub struct AbcUploads<'a> {
+    bufs: Vec<CudaSlice<FrRepr>>,
+    uploaded: Vec<cudarc::driver::CudaEvent>,
+    log_n: u32,
+    _regs: Vec<Option<HostRegistration>>,
+    _host: std::marker::PhantomData<&'a [Scalar]>,
+}
+
+impl Drop for AbcUploads<'_> {
+    fn drop(&mut self) {
+        // Abandoned before finish_h (an error in between): the copies may still be
+        // reading the host vectors, which must stay registered until they finish.
+        // An error here leaves nothing better to do than to go on.
+        if let Some(last) = self.uploaded.last() {
+            let _ = last.synchronize();
+        }
+    }
 }
 
 /// The device NTT engine: twiddle tables and cached coset tables.
@@ -550,6 +575,21 @@ impl Ntt {
         b: &[Scalar],
         c: &[Scalar],
     ) -> Result<CudaSlice<FrRepr>, CudaError> {
+        let up = self.upload_abc(gpu, a, b, c)?;
+        self.finish_h(gpu, up)
+    }
+
+    /// The first half of [`Self::compute_h`]: allocates H's buffers and enqueues the
+    /// uploads of a, b, c on the copy stream, without waiting for them, so the caller
+    /// can enqueue other work on the compute stream (a partition's L, A, B MSMs)
+    /// while they travel; [`Self::finish_h`] enqueues the transforms behind them.
+    pub fn upload_abc<'a>(
+        &self,
+        gpu: &Gpu,
+        a: &'a [Scalar],
+        b: &'a [Scalar],
+        c: &'a [Scalar],
+    ) -> Result<AbcUploads<'a>, CudaError> {
         let n = a.len();
         if b.len() != n || c.len() != n {
             return Err(CudaError::Shape(format!(
@@ -576,8 +616,9 @@ impl Ntt {
         // Page-lock the host vectors so the copies are asynchronous DMA.
         let mut regs = Vec::new();
         for v in [a, b, c].into_iter().filter(|v| v.len() >= PIN_MIN_LEN) {
-            // SAFETY: the slices outlive `regs`, which is dropped at the end of this
-            // function after the copy stream has finished with them.
+            // SAFETY: the slices outlive `regs` (AbcUploads borrows them for 'a),
+            // which finish_h drops after the copy stream has finished with them; an
+            // AbcUploads dropped without finish_h waits for its copies first (Drop).
             regs.push(unsafe { HostRegistration::new(&gpu.ctx, scalars_as_bytes(v)) }?);
         }
         // The copies may start only after the stream-ordered allocations above.
@@ -587,6 +628,29 @@ impl Ntt {
             raw::htod_bytes(&gpu.copy, scalars_as_bytes(v), buf, 0)?;
             uploaded.push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
         }
+        Ok(AbcUploads {
+            bufs,
+            uploaded,
+            log_n,
+            _regs: regs,
+            _host: std::marker::PhantomData,
+        })
+    }
+
+    /// The second half of [`Self::compute_h`]: the transforms of the uploaded a, b, c
+    /// (each waiting for its upload), the combination and the last inverse transform.
+    /// Returns once the uploads are done (the host vectors may then be freed and
+    /// unpinned); the kernels may still be running on the compute stream.
+    pub fn finish_h(&self, gpu: &Gpu, up: AbcUploads<'_>) -> Result<CudaSlice<FrRepr>, CudaError> {
+        let mut up = up;
+        let mut bufs = std::mem::take(&mut up.bufs);
+        // Taken out, so that dropping `up` waits for nothing: the wait for the
+        // uploads is below, before `regs` goes.
+        let uploaded = std::mem::take(&mut up.uploaded);
+        let regs = std::mem::take(&mut up._regs);
+        let log_n = up.log_n;
+        drop(up);
+        let big = 1usize << log_n;
         for (buf, ev) in bufs.iter_mut().zip(&uploaded) {
             gpu.compute.wait(ev).ctx("cuStreamWaitEvent")?;
             self.to_coset(gpu, buf, log_n)?;
