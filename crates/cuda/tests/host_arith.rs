@@ -241,6 +241,8 @@ fn field_arithmetic_matches_blstrs() {
         want_fr.push(a + b);
         lines.push(format!("fr_sub {ha} {hb}"));
         want_fr.push(a - b);
+        lines.push(format!("fr_sqr {ha}"));
+        want_fr.push(a.square());
     }
     let got = run(&h, &lines);
     for (k, (g, w)) in got.iter().zip(&want_fr).enumerate() {
@@ -257,10 +259,23 @@ fn field_arithmetic_matches_blstrs() {
         unsafe { blst::blst_fp_from_uint64(&mut o, [1u64, 0, 0, 0, 0, 0].as_ptr()) };
         o
     };
-    let fq_specials = [zero, one, fp_neg(&one)];
+    // The largest limbs an element can have (p - 1 as raw Montgomery limbs), for
+    // the bounds of the square's doubled cross sum and the reductions.
+    let p_minus_1 = blst_fp {
+        l: [
+            0xb9feffffffffaaaa,
+            0x1eabfffeb153ffff,
+            0x6730d2a0f6b0f624,
+            0x64774b84f38512bf,
+            0x4b1ba7b6434bacd7,
+            0x1a0111ea397fe69a,
+        ],
+    };
+    let fq_specials = [zero, one, fp_neg(&one), p_minus_1];
+    let nq = fq_specials.len();
     for i in 0..300 {
-        let (a, b) = if i < 9 {
-            (fq_specials[i / 3], fq_specials[i % 3])
+        let (a, b) = if i < nq * nq {
+            (fq_specials[i / nq], fq_specials[i % nq])
         } else {
             (random_fp(&mut r), random_fp(&mut r))
         };
@@ -268,6 +283,7 @@ fn field_arithmetic_matches_blstrs() {
         for (op, w) in [
             ("fq_mul", fp_mul(&a, &b)),
             ("fq_mul_ref", fp_mul(&a, &b)),
+            ("fq_sqr", fp_sqr(&a)),
             ("fq_add", fp_add(&a, &b)),
             ("fq_sub", fp_sub(&a, &b)),
             ("fq_neg", fp_neg(&a)),

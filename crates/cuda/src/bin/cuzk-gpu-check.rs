@@ -1012,7 +1012,7 @@ fn bench_msm(
         }
         // How many rounds stay affine before the XYZZ levels take over.
         let min_default = msm::batch_affine_min_per();
-        for min_per in [64u64, 128, 512, 1024] {
+        for min_per in [16u64, 32, 128, 256] {
             msm::set_batch_affine_min_per(min_per);
             let plan = MsmPlan::for_size(n);
             let ms = timed(n, plan)?;

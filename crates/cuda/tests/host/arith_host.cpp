@@ -156,6 +156,8 @@ int main() {
         else if (op == "fr_from_mont") put(Fr::from_mont(get<Fr>(a)));
         else if (op == "fq_mul") put(Fq::mul(get<Fq>(a), get<Fq>(b)));
         else if (op == "fq_mul_ref") put(Fq::mul_ref(get<Fq>(a), get<Fq>(b)));
+        else if (op == "fq_sqr") put(Fq::sqr(get<Fq>(a)));
+        else if (op == "fr_sqr") put(Fr::sqr(get<Fr>(a)));
         else if (op == "fq_add") put(Fq::add(get<Fq>(a), get<Fq>(b)));
         else if (op == "fq_sub") put(Fq::sub(get<Fq>(a), get<Fq>(b)));
         else if (op == "fq_neg") put(Fq::neg(get<Fq>(a)));
