@@ -42,6 +42,14 @@ static inline u32 madc_hi_cc(u32 a, u32 b, u32 c) { return cuzk_set((((u64)a * b
 static inline u32 madc_hi(u32 a, u32 b, u32 c) { return (u32)(((u64)a * b) >> 32) + c + cuzk_cf; }
 #endif
 
+// 1: Fq squares as products a * a instead of sqr_call (set by the host from
+// CUZK_FQ_SQR=mul, for the A/B of the dedicated squaring on the device).
+#ifdef __CUDA_ARCH__
+__device__ u32 cuzk_fq_sqr_off = 0;
+#else
+static u32 cuzk_fq_sqr_off = 0;
+#endif
+
 __constant__ u32 FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402, 0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
 __constant__ u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa, 0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};
 __constant__ u32 FQ_MOD[12] = {0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe, 0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84, 0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
@@ -214,7 +222,7 @@ struct Mont {
 
     // a^2: the same call/inline split as mul (Fq a call, Fr inlined).
     static __device__ __forceinline__ Mont sqr(const Mont& a) {
-        if constexpr (N > 8) return sqr_call(a);
+        if constexpr (N > 8) return cuzk_fq_sqr_off ? mul_call(a, a) : sqr_call(a);
         else return sqr_body(a);
     }
     static __device__ __noinline__ Mont sqr_call(Mont a) { return sqr_body(a); }

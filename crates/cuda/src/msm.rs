@@ -716,7 +716,14 @@ fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
             call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
             source,
         })?;
-    Ok(gpu.sm_count as u64 * blocks.max(1) as u64 * BA_BLOCK as u64)
+    // CUZK_MSM_BA_WAVES=k: k waves' worth of threads per round (k times fewer
+    // pairs per thread), for the A/B against one wave.
+    let waves = std::env::var("CUZK_MSM_BA_WAVES")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1)
+        .clamp(1, 16);
+    Ok(gpu.sm_count as u64 * blocks.max(1) as u64 * BA_BLOCK as u64 * waves)
 }
 
 /// Pairs per thread of the first batch-affine round of an MSM of `n` terms.
