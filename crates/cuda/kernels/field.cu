@@ -42,14 +42,6 @@ static inline u32 madc_hi_cc(u32 a, u32 b, u32 c) { return cuzk_set((((u64)a * b
 static inline u32 madc_hi(u32 a, u32 b, u32 c) { return (u32)(((u64)a * b) >> 32) + c + cuzk_cf; }
 #endif
 
-// 1: Fq squares as products a * a instead of sqr_call (set by the host from
-// CUZK_FQ_SQR=mul, for the A/B of the dedicated squaring on the device).
-#ifdef __CUDA_ARCH__
-__device__ u32 cuzk_fq_sqr_off = 0;
-#else
-static u32 cuzk_fq_sqr_off = 0;
-#endif
-
 __constant__ u32 FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402, 0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
 __constant__ u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa, 0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};
 __constant__ u32 FQ_MOD[12] = {0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe, 0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84, 0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
@@ -182,7 +174,7 @@ struct Mont {
     // Always inlined, for the few hot formulas that run once per MSM term (the mixed
     // addition of bucket sums): no call, and the compiler schedules across products.
     static __device__ __forceinline__ Mont mul_inl(const Mont& a, const Mont& b) { return mul_body(a, b); }
-    static __device__ __forceinline__ Mont sqr_inl(const Mont& a) { return sqr_body(a); }
+    static __device__ __forceinline__ Mont sqr_inl(const Mont& a) { return mul_body(a, a); }
 
     static __device__ __forceinline__ Mont mul_body(const Mont& a, const Mont& b) {
         u32 t[N + 1];
@@ -220,81 +212,10 @@ struct Mont {
         return reduce_once(r);
     }
 
-    // a^2: the same call/inline split as mul (Fq a call, Fr inlined).
-    static __device__ __forceinline__ Mont sqr(const Mont& a) {
-        if constexpr (N > 8) return cuzk_fq_sqr_off ? mul_call(a, a) : sqr_call(a);
-        else return sqr_body(a);
-    }
-    static __device__ __noinline__ Mont sqr_call(Mont a) { return sqr_body(a); }
-
-    // a^2 / R with the square's symmetry (separated operand scanning): the cross
-    // products a_i a_j (i < j) once, doubled, plus the squares a_i^2, then N
-    // Montgomery reduction rounds on the low half and the high half added at the
-    // end: N(N-1)/2 + N limb products for the square instead of N^2 (444 instead of
-    // 576 multiply instructions for Fq).
-    //
-    // Bounds: a < p < 2^(32N - 1), so the cross sum is below 2^(64N - 2) and doubles
-    // without overflow. The reduction of the low half L gives (L + m p) / R <= p;
-    // the high half H = floor(a^2 / R) < p; their sum < 2p fits N limbs and one
-    // conditional subtraction reduces it.
-    static __device__ __forceinline__ Mont sqr_body(const Mont& a) {
-        u32 t[2 * N];
-#pragma unroll
-        for (int i = 0; i < 2 * N; i++) t[i] = 0;
-        // Row i: a_i a_j for j > i at position i + j. Before row i nothing is above
-        // position i + N (row i - 1 reached i + N at most), so the row's carries into
-        // i + N and i + N + 1 cannot overflow.
-#pragma unroll
-        for (int i = 0; i < N - 1; i++) {
-            t[2 * i + 1] = mad_lo_cc(a.v[i], a.v[i + 1], t[2 * i + 1]);
-#pragma unroll
-            for (int j = i + 2; j < N; j++) t[i + j] = madc_lo_cc(a.v[i], a.v[j], t[i + j]);
-            t[i + N] = addc(t[i + N], 0);
-            t[2 * i + 2] = mad_hi_cc(a.v[i], a.v[i + 1], t[2 * i + 2]);
-#pragma unroll
-            for (int j = i + 2; j < N; j++) t[i + j + 1] = madc_hi_cc(a.v[i], a.v[j], t[i + j + 1]);
-            if (i + N + 1 < 2 * N) t[i + N + 1] = addc(t[i + N + 1], 0);
-        }
-        // Double the cross sum.
-#pragma unroll
-        for (int k = 2 * N - 1; k > 0; k--) t[k] = (t[k] << 1) | (t[k - 1] >> 31);
-        t[0] <<= 1;
-        // Add the squares a_i^2 at positions 2i (low half) and 2i + 1 (high half).
-        t[0] = mad_lo_cc(a.v[0], a.v[0], t[0]);
-        t[1] = madc_hi_cc(a.v[0], a.v[0], t[1]);
-#pragma unroll
-        for (int i = 1; i < N - 1; i++) {
-            t[2 * i] = madc_lo_cc(a.v[i], a.v[i], t[2 * i]);
-            t[2 * i + 1] = madc_hi_cc(a.v[i], a.v[i], t[2 * i + 1]);
-        }
-        t[2 * N - 2] = madc_lo_cc(a.v[N - 1], a.v[N - 1], t[2 * N - 2]);
-        t[2 * N - 1] = madc_hi(a.v[N - 1], a.v[N - 1], t[2 * N - 1]);
-        // Reduce the low half in an N + 1 word accumulator, as mul_body's rounds.
-        u32 u[N + 1];
-#pragma unroll
-        for (int i = 0; i < N; i++) u[i] = t[i];
-        u[N] = 0;
-#pragma unroll
-        for (int i = 0; i < N; i++) {
-            const u32 mq = u[0] * P::INV;
-            u[0] = mad_lo_cc(mq, P::m(0), u[0]);
-#pragma unroll
-            for (int j = 1; j < N; j++) u[j] = madc_lo_cc(mq, P::m(j), u[j]);
-            u[N] = addc(u[N], 0);
-            u[1] = mad_hi_cc(mq, P::m(0), u[1]);
-#pragma unroll
-            for (int j = 1; j < N - 1; j++) u[j + 1] = madc_hi_cc(mq, P::m(j), u[j + 1]);
-            u[N] = madc_hi(mq, P::m(N - 1), u[N]);
-#pragma unroll
-            for (int j = 0; j < N; j++) u[j] = u[j + 1];
-            u[N] = 0;
-        }
-        Mont r;
-        r.v[0] = add_cc(u[0], t[N]);
-#pragma unroll
-        for (int i = 1; i < N; i++) r.v[i] = addc_cc(u[i], t[N + i]);
-        return reduce_once(r);
-    }
+    // a^2 as the product a * a. A dedicated squaring (cross products once, doubled:
+    // 444 instead of 576 multiply instructions for Fq) measured slower on the H200:
+    // 173.7 against 161.9 ms for a 2^24 MSM, 631 against 584 at 2^26 (NOTES.md).
+    static __device__ __forceinline__ Mont sqr(const Mont& a) { return mul(a, a); }
 
     // Leaves Montgomery form: a / R, the canonical integer's limbs.
     static __device__ __forceinline__ Mont from_mont(const Mont& a) {

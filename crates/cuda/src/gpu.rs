@@ -433,20 +433,6 @@ impl Gpu {
                 let f = module.load_function(kname).ctx("cuModuleGetFunction")?;
                 map.insert(kname, f);
             }
-            // CUZK_FQ_SQR=mul: Fq squares as products (the A/B of the dedicated
-            // squaring; field.cu's cuzk_fq_sqr_off, in the modules that have Fq).
-            if std::env::var("CUZK_FQ_SQR").as_deref() == Ok("mul") && src.name.starts_with("msm") {
-                let mut flag = module
-                    .get_global("cuzk_fq_sqr_off", &compute)
-                    .ctx("cuModuleGetGlobal")?;
-                // SAFETY: the symbol is one u32 (field.cu).
-                let mut word = unsafe { flag.transmute_mut::<u32>(1) }
-                    .ok_or_else(|| CudaError::Shape("cuzk_fq_sqr_off is not a u32".into()))?;
-                compute
-                    .memcpy_htod(&[1u32], &mut word)
-                    .ctx("cuMemcpyHtoDAsync")?;
-                compute.synchronize().ctx("cuStreamSynchronize")?;
-            }
             loaded.push(module);
         }
         // The NTT pass uses up to 32 KiB of dynamic shared memory: under the default
