@@ -108,7 +108,7 @@ impl MsmPlan {
             + if sum_variant() == SumVariant::BatchAffine && xyzz == G1::XYZZ_BYTES {
                 // A window group's first round (affine outputs and running products)
                 // and the second round's outputs next to it.
-                let group = (BA_GROUP_ENTRIES / (n as u64).max(1)).clamp(1, self.nwin as u64);
+                let group = (ba_group_entries() / (n as u64).max(1)).clamp(1, self.nwin as u64);
                 let g = group * n as u64 + group * self.nb as u64;
                 g / 2 * (96 + 48) + g / 4 * 96
             } else {
@@ -672,6 +672,14 @@ fn level_bucket_sums<C: DeviceCurve>(
 /// round writes half as many affine points (96 bytes) and as many running products
 /// (48 bytes) per pair, ~10 GB at 2^27, so large MSMs go a window or a few at a time.
 const BA_GROUP_ENTRIES: u64 = 1 << 27;
+
+/// BA_GROUP_ENTRIES, or 2^k from `CUZK_MSM_BA_GROUP_LOG=k` (20..=30), for the A/B.
+fn ba_group_entries() -> u64 {
+    std::env::var("CUZK_MSM_BA_GROUP_LOG")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(BA_GROUP_ENTRIES, |k| 1u64 << k.clamp(20, 30))
+}
 /// Pairs per thread in a batch-affine round: one wave of threads (as many as the
 /// device holds at once) shares the round's pairs, so each thread's inversion
 /// (~486 products) is shared by `per` pairs. Rounds run while `per` is at least
@@ -728,7 +736,7 @@ fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
 
 /// Pairs per thread of the first batch-affine round of an MSM of `n` terms.
 fn ba_first_round_per(gpu: &Gpu, n: usize, plan: MsmPlan) -> Result<u64, CudaError> {
-    let group = (BA_GROUP_ENTRIES / (n as u64).max(1)).clamp(1, plan.nwin as u64);
+    let group = (ba_group_entries() / (n as u64).max(1)).clamp(1, plan.nwin as u64);
     Ok((group * n as u64 / 2).div_ceil(ba_wave(gpu)?))
 }
 
@@ -763,7 +771,7 @@ fn ba_bucket_sums<C: DeviceCurve>(
     let fullest = gpu.download(&fullest, 1)?[0].max(2);
     let rounds_needed = 32 - (fullest - 1).leading_zeros();
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
-    let group = (BA_GROUP_ENTRIES / n as u64).clamp(1, nwin as u64) as u32;
+    let group = (ba_group_entries() / n as u64).clamp(1, nwin as u64) as u32;
     let wave = ba_wave(gpu)?;
     let (sorted_ptr, _sorted_use) = sorted.device_ptr(gpu.compute_stream());
     let dtod = |source| CudaError::Driver {
