@@ -570,13 +570,31 @@ impl GpuBackend for CudaBackend {
         let gpu = &inner.gpu;
 
         let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
-        // a, b, c go up on the copy stream while the compute stream does the L, A
-        // and B MSMs, which do not need them: the first transform no longer waits
-        // for a's upload (4 GiB, ~80 ms at 2^27) with the device idle.
-        let uploads = inner
-            .ntt
-            .upload_abc(gpu, abc.a, abc.b, abc.c)
-            .map_err(dev)?;
+        // H first. Uploading a, b, c while the compute stream did L, A and B (so the
+        // first transform need not wait for a's upload) measured slower on the H200:
+        // the queries' own small uploads queued behind the 12 GiB on the copy engine
+        // (2^27: L 379 ms instead of ~150, the region 2142 against ~2000 ms).
+        let h_coeffs = inner.ntt.compute_h(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
+        Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
+        // Uploads are done: unpin while the device works.
+        drop(pinned);
+        let h_pending = match inner.bases.get(&key(h_bases)) {
+            Some(bases) => vec![msm::msm(
+                gpu,
+                bases,
+                &h_coeffs,
+                want_h,
+                ScalarFormat::Montgomery,
+                None,
+                MsmPlan::for_size(want_h),
+            )
+            .map_err(dev)?],
+            None => inner
+                .streamed_dense::<G1>(h_bases, &h_coeffs, want_h, chunk)
+                .map_err(dev)?,
+        };
+        Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
+        drop(h_coeffs);
         let g1 = |m: &SplitMsm<'_, G1Affine>| {
             inner.query::<G1>(inner.bases.get(&key(m.bases)), m, chunk)
         };
@@ -599,27 +617,6 @@ impl GpuBackend for CudaBackend {
         if b2_p.is_some() {
             Phases::mark(&mut phases, gpu, "B_G2").map_err(dev)?;
         }
-        let h_coeffs = inner.ntt.finish_h(gpu, uploads).map_err(dev)?;
-        Phases::mark(&mut phases, gpu, "H (NTTs)").map_err(dev)?;
-        // Uploads are done: unpin while the device works.
-        drop(pinned);
-        let h_pending = match inner.bases.get(&key(h_bases)) {
-            Some(bases) => vec![msm::msm(
-                gpu,
-                bases,
-                &h_coeffs,
-                want_h,
-                ScalarFormat::Montgomery,
-                None,
-                MsmPlan::for_size(want_h),
-            )
-            .map_err(dev)?],
-            None => inner
-                .streamed_dense::<G1>(h_bases, &h_coeffs, want_h, chunk)
-                .map_err(dev)?,
-        };
-        Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
-        drop(h_coeffs);
 
         /// The sum of a query's pending parts (ones, tails; per chunk when streamed).
         fn total<C: DeviceCurve>(

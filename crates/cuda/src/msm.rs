@@ -108,7 +108,8 @@ impl MsmPlan {
             + if sum_variant() == SumVariant::BatchAffine && xyzz == G1::XYZZ_BYTES {
                 // A window group's first round (affine outputs and running products)
                 // and the second round's outputs next to it.
-                let group = (ba_group_entries() / (n as u64).max(1)).clamp(1, self.nwin as u64);
+                let group =
+                    (batch_affine_group_entries() / (n as u64).max(1)).clamp(1, self.nwin as u64);
                 let g = group * n as u64 + group * self.nb as u64;
                 g / 2 * (96 + 48) + g / 4 * 96
             } else {
@@ -670,15 +671,37 @@ fn level_bucket_sums<C: DeviceCurve>(
 
 /// Most sorted entries one window group of the batch-affine sums takes: its first
 /// round writes half as many affine points (96 bytes) and as many running products
-/// (48 bytes) per pair, ~10 GB at 2^27, so large MSMs go a window or a few at a time.
-const BA_GROUP_ENTRIES: u64 = 1 << 27;
+/// (48 bytes) per pair, ~20 GB at 2^28, so large MSMs go a window or a few at a time.
+/// Larger groups share each inversion among more pairs: on the H200 2^28 gave
+/// 155.6 / 577.2 ms at 2^24 / 2^26 against 161.5 / 583.5 for 2^27 and 176.9 /
+/// 613.4 for 2^26.
+const BA_GROUP_ENTRIES: u64 = 1 << 28;
 
-/// BA_GROUP_ENTRIES, or 2^k from `CUZK_MSM_BA_GROUP_LOG=k` (20..=30), for the A/B.
-fn ba_group_entries() -> u64 {
-    std::env::var("CUZK_MSM_BA_GROUP_LOG")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .map_or(BA_GROUP_ENTRIES, |k| 1u64 << k.clamp(20, 30))
+/// The batch-affine window group's entries: BA_GROUP_ENTRIES unless set or given as
+/// 2^k by `CUZK_MSM_BA_GROUP_LOG=k` (u64::MAX: not read yet).
+static BA_GROUP_SETTING: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Sets how many sorted entries a window group of the batch-affine sums may hold
+/// (at least one window always goes in a group) for every later MSM of this
+/// process: small values make small MSMs go a window at a time, as the checks use
+/// to reach the grouping with small inputs.
+pub fn set_batch_affine_group_entries(entries: u64) {
+    BA_GROUP_SETTING.store(entries.max(1), Ordering::Relaxed);
+}
+
+/// The most sorted entries of a batch-affine window group.
+pub fn batch_affine_group_entries() -> u64 {
+    match BA_GROUP_SETTING.load(Ordering::Relaxed) {
+        u64::MAX => {
+            let entries = std::env::var("CUZK_MSM_BA_GROUP_LOG")
+                .ok()
+                .and_then(|v| v.parse::<u32>().ok())
+                .map_or(BA_GROUP_ENTRIES, |k| 1u64 << k.clamp(10, 30));
+            set_batch_affine_group_entries(entries);
+            entries
+        }
+        entries => entries,
+    }
 }
 /// Pairs per thread in a batch-affine round: one wave of threads (as many as the
 /// device holds at once) shares the round's pairs, so each thread's inversion
@@ -736,7 +759,7 @@ fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
 
 /// Pairs per thread of the first batch-affine round of an MSM of `n` terms.
 fn ba_first_round_per(gpu: &Gpu, n: usize, plan: MsmPlan) -> Result<u64, CudaError> {
-    let group = (ba_group_entries() / (n as u64).max(1)).clamp(1, plan.nwin as u64);
+    let group = (batch_affine_group_entries() / (n as u64).max(1)).clamp(1, plan.nwin as u64);
     Ok((group * n as u64 / 2).div_ceil(ba_wave(gpu)?))
 }
 
@@ -771,7 +794,7 @@ fn ba_bucket_sums<C: DeviceCurve>(
     let fullest = gpu.download(&fullest, 1)?[0].max(2);
     let rounds_needed = 32 - (fullest - 1).leading_zeros();
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
-    let group = (ba_group_entries() / n as u64).clamp(1, nwin as u64) as u32;
+    let group = (batch_affine_group_entries() / n as u64).clamp(1, nwin as u64) as u32;
     let wave = ba_wave(gpu)?;
     let (sorted_ptr, _sorted_use) = sorted.device_ptr(gpu.compute_stream());
     let dtod = |source| CudaError::Driver {

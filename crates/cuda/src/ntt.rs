@@ -2,9 +2,9 @@
 //!
 //! Domains up to 2^28. A transform of 2^L points runs as ceil(L / 10) passes, each
 //! doing up to 10 radix-2 stages of one chunk of index bits in one kernel launch (see
-//! `kernels/ntt.cu` for the decomposition). Two pass kernels with bit-identical
-//! results: `ntt_pass` (the default) does one radix-2 stage per shared-memory
-//! exchange; `ntt_r8_dif`/`ntt_r8_dit` (`CUZK_NTT_KERNEL=r8`) keep 8 elements per
+//! `kernels/ntt.cu` for the decomposition). Pass kernels with bit-identical
+//! results: `ntt_pass` (`CUZK_NTT_KERNEL=radix2`) does one radix-2 stage per
+//! shared-memory exchange; `ntt_r8_dif`/`ntt_r8_dit` (`CUZK_NTT_KERNEL=r8`) keep 8 elements per
 //! thread in registers and do up to 3 stages between exchanges. On the H200 the
 //! register kernel measured 1.5× slower (119 against 78 ms at 2^27: 121 registers
 //! and 128-thread blocks leave 16 warps per SM to hide the product's carry chains),
@@ -12,8 +12,10 @@
 //! kernels `ntt_r2w_*` (`CUZK_NTT_KERNEL=r2w`) keep `ntt_pass`'s 2 elements per
 //! thread but do the stages inside a warp with register shuffles and fuse the top
 //! stage with the global access: 4 barriers per 9-bit pass instead of 10; `r2wf` is
-//! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM
-//! (none measured yet). Roots of unity come from two device tables
+//! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM.
+//! On the H200 r2wf is the fastest (7.50 / 32.2 / 65.5 ms at 2^24 / 2^26 / 2^27
+//! against ntt_pass's 8.52 / 37.6 / 78.3; r2w 8.07 / 34.7 / 71.0, r2wf3 7.58 /
+//! 32.3 / 66.1) and is the default. Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
 //!
@@ -225,28 +227,6 @@ fn twiddle_tables(w: Scalar) -> [Vec<Scalar>; 3] {
         powers_s(pow2k(w, 16), Scalar::ONE, TABLE),
         powers_s(pow2k(w, 14), Scalar::ONE, TABLE18),
     ]
-}
-
-/// a, b, c on their way to the device ([`Ntt::upload_abc`]): H's three buffers, an
-/// event per finished upload, and the host registrations of the vectors, which
-/// live as long as the borrow of the vectors.
-pub struct AbcUploads<'a> {
-    bufs: Vec<CudaSlice<FrRepr>>,
-    uploaded: Vec<cudarc::driver::CudaEvent>,
-    log_n: u32,
-    _regs: Vec<Option<HostRegistration>>,
-    _host: std::marker::PhantomData<&'a [Scalar]>,
-}
-
-impl Drop for AbcUploads<'_> {
-    fn drop(&mut self) {
-        // Abandoned before finish_h (an error in between): the copies may still be
-        // reading the host vectors, which must stay registered until they finish.
-        // An error here leaves nothing better to do than to go on.
-        if let Some(last) = self.uploaded.last() {
-            let _ = last.synchronize();
-        }
-    }
 }
 
 /// The device NTT engine: twiddle tables and cached coset tables.
@@ -575,21 +555,6 @@ impl Ntt {
         b: &[Scalar],
         c: &[Scalar],
     ) -> Result<CudaSlice<FrRepr>, CudaError> {
-        let up = self.upload_abc(gpu, a, b, c)?;
-        self.finish_h(gpu, up)
-    }
-
-    /// The first half of [`Self::compute_h`]: allocates H's buffers and enqueues the
-    /// uploads of a, b, c on the copy stream, without waiting for them, so the caller
-    /// can enqueue other work on the compute stream (a partition's L, A, B MSMs)
-    /// while they travel; [`Self::finish_h`] enqueues the transforms behind them.
-    pub fn upload_abc<'a>(
-        &self,
-        gpu: &Gpu,
-        a: &'a [Scalar],
-        b: &'a [Scalar],
-        c: &'a [Scalar],
-    ) -> Result<AbcUploads<'a>, CudaError> {
         let n = a.len();
         if b.len() != n || c.len() != n {
             return Err(CudaError::Shape(format!(
@@ -616,9 +581,8 @@ impl Ntt {
         // Page-lock the host vectors so the copies are asynchronous DMA.
         let mut regs = Vec::new();
         for v in [a, b, c].into_iter().filter(|v| v.len() >= PIN_MIN_LEN) {
-            // SAFETY: the slices outlive `regs` (AbcUploads borrows them for 'a),
-            // which finish_h drops after the copy stream has finished with them; an
-            // AbcUploads dropped without finish_h waits for its copies first (Drop).
+            // SAFETY: the slices outlive `regs`, which is dropped at the end of this
+            // function after the copy stream has finished with them.
             regs.push(unsafe { HostRegistration::new(&gpu.ctx, scalars_as_bytes(v)) }?);
         }
         // The copies may start only after the stream-ordered allocations above.
@@ -628,29 +592,6 @@ impl Ntt {
             raw::htod_bytes(&gpu.copy, scalars_as_bytes(v), buf, 0)?;
             uploaded.push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
         }
-        Ok(AbcUploads {
-            bufs,
-            uploaded,
-            log_n,
-            _regs: regs,
-            _host: std::marker::PhantomData,
-        })
-    }
-
-    /// The second half of [`Self::compute_h`]: the transforms of the uploaded a, b, c
-    /// (each waiting for its upload), the combination and the last inverse transform.
-    /// Returns once the uploads are done (the host vectors may then be freed and
-    /// unpinned); the kernels may still be running on the compute stream.
-    pub fn finish_h(&self, gpu: &Gpu, up: AbcUploads<'_>) -> Result<CudaSlice<FrRepr>, CudaError> {
-        let mut up = up;
-        let mut bufs = std::mem::take(&mut up.bufs);
-        // Taken out, so that dropping `up` waits for nothing: the wait for the
-        // uploads is below, before `regs` goes.
-        let uploaded = std::mem::take(&mut up.uploaded);
-        let regs = std::mem::take(&mut up._regs);
-        let log_n = up.log_n;
-        drop(up);
-        let big = 1usize << log_n;
         for (buf, ev) in bufs.iter_mut().zip(&uploaded) {
             gpu.compute.wait(ev).ctx("cuStreamWaitEvent")?;
             self.to_coset(gpu, buf, log_n)?;

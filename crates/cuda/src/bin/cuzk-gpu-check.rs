@@ -603,22 +603,31 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             // The batch-affine rounds too, every round affine (min 1 pair per thread)
             // and handing over to the XYZZ levels after a few (min 2): equal scalars
             // give every window one bucket of n points (log2 n rounds in one bucket).
+            // And in window groups of 2^10 entries (a window per group), as the
+            // large MSMs go.
             let variants = [
-                (msm::sum_variant(), 1),
-                (SumVariant::BatchAffine, 1),
-                (SumVariant::BatchAffine, 2),
+                (SumVariant::CalledProducts, 1, 1u64 << 30),
+                (SumVariant::BatchAffine, 1, 1 << 30),
+                (SumVariant::BatchAffine, 2, 1 << 30),
+                (SumVariant::BatchAffine, 2, 1 << 10),
             ];
-            for (plan, (v, min_per)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
-                let (before, before_min) = (msm::sum_variant(), msm::batch_affine_min_per());
+            for (plan, (v, min_per, group)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
+                let before = (
+                    msm::sum_variant(),
+                    msm::batch_affine_min_per(),
+                    msm::batch_affine_group_entries(),
+                );
                 msm::set_sum_variant(v);
                 msm::set_batch_affine_min_per(min_per);
+                msm::set_batch_affine_group_entries(group);
                 let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
                     .and_then(|p| p.finish(gpu));
-                msm::set_sum_variant(before);
-                msm::set_batch_affine_min_per(before_min);
+                msm::set_sum_variant(before.0);
+                msm::set_batch_affine_min_per(before.1);
+                msm::set_batch_affine_group_entries(before.2);
                 log.check(
                     &format!(
-                        "msm {kind} {v:?} (min {min_per}) c={} piece={}{} n={n}",
+                        "msm {kind} {v:?} (min {min_per}, groups {group}) c={} piece={}{} n={n}",
                         plan.c,
                         plan.piece,
                         if plan.balanced { " balanced" } else { "" }
