@@ -326,6 +326,94 @@ __device__ __noinline__ Fq fq_inverse(Fq a) {
     return r;
 }
 
+// 1 / a by the binary extended Euclid (Kaliski's "almost Montgomery inverse"), for
+// the A/B against fq_inverse's ~486 products: at most 2 log2 p steps of shifts,
+// subtractions and additions on 12 limbs, no multiplication, but data-dependent
+// branches (a warp runs its lanes' longest path). When v reaches 0, p - r is
+// A^-1 2^k mod p, A the element's Montgomery limbs and log2 p <= k <= 2 log2 p;
+// A^-1 R^2 = a^-1 R, the Montgomery form of 1 / a, is that times 2^(768 - k), by
+// modular doublings. r < 2p and s <= p throughout, so 12 limbs hold them. 0 gives
+// 0. msm_ba_round uses it when the module flag cuzk_fq_inv_gcd is set
+// (CUZK_FQ_INV=gcd, or Gpu::set_device_flag).
+#ifdef __CUDA_ARCH__
+__device__ u32 cuzk_fq_inv_gcd = 0;
+#else
+static u32 cuzk_fq_inv_gcd = 0;
+#endif
+
+__device__ __forceinline__ void limbs_shr1(Fq& x) {
+#pragma unroll
+    for (int i = 0; i < 11; i++) x.v[i] = (x.v[i] >> 1) | (x.v[i + 1] << 31);
+    x.v[11] >>= 1;
+}
+__device__ __forceinline__ void limbs_shl1(Fq& x) {
+#pragma unroll
+    for (int i = 11; i > 0; i--) x.v[i] = (x.v[i] << 1) | (x.v[i - 1] >> 31);
+    x.v[0] <<= 1;
+}
+// x -= y (no reduction; the callers know x >= y).
+__device__ __forceinline__ void limbs_sub(Fq& x, const Fq& y) {
+    x.v[0] = sub_cc(x.v[0], y.v[0]);
+#pragma unroll
+    for (int i = 1; i < 12; i++) x.v[i] = subc_cc(x.v[i], y.v[i]);
+}
+// x += y (no reduction; the callers know the sum fits).
+__device__ __forceinline__ void limbs_add(Fq& x, const Fq& y) {
+    x.v[0] = add_cc(x.v[0], y.v[0]);
+#pragma unroll
+    for (int i = 1; i < 12; i++) x.v[i] = addc_cc(x.v[i], y.v[i]);
+}
+// x < y as integers.
+__device__ __forceinline__ bool limbs_lt(const Fq& x, const Fq& y) {
+    u32 d = sub_cc(x.v[0], y.v[0]);
+#pragma unroll
+    for (int i = 1; i < 12; i++) d = subc_cc(x.v[i], y.v[i]);
+    (void)d;
+    return subc(0, 0) != 0;
+}
+
+__device__ __noinline__ Fq fq_inverse_gcd(Fq a) {
+    if (a.is_zero()) return a;
+    Fq u, v = a, r = Fq::zero(), s = Fq::zero();
+#pragma unroll
+    for (int i = 0; i < 12; i++) u.v[i] = FQ_MOD[i];
+    s.v[0] = 1;
+    u32 k = 0;
+    while (!v.is_zero()) {
+        if ((u.v[0] & 1) == 0) {
+            limbs_shr1(u);
+            limbs_shl1(s);
+        } else if ((v.v[0] & 1) == 0) {
+            limbs_shr1(v);
+            limbs_shl1(r);
+        } else if (limbs_lt(v, u)) {
+            limbs_sub(u, v);
+            limbs_shr1(u);
+            limbs_add(r, s);
+            limbs_shl1(s);
+        } else {
+            limbs_sub(v, u);
+            limbs_shr1(v);
+            limbs_add(s, r);
+            limbs_shl1(r);
+        }
+        k++;
+    }
+    Fq p;
+#pragma unroll
+    for (int i = 0; i < 12; i++) p.v[i] = FQ_MOD[i];
+    if (!limbs_lt(r, p)) limbs_sub(r, p);
+    Fq x = p;
+    limbs_sub(x, r);  // p - r: A^-1 2^k, in 1..p-1
+    for (u32 i = k; i < 768; i++) x = Fq::dbl(x);
+    return x;
+}
+
+// The batch-affine rounds' inversion: Fermat unless the module flag says gcd.
+__device__ __forceinline__ Fq fq_inverse_sel(const Fq& a) {
+    return cuzk_fq_inv_gcd ? fq_inverse_gcd(a) : fq_inverse(a);
+}
+
 // ---- Test kernels. fq2_ops_test: out[4i..4i+4) = a+b, a-b, a*b, a^2 (checked against
 // blst's Fp2). g1_ops_test / g2_ops_test: one thread per pair, out[4i..4i+4) = a+b
 // (mixed), a+a, (a+b)+b (full add), 2(a+b). ----

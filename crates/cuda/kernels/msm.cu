@@ -464,7 +464,7 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
         }
         acc.store(scratch + (size_t)(o - o0) * nthreads + t);
     }
-    Fq inv = any ? fq_inverse(acc) : acc;
+    Fq inv = any ? fq_inverse_sel(acc) : acc;
     // Backward: inv is 1 / (product of the denominators up to o); the pair's own
     // inverse is inv times the product before it.
     for (u32 o = o1; o-- > o0;) {

@@ -334,7 +334,7 @@ impl CurvePoint for Affine2Repr {
 #[derive(Debug)]
 pub(crate) struct Kernels {
     pub map: HashMap<&'static str, CudaFunction>,
-    _modules: Vec<Arc<CudaModule>>,
+    modules: Vec<Arc<CudaModule>>,
 }
 
 /// Per-process cache of compiled CUBINs, keyed by architecture: NVRTC runs once per
@@ -437,20 +437,25 @@ impl Gpu {
         }
         // The NTT pass uses up to 32 KiB of dynamic shared memory: under the default
         // 48 KiB limit, so no attribute change is needed.
-        Ok(Self {
+        let gpu = Self {
             ctx,
             compute,
             copy,
             k: Kernels {
                 map,
-                _modules: loaded,
+                modules: loaded,
             },
             name,
             arch,
             total_memory,
             free_memory_at_start: free as u64,
             sm_count,
-        })
+        };
+        // CUZK_FQ_INV=gcd: the batch-affine rounds invert by the binary GCD.
+        if std::env::var("CUZK_FQ_INV").as_deref() == Ok("gcd") {
+            gpu.set_device_flag("cuzk_fq_inv_gcd", 1)?;
+        }
+        Ok(gpu)
     }
 
     pub fn compute_stream(&self) -> &Arc<CudaStream> {
@@ -520,6 +525,32 @@ impl Gpu {
     /// Waits for everything queued on this handle's streams.
     pub fn sync(&self) -> Result<(), CudaError> {
         self.copy.synchronize().ctx("cuStreamSynchronize")?;
+        self.compute.synchronize().ctx("cuStreamSynchronize")
+    }
+
+    /// Sets the `__device__ u32` flag `symbol` in every loaded module that defines it
+    /// (kernel switches for the device A/B, e.g. `cuzk_fq_inv_gcd`), waiting for the
+    /// copy. An error if no module defines it.
+    pub fn set_device_flag(&self, symbol: &str, value: u32) -> Result<(), CudaError> {
+        let mut found = false;
+        for module in &self.k.modules {
+            // A module without the symbol answers "not found": skip it.
+            let Ok(mut global) = module.get_global(symbol, &self.compute) else {
+                continue;
+            };
+            // SAFETY: the flags are single u32 variables (field.cu, ec.cu).
+            let mut word = unsafe { global.transmute_mut::<u32>(1) }
+                .ok_or_else(|| CudaError::Shape(format!("{symbol} is not a u32")))?;
+            self.compute
+                .memcpy_htod(&[value], &mut word)
+                .ctx("cuMemcpyHtoDAsync")?;
+            found = true;
+        }
+        if !found {
+            return Err(CudaError::Shape(format!(
+                "no kernel module defines {symbol}"
+            )));
+        }
         self.compute.synchronize().ctx("cuStreamSynchronize")
     }
 

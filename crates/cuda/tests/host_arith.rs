@@ -378,26 +378,44 @@ fn curve_formulas_match_blstrs_including_the_special_cases() {
 fn batch_affine_pairs_and_the_inversion_match_blstrs() {
     let Some(h) = harness() else { return };
     let mut r = ChaCha20Rng::seed_from_u64(3);
-    let mut lines = Vec::new();
-    let mut xs = Vec::new();
-    for _ in 0..20 {
-        let a = random_fp(&mut r);
-        lines.push(format!("fq_inv {}", hex(&bytes_of(&a))));
-        xs.push(a);
+    // Random elements, then raw limbs at the edges of the binary GCD's ranges: 1, 2,
+    // a power of two, p - 1, p - 2 and all-ones low limbs.
+    let mut xs: Vec<blst_fp> = (0..40).map(|_| random_fp(&mut r)).collect();
+    let p = [
+        0xb9feffffffffaaabu64,
+        0x1eabfffeb153ffff,
+        0x6730d2a0f6b0f624,
+        0x64774b84f38512bf,
+        0x4b1ba7b6434bacd7,
+        0x1a0111ea397fe69a,
+    ];
+    for l in [
+        [1u64, 0, 0, 0, 0, 0],
+        [2, 0, 0, 0, 0, 0],
+        [0, 0, 0, 1 << 17, 0, 0],
+        [p[0] - 1, p[1], p[2], p[3], p[4], p[5]],
+        [p[0] - 2, p[1], p[2], p[3], p[4], p[5]],
+        [u64::MAX, u64::MAX, 0, 0, 0, 0],
+    ] {
+        xs.push(blst_fp { l });
     }
-    lines.push(format!("fq_inv {}", hex(&[0u8; 48])));
-    let got = run(&h, &lines);
-    let one = fp_mul(&xs[0], &from_bytes::<blst_fp>(&got[0]));
-    for (a, g) in xs.iter().zip(&got) {
-        // a * a^-1 is the same (Montgomery-form) one for every a.
-        assert_eq!(
-            bytes_of(&fp_mul(a, &from_bytes::<blst_fp>(g))),
-            bytes_of(&one)
-        );
+    for op in ["fq_inv", "fq_inv_gcd"] {
+        let mut lines: Vec<String> = xs
+            .iter()
+            .map(|a| format!("{op} {}", hex(&bytes_of(a))))
+            .collect();
+        lines.push(format!("{op} {}", hex(&[0u8; 48])));
+        let got = run(&h, &lines);
+        let one = fp_mul(&xs[0], &from_bytes::<blst_fp>(&got[0]));
+        for (k, (a, g)) in xs.iter().zip(&got).enumerate() {
+            // a * a^-1 is the same (Montgomery-form) one for every a.
+            let prod = fp_mul(a, &from_bytes::<blst_fp>(g));
+            assert_eq!(bytes_of(&prod), bytes_of(&one), "{op} of element {k}");
+        }
+        // ... and that is one: it leaves another element unchanged.
+        assert_eq!(bytes_of(&fp_mul(&one, &xs[1])), bytes_of(&xs[1]));
+        assert!(got[xs.len()].iter().all(|&b| b == 0), "{op}: 1/0 is 0");
     }
-    // ... and that is one: it leaves another element unchanged.
-    assert_eq!(bytes_of(&fp_mul(&one, &xs[1])), bytes_of(&xs[1]));
-    assert!(got[20].iter().all(|&b| b == 0), "1/0 is 0");
 
     let inf = G1Affine::identity();
     let mut lines = Vec::new();
@@ -467,9 +485,10 @@ fn batch_affine_bucket_sums_match_blstrs() {
     let bases_hex: String = bases.iter().map(|p| hex(&bytes_of(p))).collect();
     let counts_hex: String = counts.iter().map(|c| hex(&c.to_le_bytes())).collect();
     let sorted_hex: String = sorted.iter().map(|c| hex(&c.to_le_bytes())).collect();
-    let lines: Vec<String> = [1, 3, 512]
+    // Both inversions: Fermat (the default) and the binary GCD (CUZK_FQ_INV=gcd).
+    let lines: Vec<String> = [("g1_ba", 1), ("g1_ba", 3), ("g1_ba", 512), ("g1_ba_gcd", 3)]
         .iter()
-        .map(|per| format!("g1_ba {per} {bases_hex} {counts_hex} {sorted_hex}"))
+        .map(|(op, per)| format!("{op} {per} {bases_hex} {counts_hex} {sorted_hex}"))
         .collect();
     for (k, got) in run(&h, &lines).iter().enumerate() {
         assert_eq!(got.len(), counts.len() * std::mem::size_of::<XyzzRepr>());

@@ -605,13 +605,15 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             // give every window one bucket of n points (log2 n rounds in one bucket).
             // And in window groups of 2^10 entries (a window per group), as the
             // large MSMs go.
+            // The last: the binary-GCD inversion (CUZK_FQ_INV=gcd) in every round.
             let variants = [
-                (SumVariant::CalledProducts, 1, 1u64 << 30),
-                (SumVariant::BatchAffine, 1, 1 << 30),
-                (SumVariant::BatchAffine, 2, 1 << 30),
-                (SumVariant::BatchAffine, 2, 1 << 10),
+                (SumVariant::CalledProducts, 1, 1u64 << 30, false),
+                (SumVariant::BatchAffine, 1, 1 << 30, false),
+                (SumVariant::BatchAffine, 2, 1 << 30, false),
+                (SumVariant::BatchAffine, 2, 1 << 10, false),
+                (SumVariant::BatchAffine, 1, 1 << 30, true),
             ];
-            for (plan, (v, min_per, group)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
+            for (plan, (v, min_per, group, gcd)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
                 let before = (
                     msm::sum_variant(),
                     msm::batch_affine_min_per(),
@@ -620,14 +622,21 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
                 msm::set_sum_variant(v);
                 msm::set_batch_affine_min_per(min_per);
                 msm::set_batch_affine_group_entries(group);
+                if gcd {
+                    gpu.set_device_flag("cuzk_fq_inv_gcd", 1)?;
+                }
                 let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
                     .and_then(|p| p.finish(gpu));
+                if gcd {
+                    gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
+                }
                 msm::set_sum_variant(before.0);
                 msm::set_batch_affine_min_per(before.1);
                 msm::set_batch_affine_group_entries(before.2);
                 log.check(
                     &format!(
-                        "msm {kind} {v:?} (min {min_per}, groups {group}) c={} piece={}{} n={n}",
+                        "msm {kind} {v:?} (min {min_per}, groups {group}{}) c={} piece={}{} n={n}",
+                        if gcd { ", gcd inverse" } else { "" },
                         plan.c,
                         plan.piece,
                         if plan.balanced { " balanced" } else { "" }
@@ -1030,6 +1039,20 @@ fn bench_msm(
                 plan.c
             ));
         }
+        msm::set_batch_affine_min_per(min_default);
+        // The rounds' inversion by the binary GCD instead of Fermat (CUZK_FQ_INV=gcd),
+        // at the default and at two lower round limits it may make worth it.
+        gpu.set_device_flag("cuzk_fq_inv_gcd", 1)?;
+        for min_per in [min_default, 32, 16] {
+            msm::set_batch_affine_min_per(min_per);
+            let plan = MsmPlan::for_size(n);
+            let ms = timed(n, plan)?;
+            log.line(&format!(
+                "BENCH msm batch-affine 2^{lg} c={} min {min_per} pairs/thread, gcd inverse: {ms:.2} ms",
+                plan.c
+            ));
+        }
+        gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
         msm::set_batch_affine_min_per(min_default);
         msm::set_sum_variant(default_variant);
         for c in [16u32, 19, 20].into_iter().filter(|_| tuning) {

@@ -173,10 +173,19 @@ int main() {
         // Batch-affine pieces: the inversion, and one pair summed as msm_ba_round
         // does (kind, denominator, its inverse, the sum).
         else if (op == "fq_inv") put(fq_inverse(get<Fq>(a)));
+        else if (op == "fq_inv_gcd") put(fq_inverse_gcd(get<Fq>(a)));
         else if (op == "g1_pair") {
             AffineT<Fq> p = get<AffineT<Fq>>(a), q = get<AffineT<Fq>>(b);
             u32 kind = pair_kind(p, q);
             put(pair_sum(kind, p, q, fq_inverse(pair_den(kind, p, q))));
+        }
+        // The batch-affine bucket sums with the binary-GCD inversion selected.
+        else if (op == "g1_ba_gcd") {
+            std::string counts, sorted;
+            in >> counts >> sorted;
+            cuzk_fq_inv_gcd = 1;
+            put_vec(batch_affine(get_vec<Affine>(b), get_vec<u32>(counts), get_vec<u32>(sorted), (u32)std::stoul(a)));
+            cuzk_fq_inv_gcd = 0;
         }
         // g1_ba <per> <bases> <per-slot counts> <sorted entries>: the buckets.
         else if (op == "g1_ba") {
