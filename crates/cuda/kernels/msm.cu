@@ -500,7 +500,11 @@ extern "C" __global__ void msm_ba_buckets(const Affine* in, const u32* start, co
 extern "C" __global__ void max_u32(const u32* cnt, u32 slots, u32* out) {
     const u32 x = blockIdx.x * blockDim.x + threadIdx.x;
     const u32 v = x < slots ? cnt[x] : 0;
-    const u32 m = __reduce_max_sync(0xffffffffu, v);
+    // Shuffles, not __reduce_max_sync: that one needs sm_80, and older cards
+    // (sm_75 among them) must still compile this module.
+    u32 m = v;
+#pragma unroll
+    for (u32 d = 16; d > 0; d >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, d));
     if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
 }
 

@@ -36,7 +36,9 @@ static inline T min(T a, T b) { return a < b ? a : b; }
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p += v; return o; }
 static inline unsigned atomicMax(unsigned* p, unsigned v) { unsigned o = *p; if (v > o) *p = v; return o; }
 static inline unsigned __shfl_up_sync(unsigned, unsigned v, unsigned) { return v; }
-static inline unsigned __reduce_max_sync(unsigned, unsigned v) { return v; }
+static inline unsigned __shfl_xor_sync(unsigned, unsigned v, unsigned) { return v; }
+template <class T>
+static inline T max(T a, T b) { return a > b ? a : b; }
 static inline void __syncthreads() {}
 static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 static inline unsigned __brev(unsigned x) {
