@@ -6,9 +6,15 @@
 //!
 //! Every MSM is enqueued on the compute stream and returns a [`PendingSum`]: a few
 //! XYZZ points still on the device (one per window, or one for a plain sum). Reading
-//! them back is the only wait, and it is scoped to the stream; the final combination
-//! of window sums (c doublings per window, 16 windows at most) runs on the host in
-//! microseconds.
+//! them back is the wait, scoped to the stream; the final combination of window sums
+//! (c doublings per window, 16 windows at most) runs on the host in microseconds.
+//! G1's batch-affine bucket sums (the default, [`SumVariant::BatchAffine`]) read
+//! one more value back before their rounds, the fullest bucket's count (a
+//! stream-scoped wait for the histogram), to know how many rounds to enqueue.
+//!
+//! Bucket sums, G1 by default: batch-affine rounds (affine additions sharing one
+//! inversion per thread, while a round gives each thread at least 64 pairs), then
+//! XYZZ levels for what is left; G2 and small MSMs: XYZZ levels only.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
