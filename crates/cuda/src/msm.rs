@@ -403,7 +403,7 @@ pub fn check_msm_shape(
     Ok(())
 }
 
-/// Enqueues Σ scalars[i] · bases[map(i)] for i < n, where map is `index_map` if
+/// Enqueues `Σ scalars[i] · bases[map(i)]` for i < n, where map is `index_map` if
 /// given (tail indices) and the identity otherwise. G1 or G2, after the bases.
 pub fn msm<A: CurvePoint>(
     gpu: &Gpu,
