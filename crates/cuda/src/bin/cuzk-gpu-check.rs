@@ -549,6 +549,9 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
         t.elapsed()
     ));
     let dbases = gpu.upload::<AffineRepr>(points_as_bytes(&points))?;
+    // Where the section's time goes (it is the longest of a visit).
+    let clock = Instant::now();
+    let mark = |part: &str| log.line(&format!("  msm: {part} done at {:.1?}", clock.elapsed()));
 
     let mut cases: Vec<(usize, bool)> = (1..=33).flat_map(|n| [(n, false), (n, true)]).collect();
     for lg in [8, 12, 16, 20, 22, 24]
@@ -577,6 +580,7 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
         check_msm_of(gpu, log, &dbases, &scalars, want, "msm", kind, n <= 1 << 16)?;
     }
 
+    mark("sizes 1..=33 and powers of two");
     // Skewed digit distributions: every scalar equal (each window's points all in one
     // bucket), and small scalars (everything in the low windows).
     for n in [1000usize, 1 << 16, 1 << 20]
@@ -648,6 +652,7 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
         }
     }
 
+    mark("skewed digits, every plan and bucket-sum variant");
     // Ones and the whole split against cuzk-msm-cpu's split_msm_g1.
     for n in (1..=33)
         .chain([1000, 1 << 16, 1 << 20])
@@ -684,6 +689,7 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             &format!("tail {t}"),
         );
     }
+    mark("ones and splits");
     // Every bucket-sum kernel (SumVariant) on the same inputs.
     let default_variant = msm::sum_variant();
     for n in [33usize, 1 << 12, 1 << 20]
