@@ -176,22 +176,26 @@ struct Mont {
     static __device__ __forceinline__ Mont mul_inl(const Mont& a, const Mont& b) { return mul_body(a, b); }
     static __device__ __forceinline__ Mont sqr_inl(const Mont& a) { return mul_body(a, a); }
 
+    // One CIOS round's first half, t += a * bi: the low halves into t[0..N), the high
+    // halves into t[1..N] (mul_body, fr_mul_nt).
+    static __device__ __forceinline__ void mul_add_row(u32 (&t)[N + 1], const Mont& a, u32 bi) {
+        t[0] = mad_lo_cc(a.v[0], bi, t[0]);
+#pragma unroll
+        for (int j = 1; j < N; j++) t[j] = madc_lo_cc(a.v[j], bi, t[j]);
+        t[N] = addc(t[N], 0);
+        t[1] = mad_hi_cc(a.v[0], bi, t[1]);
+#pragma unroll
+        for (int j = 1; j < N - 1; j++) t[j + 1] = madc_hi_cc(a.v[j], bi, t[j + 1]);
+        t[N] = madc_hi(a.v[N - 1], bi, t[N]);
+    }
+
     static __device__ __forceinline__ Mont mul_body(const Mont& a, const Mont& b) {
         u32 t[N + 1];
 #pragma unroll
         for (int i = 0; i < N + 1; i++) t[i] = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const u32 bi = b.v[i];
-            // t += a * bi: low halves into t[0..N), high halves into t[1..N].
-            t[0] = mad_lo_cc(a.v[0], bi, t[0]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[j] = madc_lo_cc(a.v[j], bi, t[j]);
-            t[N] = addc(t[N], 0);
-            t[1] = mad_hi_cc(a.v[0], bi, t[1]);
-#pragma unroll
-            for (int j = 1; j < N - 1; j++) t[j + 1] = madc_hi_cc(a.v[j], bi, t[j + 1]);
-            t[N] = madc_hi(a.v[N - 1], bi, t[N]);
+            mul_add_row(t, a, b.v[i]);
             // t += m * p with m chosen so that t[0] becomes 0, then shift one word.
             const u32 mq = t[0] * P::INV;
             t[0] = mad_lo_cc(mq, P::m(0), t[0]);
@@ -241,16 +245,7 @@ __device__ __forceinline__ Fr fr_mul_nt(const Fr& a, const Fr& b) {
     for (int i = 0; i < N + 1; i++) t[i] = 0;
 #pragma unroll
     for (int i = 0; i < N; i++) {
-        const u32 bi = b.v[i];
-        // t += a * bi, as Mont::mul_body.
-        t[0] = mad_lo_cc(a.v[0], bi, t[0]);
-#pragma unroll
-        for (int j = 1; j < N; j++) t[j] = madc_lo_cc(a.v[j], bi, t[j]);
-        t[N] = addc(t[N], 0);
-        t[1] = mad_hi_cc(a.v[0], bi, t[1]);
-#pragma unroll
-        for (int j = 1; j < N - 1; j++) t[j + 1] = madc_hi_cc(a.v[j], bi, t[j + 1]);
-        t[N] = madc_hi(a.v[N - 1], bi, t[N]);
+        Fr::mul_add_row(t, a, b.v[i]);
         // t += m * p with m = -t[0]; the two low limbs of p by additions.
         const u32 t0 = t[0];
         const u32 mq = 0u - t0;
