@@ -25,13 +25,13 @@ use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
 use cuzk_cuda::gpu::{
     g2_points_as_bytes, grid, points_as_bytes, scalar_from_repr, scalars_as_bytes,
-    xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr, FrRepr, Gpu, Xyzz2Repr,
-    XyzzRepr,
+    xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu,
+    Xyzz2Repr, XyzzRepr, G1, G2,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
 use cuzk_cuda::{BasePlacement, CudaBackend, CudaConfig, CudaError};
-use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm};
+use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm, SplitScalars};
 use ff::{Field, PrimeField};
 use group::{Curve, Group};
 use rand::{Rng, RngCore, SeedableRng};
@@ -654,41 +654,21 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
 
     mark("skewed digits, every plan and bucket-sum variant");
     // Ones and the whole split against cuzk-msm-cpu's split_msm_g1.
-    for n in (1..=33)
+    let sizes: Vec<usize> = (1..=33)
         .chain([1000, 1 << 16, 1 << 20])
         .filter(|&n| n <= big)
-    {
-        let scalars = heavy_scalars(n, &mut r);
-        let split = cuzk_msm_cpu::prep_msm(&[], None, &scalars, None, pool)?;
-        let want = cuzk_msm_cpu::split_msm_g1(&points[..n], &split, pool)?;
-        let words = split.ones().words();
-        let dw = gpu.upload::<u64>(bytes_of(words))?;
-        let ones = msm::ones_sum(gpu, &dbases, &dw, words.len(), split.num_bases())?.finish(gpu)?;
-        let want_ones: G1Projective = split
-            .ones()
-            .iter_ones()
-            .map(|i| G1Projective::from(points[i]))
-            .sum();
-        log.check(&format!("ones n={n}"), ones == want_ones, "");
-        let t = split.tail_indices().len();
-        let di = gpu.upload::<u32>(bytes_of(split.tail_indices()))?;
-        let dc = gpu.upload::<FrRepr>(bytes_of(split.tail_scalars()))?;
-        let tail = msm::msm(
-            gpu,
-            &dbases,
-            &dc,
-            t,
-            ScalarFormat::Canonical,
-            Some(&di),
-            MsmPlan::for_size(t),
-        )?
-        .finish(gpu)?;
-        log.check(
-            &format!("split ones+tail n={n}"),
-            ones + tail == want,
-            &format!("tail {t}"),
-        );
-    }
+        .collect();
+    check_ones_and_splits::<G1>(
+        gpu,
+        log,
+        &mut r,
+        pool,
+        &points,
+        &dbases,
+        &sizes,
+        "",
+        |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g1(p, s, pool)?),
+    )?;
     mark("ones and splits");
     // Every bucket-sum kernel (SumVariant) on the same inputs.
     let default_variant = msm::sum_variant();
@@ -787,25 +767,61 @@ fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) ->
     }
 
     // Ones and the whole split against split_msm_g2.
-    for n in (1..=33).chain([1000, 1 << 16]).filter(|&n| n <= big) {
-        let scalars = heavy_scalars(n, &mut r);
+    let sizes: Vec<usize> = (1..=33)
+        .chain([1000, 1 << 16])
+        .filter(|&n| n <= big)
+        .collect();
+    check_ones_and_splits::<G2>(
+        gpu,
+        log,
+        &mut r,
+        pool,
+        &points,
+        &dbases,
+        &sizes,
+        "g2 ",
+        |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g2(p, s, pool)?),
+    )?;
+    Ok(())
+}
+
+/// prep_msm's ones (`ones_sum`) and the whole split (ones + the tails' MSM) of curve
+/// C on the device, against the CPU's split MSM `cpu_split`, for 0/1-heavy scalars of
+/// each size; check names start with `label`.
+#[allow(clippy::too_many_arguments)]
+fn check_ones_and_splits<C: DeviceCurve>(
+    gpu: &Gpu,
+    log: &Log,
+    r: &mut ChaCha20Rng,
+    pool: &rayon::ThreadPool,
+    points: &[C::HostAffine],
+    dbases: &CudaSlice<C::Affine>,
+    sizes: &[usize],
+    label: &str,
+    cpu_split: impl Fn(&[C::HostAffine], &SplitScalars, &rayon::ThreadPool) -> Result<C::Projective>,
+) -> Result<()>
+where
+    C::Projective: From<C::HostAffine> + std::iter::Sum,
+{
+    for &n in sizes {
+        let scalars = heavy_scalars(n, r);
         let split = cuzk_msm_cpu::prep_msm(&[], None, &scalars, None, pool)?;
-        let want = cuzk_msm_cpu::split_msm_g2(&points[..n], &split, pool)?;
+        let want = cpu_split(&points[..n], &split, pool)?;
         let words = split.ones().words();
         let dw = gpu.upload::<u64>(bytes_of(words))?;
-        let ones = msm::ones_sum(gpu, &dbases, &dw, words.len(), split.num_bases())?.finish(gpu)?;
-        let want_ones: G2Projective = split
+        let ones = msm::ones_sum(gpu, dbases, &dw, words.len(), split.num_bases())?.finish(gpu)?;
+        let want_ones: C::Projective = split
             .ones()
             .iter_ones()
-            .map(|i| G2Projective::from(points[i]))
+            .map(|i| C::Projective::from(points[i]))
             .sum();
-        log.check(&format!("g2 ones n={n}"), ones == want_ones, "");
+        log.check(&format!("{label}ones n={n}"), ones == want_ones, "");
         let t = split.tail_indices().len();
         let di = gpu.upload::<u32>(bytes_of(split.tail_indices()))?;
         let dc = gpu.upload::<FrRepr>(bytes_of(split.tail_scalars()))?;
         let tail = msm::msm(
             gpu,
-            &dbases,
+            dbases,
             &dc,
             t,
             ScalarFormat::Canonical,
@@ -814,7 +830,7 @@ fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) ->
         )?
         .finish(gpu)?;
         log.check(
-            &format!("g2 split ones+tail n={n}"),
+            &format!("{label}split ones+tail n={n}"),
             ones + tail == want,
             &format!("tail {t}"),
         );
