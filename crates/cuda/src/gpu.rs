@@ -372,6 +372,12 @@ pub fn compiled_modules(arch: &str) -> Result<Cubins, CudaError> {
     Ok(all)
 }
 
+/// Whether a new [`Gpu`]'s batch-affine rounds invert by the binary GCD (module flag
+/// `cuzk_fq_inv_gcd` = 1, the default) rather than by Fermat (`CUZK_FQ_INV=fermat`).
+pub fn fq_inverse_gcd_by_default() -> bool {
+    std::env::var("CUZK_FQ_INV").as_deref() != Ok("fermat")
+}
+
 /// One CUDA device: its context, two streams (kernels; host→device copies), and the
 /// kernels compiled for it.
 #[derive(Debug)]
@@ -451,9 +457,10 @@ impl Gpu {
             free_memory_at_start: free as u64,
             sm_count,
         };
-        // CUZK_FQ_INV=gcd: the batch-affine rounds invert by the binary GCD.
-        if std::env::var("CUZK_FQ_INV").as_deref() == Ok("gcd") {
-            gpu.set_device_flag("cuzk_fq_inv_gcd", 1)?;
+        // CUZK_FQ_INV=fermat: the batch-affine rounds invert by Fermat, not by the
+        // binary GCD (the kernels' default).
+        if !fq_inverse_gcd_by_default() {
+            gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
         }
         Ok(gpu)
     }

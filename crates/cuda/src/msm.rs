@@ -13,8 +13,8 @@
 //! stream-scoped wait for the histogram), to know how many rounds to enqueue.
 //!
 //! Bucket sums, G1 by default: batch-affine rounds (affine additions sharing one
-//! inversion per thread, while a round gives each thread at least 64 pairs), then
-//! XYZZ levels for what is left; G2 and small MSMs: XYZZ levels only.
+//! binary-GCD inversion per thread, while a round gives each thread at least 32
+//! pairs), then XYZZ levels for what is left; G2 and small MSMs: XYZZ levels only.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -711,10 +711,11 @@ pub fn batch_affine_group_entries() -> u64 {
 }
 /// Pairs per thread in a batch-affine round: one wave of threads (as many as the
 /// device holds at once) shares the round's pairs, so each thread's inversion
-/// (~486 products) is shared by `per` pairs. Rounds run while `per` is at least
-/// BA_MIN_PER (an inversion share below 2 products per pair); the buckets' last
-/// few entries go to the XYZZ levels, whose pieces need no inversion.
-const BA_MIN_PER: u64 = 64;
+/// (binary GCD; Fermat's ~486 products with `CUZK_FQ_INV=fermat`) is shared by `per` pairs. Rounds run while `per` is at least
+/// BA_MIN_PER; the buckets' last few entries go to the XYZZ levels, whose pieces
+/// need no inversion. 32 with the binary-GCD inversion (H200: 148.6 / 540.7 ms at
+/// 2^24 / 2^26 against 148.2 / 548.3 with 64); with Fermat's 64 was best.
+const BA_MIN_PER: u64 = 32;
 const BA_BLOCK: u32 = 128;
 
 /// The least pairs per thread for a batch-affine round: BA_MIN_PER unless set or

@@ -485,11 +485,16 @@ fn batch_affine_bucket_sums_match_blstrs() {
     let bases_hex: String = bases.iter().map(|p| hex(&bytes_of(p))).collect();
     let counts_hex: String = counts.iter().map(|c| hex(&c.to_le_bytes())).collect();
     let sorted_hex: String = sorted.iter().map(|c| hex(&c.to_le_bytes())).collect();
-    // Both inversions: Fermat (the default) and the binary GCD (CUZK_FQ_INV=gcd).
-    let lines: Vec<String> = [("g1_ba", 1), ("g1_ba", 3), ("g1_ba", 512), ("g1_ba_gcd", 3)]
-        .iter()
-        .map(|(op, per)| format!("{op} {per} {bases_hex} {counts_hex} {sorted_hex}"))
-        .collect();
+    // Both inversions: the binary GCD (the default) and Fermat (CUZK_FQ_INV=fermat).
+    let lines: Vec<String> = [
+        ("g1_ba", 1),
+        ("g1_ba", 3),
+        ("g1_ba", 512),
+        ("g1_ba_fermat", 3),
+    ]
+    .iter()
+    .map(|(op, per)| format!("{op} {per} {bases_hex} {counts_hex} {sorted_hex}"))
+    .collect();
     for (k, got) in run(&h, &lines).iter().enumerate() {
         assert_eq!(got.len(), counts.len() * std::mem::size_of::<XyzzRepr>());
         for (x, b) in got.chunks(std::mem::size_of::<XyzzRepr>()).enumerate() {

@@ -24,9 +24,9 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
 use cuzk_cuda::gpu::{
-    g2_points_as_bytes, grid, points_as_bytes, scalar_from_repr, scalars_as_bytes,
-    xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu,
-    Xyzz2Repr, XyzzRepr, G1, G2,
+    fq_inverse_gcd_by_default, g2_points_as_bytes, grid, points_as_bytes, scalar_from_repr,
+    scalars_as_bytes, xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr,
+    DeviceCurve, FrRepr, Gpu, Xyzz2Repr, XyzzRepr, G1, G2,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
@@ -609,13 +609,14 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             // give every window one bucket of n points (log2 n rounds in one bucket).
             // And in window groups of 2^10 entries (a window per group), as the
             // large MSMs go.
-            // The last: the binary-GCD inversion (CUZK_FQ_INV=gcd) in every round.
+            // The rounds invert by the binary GCD (the default) but for the last
+            // variant, Fermat's (CUZK_FQ_INV=fermat).
             let variants = [
-                (SumVariant::CalledProducts, 1, 1u64 << 30, false),
-                (SumVariant::BatchAffine, 1, 1 << 30, false),
-                (SumVariant::BatchAffine, 2, 1 << 30, false),
-                (SumVariant::BatchAffine, 2, 1 << 10, false),
+                (SumVariant::CalledProducts, 1, 1u64 << 30, true),
                 (SumVariant::BatchAffine, 1, 1 << 30, true),
+                (SumVariant::BatchAffine, 2, 1 << 30, true),
+                (SumVariant::BatchAffine, 2, 1 << 10, true),
+                (SumVariant::BatchAffine, 1, 1 << 30, false),
             ];
             for (plan, (v, min_per, group, gcd)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
                 let before = (
@@ -626,33 +627,31 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
                 msm::set_sum_variant(v);
                 msm::set_batch_affine_min_per(min_per);
                 msm::set_batch_affine_group_entries(group);
-                if gcd {
-                    gpu.set_device_flag("cuzk_fq_inv_gcd", 1)?;
-                }
+                gpu.set_device_flag("cuzk_fq_inv_gcd", gcd.into())?;
+                let t = Instant::now();
                 let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
                     .and_then(|p| p.finish(gpu));
-                if gcd {
-                    gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
-                }
+                let took = t.elapsed();
+                gpu.set_device_flag("cuzk_fq_inv_gcd", fq_inverse_gcd_by_default().into())?;
                 msm::set_sum_variant(before.0);
                 msm::set_batch_affine_min_per(before.1);
                 msm::set_batch_affine_group_entries(before.2);
                 log.check(
                     &format!(
-                        "msm {kind} {v:?} (min {min_per}, groups {group}{}) c={} piece={}{} n={n}",
-                        if gcd { ", gcd inverse" } else { "" },
+                        "msm {kind} {v:?} (min {min_per}, groups {group}, {} inverse) c={} piece={}{} n={n}",
+                        if gcd { "gcd" } else { "Fermat" },
                         plan.c,
                         plan.piece,
                         if plan.balanced { " balanced" } else { "" }
                     ),
                     got? == want,
-                    "",
+                    &format!("({took:.1?})"),
                 );
             }
         }
+        mark(&format!("skewed digits n={n}"));
     }
 
-    mark("skewed digits, every plan and bucket-sum variant");
     // Ones and the whole split against cuzk-msm-cpu's split_msm_g1.
     let sizes: Vec<usize> = (1..=33)
         .chain([1000, 1 << 16, 1 << 20])
@@ -1052,7 +1051,7 @@ fn bench_msm(
         }
         // How many rounds stay affine before the XYZZ levels take over.
         let min_default = msm::batch_affine_min_per();
-        for min_per in [16u64, 32, 128, 256] {
+        for min_per in [16u64, 64, 128, 256] {
             msm::set_batch_affine_min_per(min_per);
             let plan = MsmPlan::for_size(n);
             let ms = timed(n, plan)?;
@@ -1062,19 +1061,20 @@ fn bench_msm(
             ));
         }
         msm::set_batch_affine_min_per(min_default);
-        // The rounds' inversion by the binary GCD instead of Fermat (CUZK_FQ_INV=gcd),
-        // at the default and at two lower round limits it may make worth it.
-        gpu.set_device_flag("cuzk_fq_inv_gcd", 1)?;
-        for min_per in [min_default, 32, 16] {
+        // The rounds' inversion by Fermat instead of the binary GCD
+        // (CUZK_FQ_INV=fermat), at the default round limit and at 64 and 128 (where
+        // Fermat was best).
+        gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
+        for min_per in [min_default, 64, 128] {
             msm::set_batch_affine_min_per(min_per);
             let plan = MsmPlan::for_size(n);
             let ms = timed(n, plan)?;
             log.line(&format!(
-                "BENCH msm batch-affine 2^{lg} c={} min {min_per} pairs/thread, gcd inverse: {ms:.2} ms",
+                "BENCH msm batch-affine 2^{lg} c={} min {min_per} pairs/thread, Fermat inverse: {ms:.2} ms",
                 plan.c
             ));
         }
-        gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
+        gpu.set_device_flag("cuzk_fq_inv_gcd", fq_inverse_gcd_by_default().into())?;
         msm::set_batch_affine_min_per(min_default);
         msm::set_sum_variant(default_variant);
         for c in [16u32, 19, 20].into_iter().filter(|_| tuning) {

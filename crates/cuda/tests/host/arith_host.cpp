@@ -181,13 +181,14 @@ int main() {
             u32 kind = pair_kind(p, q);
             put(pair_sum(kind, p, q, fq_inverse(pair_den(kind, p, q))));
         }
-        // The batch-affine bucket sums with the binary-GCD inversion selected.
-        else if (op == "g1_ba_gcd") {
+        // The batch-affine bucket sums with the Fermat inversion selected (the
+        // binary GCD is the default).
+        else if (op == "g1_ba_fermat") {
             std::string counts, sorted;
             in >> counts >> sorted;
-            cuzk_fq_inv_gcd = 1;
-            put_vec(batch_affine(get_vec<Affine>(b), get_vec<u32>(counts), get_vec<u32>(sorted), (u32)std::stoul(a)));
             cuzk_fq_inv_gcd = 0;
+            put_vec(batch_affine(get_vec<Affine>(b), get_vec<u32>(counts), get_vec<u32>(sorted), (u32)std::stoul(a)));
+            cuzk_fq_inv_gcd = 1;
         }
         // g1_ba <per> <bases> <per-slot counts> <sorted entries>: the buckets.
         else if (op == "g1_ba") {
