@@ -7,14 +7,14 @@ use blstrs::{G1Affine, G2Affine};
 use cudarc::driver::{CudaContext, CudaSlice};
 use cuzk_gpu_backend::{
     AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
-    PartitionResult, SplitMsm, Staged,
+    PartitionResult, SplitMsm, SplitScalars, Staged,
 };
 use group::Group;
 
 use crate::error::{Ctx, CudaError};
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
-use crate::ntt::{Ntt, MAX_LOG_DOMAIN};
+use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
 use crate::profile::Phases;
 use crate::raw::HostRegistration;
 
@@ -162,18 +162,23 @@ impl CudaBackend {
         let big = 1usize << crate::log_domain(n);
         let h = Ntt::h_device_bytes(n);
         let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
-        let split = |m: &cuzk_gpu_backend::SplitScalars, xyzz: u64| {
+        let scratch = |m: &SplitScalars, xyzz: u64| {
             let t = m.tail_indices().len();
             MsmPlan::for_size(t).scratch_bytes_for(t, xyzz)
-                + t as u64 * 36
-                + m.ones().words().len() as u64 * 8
         };
-        let tails = [&job.l, &job.a, &job.b_g1]
-            .map(|m| split(m.split, G1::XYZZ_BYTES))
+        let data = |m: &SplitScalars| {
+            m.tail_indices().len() as u64 * 36 + m.ones().words().len() as u64 * 8
+        };
+        let g1 = [&job.l, &job.a, &job.b_g1];
+        // One query's MSM scratch at a time; L, A and B's scalars are uploaded
+        // together, before a, b, c, and live next to the H buffers.
+        let tails = g1
+            .map(|m| scratch(m.split, G1::XYZZ_BYTES))
             .into_iter()
-            .chain(job.b_g2.map(|m| split(m.split, G2::XYZZ_BYTES)))
+            .chain(job.b_g2.map(|m| scratch(m.split, G2::XYZZ_BYTES) + data(m.split)))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            + g1.map(|m| data(m.split)).iter().sum::<u64>();
         h.max(h_msm) + tails
     }
 }
@@ -364,26 +369,70 @@ impl Inner {
         bases: &CudaSlice<C::Affine>,
         m: &SplitMsm<'_, C::HostAffine>,
     ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
-        let split = m.split;
+        let up = self.upload_split(m.split)?;
+        self.split_msm_from(bases, &up)
+    }
+
+    /// A split query's scalars (ones bitmap, tail indices and scalars) copied to the
+    /// device on the compute stream, ahead of its MSMs.
+    fn upload_split(&self, split: &SplitScalars) -> Result<SplitOnDevice, CudaError> {
         let words = split.ones().words();
-        let words_dev = self.gpu.upload::<u64>(u64s_as_bytes(words))?;
-        let ones = msm::ones_sum(&self.gpu, bases, &words_dev, words.len(), split.num_bases())?;
-        let idx = split.tail_indices();
-        let t = idx.len();
-        let idx_dev = self.gpu.upload::<u32>(u32s_as_bytes(idx))?;
-        let sc_dev = self
-            .gpu
-            .upload::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?;
+        Ok(SplitOnDevice {
+            words: self.gpu.upload::<u64>(u64s_as_bytes(words))?,
+            nwords: words.len(),
+            num_bases: split.num_bases(),
+            idx: self.gpu.upload::<u32>(u32s_as_bytes(split.tail_indices()))?,
+            scalars: self
+                .gpu
+                .upload::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
+            tail: split.tail_indices().len(),
+        })
+    }
+
+    /// Ones and tail of an uploaded split query over its resident `bases`.
+    fn split_msm_from<C: DeviceCurve>(
+        &self,
+        bases: &CudaSlice<C::Affine>,
+        up: &SplitOnDevice,
+    ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
+        let ones = msm::ones_sum(&self.gpu, bases, &up.words, up.nwords, up.num_bases)?;
         let tail = msm::msm(
             &self.gpu,
             bases,
-            &sc_dev,
-            t,
+            &up.scalars,
+            up.tail,
             ScalarFormat::Canonical,
-            Some(&idx_dev),
-            MsmPlan::for_size(t),
+            Some(&up.idx),
+            MsmPlan::for_size(up.tail),
         )?;
         Ok((ones, tail))
+    }
+}
+
+/// A split query's scalars on the device ([`Inner::upload_split`]); the buffers are
+/// freed in stream order after the MSMs that read them.
+struct SplitOnDevice {
+    words: CudaSlice<u64>,
+    nwords: usize,
+    num_bases: usize,
+    idx: CudaSlice<u32>,
+    scalars: CudaSlice<FrRepr>,
+    tail: usize,
+}
+
+/// H of a partition: its a, b, c on their way to the device, or its coefficients.
+enum HStage<'a> {
+    Uploading(AbcUpload<'a>),
+    Done(CudaSlice<FrRepr>),
+}
+
+impl HStage<'_> {
+    /// H's coefficients, computing them if not done yet.
+    fn finish(self, ntt: &Ntt, gpu: &Gpu) -> Result<CudaSlice<FrRepr>, CudaError> {
+        match self {
+            HStage::Uploading(up) => ntt.h_from(gpu, up),
+            HStage::Done(h) => Ok(h),
+        }
     }
 }
 
@@ -570,12 +619,49 @@ impl GpuBackend for CudaBackend {
         let gpu = &inner.gpu;
 
         let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
-        // H first. Uploading a, b, c while the compute stream did L, A and B (so the
-        // first transform need not wait for a's upload) measured slower on the H200:
-        // the queries' own small uploads queued behind the 12 GiB on the copy engine
-        // (2^27: L 379 ms instead of ~150, the region 2142 against ~2000 ms).
-        let h_coeffs = inner.ntt.compute_h(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
-        Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
+        // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
+        // while the compute stream does L, A and B, and the transforms follow. The
+        // queries' own scalars are uploaded before a, b, c: behind them on the copy
+        // engine they waited ~230 ms at 2^27 (H200, third session). With any of them
+        // streamed (their chunks upload as they go), H comes first.
+        let g1_sets = [&l, &a, &b_g1];
+        let overlap = g1_sets
+            .iter()
+            .all(|m| inner.bases.contains_key(&key(m.bases)));
+        let pre = if overlap {
+            g1_sets
+                .iter()
+                .map(|m| inner.upload_split(m.split).map(Some))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(dev)?
+        } else {
+            vec![None, None, None]
+        };
+        let mut h = HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?);
+        if !overlap {
+            h = HStage::Done(h.finish(&inner.ntt, gpu).map_err(dev)?);
+            Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
+        }
+        let mut pre = pre.into_iter();
+        let mut query = |m: &SplitMsm<'_, G1Affine>, name| {
+            let p = match (inner.bases.get(&key(m.bases)), pre.next().flatten()) {
+                (Some(bases), Some(up)) => {
+                    let (ones, tail) = inner.split_msm_from::<G1>(bases, &up).map_err(dev)?;
+                    vec![ones, tail]
+                }
+                (bases, _) => inner.query::<G1>(bases, m, chunk).map_err(dev)?,
+            };
+            Phases::mark(&mut phases, gpu, name).map_err(dev)?;
+            Ok::<_, BackendError>(p)
+        };
+        let l_p = query(&l, "L")?;
+        let a_p = query(&a, "A")?;
+        let b_p = query(&b_g1, "B_G1")?;
+        let h_coeffs = h.finish(&inner.ntt, gpu).map_err(dev)?;
+        if overlap {
+            Phases::mark(&mut phases, gpu, "H (NTTs; a, b, c uploaded during L, A, B)")
+                .map_err(dev)?;
+        }
         // Uploads are done: unpin while the device works.
         drop(pinned);
         let h_pending = match inner.bases.get(&key(h_bases)) {
@@ -595,15 +681,6 @@ impl GpuBackend for CudaBackend {
         };
         Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
         drop(h_coeffs);
-        let g1 = |m: &SplitMsm<'_, G1Affine>| {
-            inner.query::<G1>(inner.bases.get(&key(m.bases)), m, chunk)
-        };
-        let l_p = g1(&l).map_err(dev)?;
-        Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
-        let a_p = g1(&a).map_err(dev)?;
-        Phases::mark(&mut phases, gpu, "A").map_err(dev)?;
-        let b_p = g1(&b_g1).map_err(dev)?;
-        Phases::mark(&mut phases, gpu, "B_G1").map_err(dev)?;
         // The B query in G2 (when the scheduler hands it over): the same split MSM
         // over the G2 bases, enqueued behind the G1 ones.
         let b2_p = match &b_g2 {

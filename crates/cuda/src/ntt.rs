@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::{CudaEvent, CudaSlice, LaunchConfig};
 use ff::{Field, PrimeField};
 
 use crate::error::{Ctx, CudaError};
@@ -555,6 +555,21 @@ impl Ntt {
         b: &[Scalar],
         c: &[Scalar],
     ) -> Result<CudaSlice<FrRepr>, CudaError> {
+        let upload = Self::upload_abc(gpu, a, b, c)?;
+        self.h_from(gpu, upload)
+    }
+
+    /// The first half of [`Self::compute_h`]: enqueues the uploads of `a, b, c` on the
+    /// copy stream (page-locking those not registered yet) and returns at once, so
+    /// the compute stream can take other work (a partition's L, A, B MSMs) while
+    /// they travel. Anything else uploaded on the compute stream meanwhile would
+    /// queue behind them on the copy engine: upload it first.
+    pub fn upload_abc<'a>(
+        gpu: &Gpu,
+        a: &'a [Scalar],
+        b: &'a [Scalar],
+        c: &'a [Scalar],
+    ) -> Result<AbcUpload<'a>, CudaError> {
         let n = a.len();
         if b.len() != n || c.len() != n {
             return Err(CudaError::Shape(format!(
@@ -570,29 +585,49 @@ impl Ntt {
             )));
         }
         let big = 1usize << log_n;
-        let mut bufs = Vec::with_capacity(3);
+        let mut up = AbcUpload {
+            bufs: Vec::with_capacity(3),
+            uploaded: Vec::with_capacity(3),
+            regs: Vec::new(),
+            log_n,
+            _host: std::marker::PhantomData,
+        };
         for _ in 0..3 {
             let mut buf = gpu.alloc_poisoned::<FrRepr>(big)?;
             if n < big {
                 zero_tail(gpu, &mut buf, n)?;
             }
-            bufs.push(buf);
+            up.bufs.push(buf);
         }
         // Page-lock the host vectors so the copies are asynchronous DMA.
-        let mut regs = Vec::new();
         for v in [a, b, c].into_iter().filter(|v| v.len() >= PIN_MIN_LEN) {
-            // SAFETY: the slices outlive `regs`, which is dropped at the end of this
-            // function after the copy stream has finished with them.
-            regs.push(unsafe { HostRegistration::new(&gpu.ctx, scalars_as_bytes(v)) }?);
+            // SAFETY: the slices are borrowed for 'a, which outlives `up`, and `up`
+            // waits for the copies before its registrations go (AbcUpload's Drop).
+            up.regs
+                .extend(unsafe { HostRegistration::new(&gpu.ctx, scalars_as_bytes(v)) }?);
         }
         // The copies may start only after the stream-ordered allocations above.
         gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
-        let mut uploaded = Vec::with_capacity(3);
-        for (v, buf) in [a, b, c].into_iter().zip(bufs.iter_mut()) {
+        for (v, buf) in [a, b, c].into_iter().zip(up.bufs.iter_mut()) {
             raw::htod_bytes(&gpu.copy, scalars_as_bytes(v), buf, 0)?;
-            uploaded.push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
+            up.uploaded
+                .push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
         }
-        for (buf, ev) in bufs.iter_mut().zip(&uploaded) {
+        Ok(up)
+    }
+
+    /// The second half of [`Self::compute_h`]: the transforms of the uploaded `a, b,
+    /// c` (each waiting, on the compute stream, for its own upload) and the combine.
+    /// Returns once the uploads are done.
+    pub fn h_from(
+        &self,
+        gpu: &Gpu,
+        mut up: AbcUpload<'_>,
+    ) -> Result<CudaSlice<FrRepr>, CudaError> {
+        let log_n = up.log_n;
+        let big = 1usize << log_n;
+        let mut bufs = std::mem::take(&mut up.bufs);
+        for (buf, ev) in bufs.iter_mut().zip(&up.uploaded) {
             gpu.compute.wait(ev).ctx("cuStreamWaitEvent")?;
             self.to_coset(gpu, buf, log_n)?;
         }
@@ -631,11 +666,42 @@ impl Ntt {
         )?;
         drop(ba);
         // Stream-scoped wait for the uploads only; then the host memory may go.
-        if let Some(last) = uploaded.last() {
+        up.wait_uploads()?;
+        Ok(bb)
+    }
+}
+
+/// `a, b, c` on their way to the device ([`Ntt::upload_abc`]): their device buffers,
+/// an event per upload, and the page-lockings made for them. Dropping it before
+/// [`Ntt::h_from`] (an error in between) waits for the copies, then unregisters.
+#[must_use = "the uploads are waited for and their buffers freed when this is dropped"]
+pub struct AbcUpload<'a> {
+    bufs: Vec<CudaSlice<FrRepr>>,
+    uploaded: Vec<CudaEvent>,
+    regs: Vec<HostRegistration>,
+    log_n: u32,
+    _host: std::marker::PhantomData<&'a [Scalar]>,
+}
+
+impl AbcUpload<'_> {
+    /// Waits (host side, on the last upload's event: never device-wide) until the
+    /// copy engine has read the host vectors, then lets go of their page-locking.
+    fn wait_uploads(&mut self) -> Result<(), CudaError> {
+        if let Some(last) = self.uploaded.last() {
             last.synchronize().ctx("cuEventSynchronize")?;
         }
-        drop(regs);
-        Ok(bb)
+        self.regs.clear();
+        Ok(())
+    }
+}
+
+impl Drop for AbcUpload<'_> {
+    fn drop(&mut self) {
+        // The registrations must outlive the DMA that reads through them. A failed
+        // wait leaves nothing better to do than unregister (Drop never panics).
+        if !self.regs.is_empty() {
+            let _ = self.wait_uploads();
+        }
     }
 }
 
