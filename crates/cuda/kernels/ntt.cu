@@ -517,19 +517,25 @@ extern "C" __global__ void __launch_bounds__(256) bitrev_tiled(Fr* data, u32 log
 
 // out[bitrev(p)] = in[p] * P(bitrev(p)): leaves the bit-reversed output of a DIF
 // inverse transform in natural order with the coset and 1/N factors applied.
-extern "C" __global__ void bitrev_scale_copy(const Fr* in, Fr* out, u32 log_n, const Fr* P0, const Fr* P1) {
+// H's coefficients in natural order from X = DIF_inv(a_c b_c / Z) and Y = DIF_inv(c)
+// (both bit-reversed, unscaled): out[q] = X[p] g^-q / n - Y[p] s with q = rev(p),
+// s = 1 / (n Z). The coset inverse of c's coset evaluations is c's own
+// coefficients (deg < n), so c needs one transform instead of three (H = coset_inv(
+// a_c b_c - c_c) / Z = (coset_inv(a_c b_c) - coeffs(c)) / Z).
+extern "C" __global__ void bitrev_scale_sub_copy(const Fr* in, const Fr* sub, Fr* out, u32 log_n,
+                                                 const Fr* P0, const Fr* P1, Fr s) {
     u32 p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= (1u << log_n)) return;
     u32 q = bitrev(p, log_n);
     Fr f = Fr::mul(Fr::load(P0 + (q & 0xffff)), Fr::load(P1 + (q >> 16)));
-    Fr::mul(Fr::load(in + p), f).store(out + q);
+    Fr::sub(Fr::mul(Fr::load(in + p), f), Fr::mul(Fr::load(sub + p), s)).store(out + q);
 }
 
-// a = (a * b - c) * zinv on the coset: the quotient by Z = g^N - 1.
-extern "C" __global__ void abc_combine(Fr* a, const Fr* b, const Fr* c, u32 n, Fr zinv) {
+// a = a * b * zinv on the coset: the product's share of the quotient by Z = g^N - 1
+// (c's share is subtracted from the coefficients by bitrev_scale_sub_copy).
+extern "C" __global__ void ab_combine(Fr* a, const Fr* b, u32 n, Fr zinv) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     Fr x = Fr::mul(Fr::load(a + i), Fr::load(b + i));
-    x = Fr::sub(x, Fr::load(c + i));
     Fr::mul(x, zinv).store(a + i);
 }

@@ -175,7 +175,10 @@ impl CudaBackend {
         let tails = g1
             .map(|m| scratch(m.split, G1::XYZZ_BYTES))
             .into_iter()
-            .chain(job.b_g2.map(|m| scratch(m.split, G2::XYZZ_BYTES) + data(m.split)))
+            .chain(
+                job.b_g2
+                    .map(|m| scratch(m.split, G2::XYZZ_BYTES) + data(m.split)),
+            )
             .max()
             .unwrap_or(0)
             + g1.map(|m| data(m.split)).iter().sum::<u64>();
@@ -381,7 +384,9 @@ impl Inner {
             words: self.gpu.upload::<u64>(u64s_as_bytes(words))?,
             nwords: words.len(),
             num_bases: split.num_bases(),
-            idx: self.gpu.upload::<u32>(u32s_as_bytes(split.tail_indices()))?,
+            idx: self
+                .gpu
+                .upload::<u32>(u32s_as_bytes(split.tail_indices()))?,
             scalars: self
                 .gpu
                 .upload::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
@@ -659,8 +664,12 @@ impl GpuBackend for CudaBackend {
         let b_p = query(&b_g1, "B_G1")?;
         let h_coeffs = h.finish(&inner.ntt, gpu).map_err(dev)?;
         if overlap {
-            Phases::mark(&mut phases, gpu, "H (NTTs; a, b, c uploaded during L, A, B)")
-                .map_err(dev)?;
+            Phases::mark(
+                &mut phases,
+                gpu,
+                "H (NTTs; a, b, c uploaded during L, A, B)",
+            )
+            .map_err(dev)?;
         }
         // Uploads are done: unpin while the device works.
         drop(pinned);

@@ -45,8 +45,8 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
         "scale_by_powers",
         "bitrev_permute",
         "bitrev_tiled",
-        "bitrev_scale_copy",
-        "abc_combine",
+        "bitrev_scale_sub_copy",
+        "ab_combine",
         "fr_ops_test",
     ],
 };

@@ -618,52 +618,60 @@ impl Ntt {
 
     /// The second half of [`Self::compute_h`]: the transforms of the uploaded `a, b,
     /// c` (each waiting, on the compute stream, for its own upload) and the combine.
+    /// Six transforms, not seven: a and b go to the coset (inverse, scale, forward),
+    /// c only to its coefficients, which are subtracted from those of a_c·b_c
+    /// (the coset inverse of c's coset evaluations is c's coefficients).
     /// Returns once the uploads are done.
-    pub fn h_from(
-        &self,
-        gpu: &Gpu,
-        mut up: AbcUpload<'_>,
-    ) -> Result<CudaSlice<FrRepr>, CudaError> {
+    pub fn h_from(&self, gpu: &Gpu, mut up: AbcUpload<'_>) -> Result<CudaSlice<FrRepr>, CudaError> {
         let log_n = up.log_n;
         let big = 1usize << log_n;
-        let mut bufs = std::mem::take(&mut up.bufs);
-        for (buf, ev) in bufs.iter_mut().zip(&up.uploaded) {
+        let mut bufs = std::mem::take(&mut up.bufs).into_iter();
+        let (Some(mut ba), Some(mut bb), Some(mut bc), [ua, ub, uc]) =
+            (bufs.next(), bufs.next(), bufs.next(), &up.uploaded[..])
+        else {
+            return Err(CudaError::Shape("a, b, c were not uploaded".into()));
+        };
+        // a and b to the coset, each once its upload is in; c only to its
+        // coefficients (bit-reversed, times n): bitrev_scale_sub_copy subtracts them.
+        for (buf, ev) in [(&mut ba, ua), (&mut bb, ub)] {
             gpu.compute.wait(ev).ctx("cuStreamWaitEvent")?;
             self.to_coset(gpu, buf, log_n)?;
         }
+        gpu.compute.wait(uc).ctx("cuStreamWaitEvent")?;
+        self.dif(gpu, &mut bc, log_n, Direction::Inverse)?;
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
         let z = g.pow_vartime([big as u64]) - Scalar::ONE;
-        let zinv = scalar_to_repr(&z.invert().expect("g^n != 1 for n <= 2^32"));
-        let mut it = bufs.into_iter();
-        let (mut ba, mut bb, bc) = (
-            it.next().expect("3"),
-            it.next().expect("3"),
-            it.next().expect("3"),
-        );
+        let zinv = z.invert().expect("g^n != 1 for n <= 2^32");
+        let n_inv = Scalar::from(big as u64)
+            .invert()
+            .expect("powers of two are invertible in Fr");
         let nn = big as u32;
+        let zinv_repr = scalar_to_repr(&zinv);
         crate::launch!(
             gpu,
-            "abc_combine",
+            "ab_combine",
             grid(big, 256),
             &mut ba,
             &bb,
-            &bc,
             &nn,
-            &zinv
+            &zinv_repr
         )?;
-        drop(bc);
         self.dif(gpu, &mut ba, log_n, Direction::Inverse)?;
         let pw = self.pows(gpu, log_n, PowKind::CosetInvOverN)?;
+        let s = scalar_to_repr(&(zinv * n_inv));
         crate::launch!(
             gpu,
-            "bitrev_scale_copy",
+            "bitrev_scale_sub_copy",
             grid(big, 256),
             &ba,
+            &bc,
             &mut bb,
             &log_n,
             &pw.p0,
-            &pw.p1
+            &pw.p1,
+            &s
         )?;
+        drop(bc);
         drop(ba);
         // Stream-scoped wait for the uploads only; then the host memory may go.
         up.wait_uploads()?;
@@ -1436,6 +1444,59 @@ mod emu {
                     assert!(d == *want, "dit {what}");
                 }
             }
+        }
+    }
+
+    /// `Ntt::h_from`'s data flow with the kernels' index math (the DIF passes as
+    /// emulated above, `ab_combine` and `bitrev_scale_sub_copy` line by line; the
+    /// coset transforms of a and b by the CPU domain) against the CPU H chain: c
+    /// goes through one inverse transform and is subtracted from the coefficients.
+    #[test]
+    fn h_with_c_subtracted_from_the_coefficients_matches_the_cpu_chain() {
+        let tabs = Tabs::new(Direction::Inverse);
+        let pool = pool();
+        for (log_n, len) in [(1u32, 2usize), (5, 29), (10, 1024), (12, 3001)] {
+            let n = 1usize << log_n;
+            let mut rng = ChaCha20Rng::seed_from_u64(u64::from(log_n) + 100);
+            let mut abc: [Vec<Scalar>; 3] =
+                std::array::from_fn(|_| (0..len).map(|_| Scalar::random(&mut rng)).collect());
+            let want = cuzk_gpu_backend::compute_h(
+                cuzk_gpu_backend::Abc {
+                    a: abc[0].clone(),
+                    b: abc[1].clone(),
+                    c: abc[2].clone(),
+                },
+                &pool,
+            )
+            .unwrap();
+            for v in &mut abc {
+                v.resize(n, Scalar::ZERO);
+            }
+            let [mut a, mut b, mut c] = abc;
+            let dom = cuzk_gpu_backend::ntt::Domain::new(log_n).unwrap();
+            for v in [&mut a, &mut b] {
+                dom.ifft(v, &pool).unwrap();
+                dom.coset_fft(v, &pool).unwrap();
+            }
+            let pl = plan(log_n);
+            dif(&mut c, log_n, &pl, &tabs, NttKernel::Radix2Warp);
+            let g = Scalar::MULTIPLICATIVE_GENERATOR;
+            let zinv = (g.pow_vartime([n as u64]) - Scalar::ONE).invert().unwrap();
+            let n_inv = Scalar::from(n as u64).invert().unwrap();
+            // ab_combine
+            for (x, y) in a.iter_mut().zip(&b) {
+                *x = *x * y * zinv;
+            }
+            dif(&mut a, log_n, &pl, &tabs, NttKernel::Radix2Warp);
+            // bitrev_scale_sub_copy (P0, P1: g^-q / n)
+            let s = zinv * n_inv;
+            let mut out = vec![Scalar::ZERO; n];
+            for p in 0..n {
+                let q = bitrev(p as u32, log_n) as usize;
+                let f = g.invert().unwrap().pow_vartime([q as u64]) * n_inv;
+                out[q] = a[p] * f - c[p] * s;
+            }
+            assert_eq!(out[..n - 1], want[..], "2^{log_n}, {len} constraints");
         }
     }
 
