@@ -73,10 +73,10 @@ pub enum Step {
 }
 
 /// The steps for `chunks` chunks, the first in slot `first_slot`: chunk k in slot
-/// `(first_slot + k) % SLOTS`, staged [`LOOKAHEAD`] chunks before its MSM is
-/// enqueued (stage 0; stage 1, MSM 0; stage 2, MSM 1; ...). Runs continue the slot
-/// order of the one before (the stager's cursor), so a run's first chunk does not
-/// wait for the previous run's last MSM.
+/// `(first_slot + k) % SLOTS`, staged SLOTS − 1 chunks before its MSM is enqueued
+/// (stage 0; stage 1, MSM 0; stage 2, MSM 1; ...). Runs continue the slot order of
+/// the one before (the stager's cursor), so a run's first chunk does not wait for
+/// the previous run's last MSM.
 pub fn plan(chunks: usize, first_slot: usize) -> impl Iterator<Item = Step> {
     let slot = move |k: usize| (first_slot + k) % SLOTS;
     let stage = move |k: usize| Step::Stage {
