@@ -17,6 +17,7 @@ use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
 use crate::profile::Phases;
 use crate::raw::HostRegistration;
+use crate::streamed::{BaseStream, Stager, StreamStats};
 
 /// Settings of a [`CudaBackend`].
 #[derive(Clone, Debug)]
@@ -45,10 +46,13 @@ impl Default for CudaConfig {
 pub enum BasePlacement {
     /// Resident when they fit (uploaded once, kept); when a partition's sets do not
     /// fit next to its working memory, the ones not already resident are streamed
-    /// from host memory in chunks, one MSM per chunk.
+    /// from host memory in chunks of at most 2^23 points, one MSM per chunk.
     Auto,
     /// Always streamed, in chunks of at most `chunk_bases` points (a GPU smaller than
     /// the parameters, the streaming path's checks, or the A/B against resident).
+    ///
+    /// Streaming page-locks two host staging buffers of a chunk each (2 × chunk ×
+    /// 96 bytes, 192 when b_g2 is streamed), kept by the backend.
     Streamed { chunk_bases: usize },
 }
 
@@ -65,7 +69,10 @@ pub enum BasePlacement {
 /// the sets this partition does not use are evicted first; when the partition's own
 /// sets still do not fit (a GPU smaller than the parameters), those not resident are
 /// **streamed** from host memory in chunks, one MSM per chunk ([`BasePlacement`]),
-/// instead of failing. `BasePlacement::Streamed` streams always.
+/// instead of failing. `BasePlacement::Streamed` streams always. Streamed chunks go
+/// through two page-locked staging buffers the backend keeps ([`crate::streamed`]):
+/// the host copy of one chunk, the DMA of the next and the MSM of the one before
+/// overlap.
 ///
 /// One partition at a time runs on the device (an internal mutex); the scheduler's
 /// GPU lock decides who calls.
@@ -88,6 +95,8 @@ struct Inner {
     /// Bytes of device memory this backend may plan with.
     budget: u64,
     placement: BasePlacement,
+    /// Pinned staging buffers of streamed bases, kept across partitions.
+    stager: Stager,
 }
 
 fn dev(e: CudaError) -> BackendError {
@@ -127,6 +136,7 @@ impl CudaBackend {
                 bases_g2: HashMap::new(),
                 budget,
                 placement: config.bases,
+                stager: Stager::new(),
             }),
             caps,
         })
@@ -143,6 +153,12 @@ impl CudaBackend {
     /// Bytes of bases currently resident.
     pub fn cached_base_bytes(&self) -> u64 {
         self.lock().cached_bytes()
+    }
+
+    /// What streaming bases did since the last call (chunks, bytes, host copy and
+    /// wait times, pinned bytes held); resets the counts.
+    pub fn take_stream_stats(&self) -> StreamStats {
+        self.lock().stager.take_stats()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -265,156 +281,157 @@ impl Inner {
             })
         })
     }
+}
 
-    /// Ones and tail of a split query: over its resident bases, or streamed.
-    fn query<C: DeviceCurve>(
-        &self,
-        resident: Option<&CudaSlice<C::Affine>>,
-        m: &SplitMsm<'_, C::HostAffine>,
-        chunk: usize,
-    ) -> Result<Vec<PendingSum<C>>, CudaError> {
-        match resident {
-            Some(bases) => {
-                let (ones, tail) = self.split_msm::<C>(bases, m)?;
-                Ok(vec![ones, tail])
-            }
-            None => self.streamed_split::<C>(m, chunk),
+/// Ones and tail of a split query: over its resident bases, or streamed through
+/// `stream`.
+fn query<C: DeviceCurve>(
+    gpu: &Gpu,
+    resident: Option<&CudaSlice<C::Affine>>,
+    stream: &mut BaseStream<'_, C>,
+    m: &SplitMsm<'_, C::HostAffine>,
+) -> Result<Vec<PendingSum<C>>, CudaError> {
+    match resident {
+        Some(bases) => {
+            let (ones, tail) = split_msm::<C>(gpu, bases, m)?;
+            Ok(vec![ones, tail])
         }
-    }
-
-    /// Σ scalars[i] · host[i] for i < n with the bases streamed from `host` in chunks
-    /// (scalars on the device, Montgomery form: H's coefficients).
-    fn streamed_dense<C: DeviceCurve>(
-        &self,
-        host: &[C::HostAffine],
-        scalars: &CudaSlice<FrRepr>,
-        n: usize,
-        chunk: usize,
-    ) -> Result<Vec<PendingSum<C>>, CudaError> {
-        let mut out = Vec::new();
-        for (lo, hi) in chunks(n, chunk) {
-            // Uploads and allocations are ordered on the compute stream, and a chunk's
-            // buffers are freed in stream order after its MSM: at most a chunk or two
-            // are in device memory at a time.
-            let bases = self
-                .gpu
-                .upload::<C::Affine>(C::host_as_bytes(&host[lo..hi]))?;
-            let mut part = self.gpu.alloc_poisoned::<FrRepr>(hi - lo)?;
-            self.gpu
-                .compute_stream()
-                .memcpy_dtod(&scalars.slice(lo..hi), &mut part)
-                .ctx("cuMemcpyDtoDAsync")?;
-            out.push(msm::msm(
-                &self.gpu,
-                &bases,
-                &part,
-                hi - lo,
-                ScalarFormat::Montgomery,
-                None,
-                MsmPlan::for_size(hi - lo),
-            )?);
-        }
-        Ok(out)
-    }
-
-    /// A split query with its bases streamed in chunks: per chunk, the ones whose bit
-    /// falls in it and the run of tail terms whose index does (rebased to the chunk).
-    fn streamed_split<C: DeviceCurve>(
-        &self,
-        m: &SplitMsm<'_, C::HostAffine>,
-        chunk: usize,
-    ) -> Result<Vec<PendingSum<C>>, CudaError> {
-        let split = m.split;
-        let words = split.ones().words();
-        let (idx, sc) = (split.tail_indices(), split.tail_scalars());
-        let mut out = Vec::new();
-        for (lo, hi) in chunks(split.num_bases(), chunk) {
-            let bases = self
-                .gpu
-                .upload::<C::Affine>(C::host_as_bytes(&m.bases[lo..hi]))?;
-            // Chunks start at multiples of 64: word k of the chunk is word lo/64 + k.
-            let w = &words[lo / 64..hi.div_ceil(64).min(words.len())];
-            if !w.is_empty() {
-                let words_dev = self.gpu.upload::<u64>(u64s_as_bytes(w))?;
-                out.push(msm::ones_sum(
-                    &self.gpu,
-                    &bases,
-                    &words_dev,
-                    w.len(),
-                    hi - lo,
-                )?);
-            }
-            // Tail indices increase (a SplitScalars invariant): the chunk's terms are
-            // one run of them.
-            let t0 = idx.partition_point(|&i| (i as usize) < lo);
-            let t1 = idx.partition_point(|&i| (i as usize) < hi);
-            let ci: Vec<u32> = idx[t0..t1].iter().map(|&i| i - lo as u32).collect();
-            if !ci.is_empty() {
-                let idx_dev = self.gpu.upload::<u32>(u32s_as_bytes(&ci))?;
-                let sc_dev = self.gpu.upload::<FrRepr>(limbs_as_bytes(&sc[t0..t1]))?;
-                out.push(msm::msm(
-                    &self.gpu,
-                    &bases,
-                    &sc_dev,
-                    ci.len(),
-                    ScalarFormat::Canonical,
-                    Some(&idx_dev),
-                    MsmPlan::for_size(ci.len()),
-                )?);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Ones and tail of a split query whose bases are resident (`bases`).
-    fn split_msm<C: DeviceCurve>(
-        &self,
-        bases: &CudaSlice<C::Affine>,
-        m: &SplitMsm<'_, C::HostAffine>,
-    ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
-        let up = self.upload_split(m.split)?;
-        self.split_msm_from(bases, &up)
-    }
-
-    /// A split query's scalars (ones bitmap, tail indices and scalars) copied to the
-    /// device on the compute stream, ahead of its MSMs.
-    fn upload_split(&self, split: &SplitScalars) -> Result<SplitOnDevice, CudaError> {
-        let words = split.ones().words();
-        Ok(SplitOnDevice {
-            words: self.gpu.upload::<u64>(u64s_as_bytes(words))?,
-            nwords: words.len(),
-            num_bases: split.num_bases(),
-            idx: self
-                .gpu
-                .upload::<u32>(u32s_as_bytes(split.tail_indices()))?,
-            scalars: self
-                .gpu
-                .upload::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
-            tail: split.tail_indices().len(),
-        })
-    }
-
-    /// Ones and tail of an uploaded split query over its resident `bases`.
-    fn split_msm_from<C: DeviceCurve>(
-        &self,
-        bases: &CudaSlice<C::Affine>,
-        up: &SplitOnDevice,
-    ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
-        let ones = msm::ones_sum(&self.gpu, bases, &up.words, up.nwords, up.num_bases)?;
-        let tail = msm::msm(
-            &self.gpu,
-            bases,
-            &up.scalars,
-            up.tail,
-            ScalarFormat::Canonical,
-            Some(&up.idx),
-            MsmPlan::for_size(up.tail),
-        )?;
-        Ok((ones, tail))
+        None => streamed_split(stream, m),
     }
 }
 
-/// A split query's scalars on the device ([`Inner::upload_split`]); the buffers are
+/// Σ scalars[i] · host[i] for i < n with the bases streamed from `host` in chunks
+/// (scalars on the device, Montgomery form: H's coefficients).
+fn streamed_dense<C: DeviceCurve>(
+    stream: &mut BaseStream<'_, C>,
+    host: &[C::HostAffine],
+    scalars: &CudaSlice<FrRepr>,
+    n: usize,
+) -> Result<Vec<PendingSum<C>>, CudaError> {
+    if n > host.len() || n > scalars.len() {
+        return Err(CudaError::Shape(format!(
+            "a streamed MSM of {n} terms over {} bases and {} scalars",
+            host.len(),
+            scalars.len()
+        )));
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let gpu = stream.gpu();
+    let ranges: Vec<(usize, usize)> = chunks(n, stream.chunk()).collect();
+    // A chunk's scalars are copied out of H's coefficients on the compute stream (an
+    // MSM takes a whole buffer). One buffer is enough: chunk k+1's copy is ordered
+    // after chunk k's MSM on that stream.
+    let mut part = gpu.alloc_poisoned::<FrRepr>(stream.chunk().min(n))?;
+    let mut out = Vec::with_capacity(ranges.len());
+    stream.run(host, &ranges, |(lo, hi), bases| {
+        gpu.compute_stream()
+            .memcpy_dtod(&scalars.slice(lo..hi), &mut part.slice_mut(..hi - lo))
+            .ctx("cuMemcpyDtoDAsync")?;
+        out.push(msm::msm(
+            gpu,
+            bases,
+            &part,
+            hi - lo,
+            ScalarFormat::Montgomery,
+            None,
+            MsmPlan::for_size(hi - lo),
+        )?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// A split query with its bases streamed in chunks: per chunk, the ones whose bit
+/// falls in it and the run of tail terms whose index does (rebased to the chunk).
+fn streamed_split<C: DeviceCurve>(
+    stream: &mut BaseStream<'_, C>,
+    m: &SplitMsm<'_, C::HostAffine>,
+) -> Result<Vec<PendingSum<C>>, CudaError> {
+    let gpu = stream.gpu();
+    let split = m.split;
+    let words = split.ones().words();
+    let (idx, sc) = (split.tail_indices(), split.tail_scalars());
+    let ranges: Vec<(usize, usize)> = chunks(split.num_bases(), stream.chunk()).collect();
+    let mut out = Vec::new();
+    stream.run(m.bases, &ranges, |(lo, hi), bases| {
+        // The chunk's bitmap words and tail terms are small plain uploads on the
+        // compute stream: after its wait for the chunk's bases, before the MSMs that
+        // read them, and freed in that stream's order after those MSMs.
+        // Chunks start at multiples of 64: word k of the chunk is word lo/64 + k.
+        let w = &words[(lo / 64).min(words.len())..hi.div_ceil(64).min(words.len())];
+        if !w.is_empty() {
+            let words_dev = gpu.upload::<u64>(u64s_as_bytes(w))?;
+            out.push(msm::ones_sum(gpu, bases, &words_dev, w.len(), hi - lo)?);
+        }
+        // Tail indices increase (a SplitScalars invariant): the chunk's terms are
+        // one run of them.
+        let t0 = idx.partition_point(|&i| (i as usize) < lo);
+        let t1 = idx.partition_point(|&i| (i as usize) < hi);
+        let ci: Vec<u32> = idx[t0..t1].iter().map(|&i| i - lo as u32).collect();
+        if !ci.is_empty() {
+            let idx_dev = gpu.upload::<u32>(u32s_as_bytes(&ci))?;
+            let sc_dev = gpu.upload::<FrRepr>(limbs_as_bytes(&sc[t0..t1]))?;
+            out.push(msm::msm(
+                gpu,
+                bases,
+                &sc_dev,
+                ci.len(),
+                ScalarFormat::Canonical,
+                Some(&idx_dev),
+                MsmPlan::for_size(ci.len()),
+            )?);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Ones and tail of a split query whose bases are resident (`bases`).
+fn split_msm<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    m: &SplitMsm<'_, C::HostAffine>,
+) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
+    let up = upload_split(gpu, m.split)?;
+    split_msm_from(gpu, bases, &up)
+}
+
+/// A split query's scalars (ones bitmap, tail indices and scalars) copied to the
+/// device on the compute stream, ahead of its MSMs.
+fn upload_split(gpu: &Gpu, split: &SplitScalars) -> Result<SplitOnDevice, CudaError> {
+    let words = split.ones().words();
+    Ok(SplitOnDevice {
+        words: gpu.upload::<u64>(u64s_as_bytes(words))?,
+        nwords: words.len(),
+        num_bases: split.num_bases(),
+        idx: gpu.upload::<u32>(u32s_as_bytes(split.tail_indices()))?,
+        scalars: gpu.upload::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
+        tail: split.tail_indices().len(),
+    })
+}
+
+/// Ones and tail of an uploaded split query over its resident `bases`.
+fn split_msm_from<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    up: &SplitOnDevice,
+) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
+    let ones = msm::ones_sum(gpu, bases, &up.words, up.nwords, up.num_bases)?;
+    let tail = msm::msm(
+        gpu,
+        bases,
+        &up.scalars,
+        up.tail,
+        ScalarFormat::Canonical,
+        Some(&up.idx),
+        MsmPlan::for_size(up.tail),
+    )?;
+    Ok((ones, tail))
+}
+
+/// A split query's scalars on the device ([`upload_split`]); the buffers are
 /// freed in stream order after the MSMs that read them.
 struct SplitOnDevice {
     words: CudaSlice<u64>,
@@ -457,18 +474,33 @@ fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
 /// Smallest chunk worth streaming (points); chunks are multiples of 64 so that a
 /// chunk's ones are whole bitmap words.
 const MIN_STREAM_CHUNK: usize = 1 << 12;
-/// Device bytes a streamed point may take: a G2 base (the largest) and a scalar.
+/// Largest chunk `BasePlacement::Auto` streams (points). Larger chunks make fewer,
+/// more efficient MSMs (on the H200, G1 at 2^22: 11.3 ns a point; 2^24: 9.3) but
+/// a longer first chunk that nothing overlaps, and page-locked host memory grows
+/// with them: at 2^23, 1.5 GiB of staging buffers for G1 (3 GiB once b_g2 streams).
+const MAX_AUTO_STREAM_CHUNK: usize = 1 << 23;
+/// Device bytes per point of a chunk, budgeted twice (two slots): each slot's base
+/// buffer (G2's 192 bytes, the largest) and a scalar (H's coefficients of a chunk,
+/// one buffer). So 448 bytes a point cover both G2's two base buffers (384) and
+/// G1's two plus H's scalars (224); the two curves' buffers never coexist.
 const STREAM_BYTES_PER_POINT: u64 = 192 + 32;
+const _: () = {
+    let budget = crate::streamed::SLOTS as u64 * STREAM_BYTES_PER_POINT;
+    let slots = crate::streamed::SLOTS as u64;
+    assert!(budget >= slots * <G2 as DeviceCurve>::AFFINE_BYTES);
+    assert!(budget >= slots * <G1 as DeviceCurve>::AFFINE_BYTES + 32);
+};
 
-/// Points per streamed chunk with `left` device bytes to spare: two chunks in flight
-/// (a chunk's buffers are freed in stream order after its MSM), at most `forced`,
-/// a multiple of 64; `None` when not even two of the smallest chunks fit.
+/// Points per streamed chunk with `left` device bytes to spare: two slots of
+/// [`STREAM_BYTES_PER_POINT`] a point, at most `forced` (or
+/// [`MAX_AUTO_STREAM_CHUNK`] without), a multiple of 64; `None` when not even two
+/// of the smallest chunks fit.
 fn stream_chunk(left: u64, forced: Option<usize>) -> Option<usize> {
     let fit = (left / 2 / STREAM_BYTES_PER_POINT) as usize;
     if fit < MIN_STREAM_CHUNK {
         return None;
     }
-    let chunk = forced.map_or(fit, |f| f.min(fit)).max(64);
+    let chunk = forced.unwrap_or(MAX_AUTO_STREAM_CHUNK).min(fit).max(64);
     Some(chunk / 64 * 64)
 }
 
@@ -620,23 +652,31 @@ impl GpuBackend for CudaBackend {
         let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
         let chunk =
             inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], &g2_sets, working)?;
-        let inner = &*inner;
-        let gpu = &inner.gpu;
+        let Inner {
+            gpu,
+            ntt,
+            bases,
+            bases_g2,
+            stager,
+            ..
+        } = &mut *inner;
+        let gpu = &*gpu;
 
         let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
+        // G1 sets not resident stream through one pair of chunk buffers (allocated
+        // at the first streamed chunk, kept for L, A, B_G1 and H).
+        let mut g1_stream = BaseStream::<G1>::new(gpu, stager, chunk);
         // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
         // while the compute stream does L, A and B, and the transforms follow. The
         // queries' own scalars are uploaded before a, b, c: behind them on the copy
         // engine they waited ~230 ms at 2^27 (H200, third session). With any of them
         // streamed (their chunks upload as they go), H comes first.
         let g1_sets = [&l, &a, &b_g1];
-        let overlap = g1_sets
-            .iter()
-            .all(|m| inner.bases.contains_key(&key(m.bases)));
+        let overlap = g1_sets.iter().all(|m| bases.contains_key(&key(m.bases)));
         let pre = if overlap {
             g1_sets
                 .iter()
-                .map(|m| inner.upload_split(m.split).map(Some))
+                .map(|m| upload_split(gpu, m.split).map(Some))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(dev)?
         } else {
@@ -644,25 +684,25 @@ impl GpuBackend for CudaBackend {
         };
         let mut h = HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?);
         if !overlap {
-            h = HStage::Done(h.finish(&inner.ntt, gpu).map_err(dev)?);
+            h = HStage::Done(h.finish(ntt, gpu).map_err(dev)?);
             Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
         }
         let mut pre = pre.into_iter();
-        let mut query = |m: &SplitMsm<'_, G1Affine>, name| {
-            let p = match (inner.bases.get(&key(m.bases)), pre.next().flatten()) {
-                (Some(bases), Some(up)) => {
-                    let (ones, tail) = inner.split_msm_from::<G1>(bases, &up).map_err(dev)?;
+        let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
+            let p = match (bases.get(&key(m.bases)), pre.next().flatten()) {
+                (Some(resident), Some(up)) => {
+                    let (ones, tail) = split_msm_from::<G1>(gpu, resident, &up).map_err(dev)?;
                     vec![ones, tail]
                 }
-                (bases, _) => inner.query::<G1>(bases, m, chunk).map_err(dev)?,
+                (resident, _) => query::<G1>(gpu, resident, &mut g1_stream, m).map_err(dev)?,
             };
             Phases::mark(&mut phases, gpu, name).map_err(dev)?;
             Ok::<_, BackendError>(p)
         };
-        let l_p = query(&l, "L")?;
-        let a_p = query(&a, "A")?;
-        let b_p = query(&b_g1, "B_G1")?;
-        let h_coeffs = h.finish(&inner.ntt, gpu).map_err(dev)?;
+        let l_p = g1(&l, "L")?;
+        let a_p = g1(&a, "A")?;
+        let b_p = g1(&b_g1, "B_G1")?;
+        let h_coeffs = h.finish(ntt, gpu).map_err(dev)?;
         if overlap {
             Phases::mark(
                 &mut phases,
@@ -673,10 +713,10 @@ impl GpuBackend for CudaBackend {
         }
         // Uploads are done: unpin while the device works.
         drop(pinned);
-        let h_pending = match inner.bases.get(&key(h_bases)) {
-            Some(bases) => vec![msm::msm(
+        let h_pending = match bases.get(&key(h_bases)) {
+            Some(resident) => vec![msm::msm(
                 gpu,
-                bases,
+                resident,
                 &h_coeffs,
                 want_h,
                 ScalarFormat::Montgomery,
@@ -684,20 +724,23 @@ impl GpuBackend for CudaBackend {
                 MsmPlan::for_size(want_h),
             )
             .map_err(dev)?],
-            None => inner
-                .streamed_dense::<G1>(h_bases, &h_coeffs, want_h, chunk)
-                .map_err(dev)?,
+            None => streamed_dense(&mut g1_stream, h_bases, &h_coeffs, want_h).map_err(dev)?,
         };
         Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
         drop(h_coeffs);
+        // The G1 chunk buffers go (in stream order) before G2's are made: the budget
+        // counts one curve's pair.
+        drop(g1_stream);
         // The B query in G2 (when the scheduler hands it over): the same split MSM
         // over the G2 bases, enqueued behind the G1 ones.
         let b2_p = match &b_g2 {
-            Some(m) => Some(
-                inner
-                    .query::<G2>(inner.bases_g2.get(&key(m.bases)), m, chunk)
-                    .map_err(dev)?,
-            ),
+            Some(m) => {
+                let mut g2_stream = BaseStream::<G2>::new(gpu, stager, chunk);
+                Some(
+                    query::<G2>(gpu, bases_g2.get(&key(m.bases)), &mut g2_stream, m)
+                        .map_err(dev)?,
+                )
+            }
             None => None,
         };
         if b2_p.is_some() {
@@ -763,10 +806,15 @@ mod tests {
             None
         );
         // Room for two: the chunk takes half, rounded to 64.
-        let left = 10 << 30;
+        let left = 1 << 30;
         let c = stream_chunk(left, None).unwrap();
         assert!(c.is_multiple_of(64) && 2 * c as u64 * STREAM_BYTES_PER_POINT <= left);
-        // A forced chunk is honoured below that, rounded down to 64.
+        assert!(c > (left / 2 / STREAM_BYTES_PER_POINT) as usize - 64);
+        // Unforced chunks stop at MAX_AUTO_STREAM_CHUNK (pinned host memory).
+        let left = 64 << 30;
+        assert_eq!(stream_chunk(left, None), Some(MAX_AUTO_STREAM_CHUNK));
+        assert_eq!(stream_chunk(left, Some(1 << 24)), Some(1 << 24));
+        // A forced chunk is honoured below what fits, rounded down to 64.
         assert_eq!(stream_chunk(left, Some(1000)), Some(960));
         assert_eq!(stream_chunk(left, Some(10)), Some(64));
     }

@@ -11,8 +11,9 @@
 //!
 //! Layers: raw driver calls (`cudarc::driver::sys`) → `Result` wrappers
 //! (`cudarc::driver::result`, [`raw`]) → the small safe API of [`gpu`] → the NTT
-//! ([`ntt`]) and MSM ([`msm`]) engines → [`CudaBackend`], the only thing the rest of
-//! cuzk needs, an implementation of [`cuzk_gpu_backend::GpuBackend`].
+//! ([`ntt`]) and MSM ([`msm`]) engines, and [`streamed`] for bases that do not fit
+//! on the device → [`CudaBackend`], the only thing the rest of cuzk needs, an
+//! implementation of [`cuzk_gpu_backend::GpuBackend`].
 //!
 //! Field elements and points cross to the device byte for byte: blstrs stores Fr and
 //! Fq as little-endian u64 Montgomery limbs (R = 2^256 and 2^384), which the kernels
@@ -26,6 +27,7 @@ pub mod msm;
 pub mod ntt;
 pub mod profile;
 pub mod raw;
+pub mod streamed;
 
 pub use backend::{BasePlacement, CudaBackend, CudaConfig};
 pub use error::CudaError;

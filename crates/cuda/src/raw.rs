@@ -1,6 +1,7 @@
 //! The few driver calls cudarc's safe layer does not offer, as `Result`-returning
 //! functions: library presence, pool threshold, byte copies and memsets into typed
-//! buffers, and page-locking (registering) host memory.
+//! buffers, page-locking (registering) host memory, and page-locked host buffers
+//! allocated by the driver.
 
 use std::sync::Arc;
 
@@ -129,5 +130,87 @@ impl Drop for HostRegistration {
     fn drop(&mut self) {
         // SAFETY: `ptr` was registered by `new` and not unregistered since.
         let _ = unsafe { sys::cuMemHostUnregister(self.ptr) };
+    }
+}
+
+/// Page-locked host memory allocated by the driver (`cuMemHostAlloc`): the staging
+/// buffers streamed bases are copied through, so that their host→device copies are
+/// asynchronous DMA at full PCIe speed. It starts uninitialised: written through
+/// [`PinnedBuffer::as_uninit_mut`], read by the device through
+/// [`PinnedBuffer::assume_init_prefix`].
+///
+/// Dropping frees the memory at once (`cuMemFreeHost`; a failure there is logged,
+/// never a panic): the owner first waits for every queued copy that reads it.
+#[derive(Debug)]
+pub struct PinnedBuffer {
+    ptr: std::ptr::NonNull<std::mem::MaybeUninit<u8>>,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the buffer owns its allocation, which any thread may access and free
+// (page-locked host memory has no thread affinity).
+unsafe impl Send for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// Allocates `len` page-locked bytes (flags 0: cacheable, this context only).
+    pub fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<Self, CudaError> {
+        if len == 0 || len > isize::MAX as usize {
+            return Err(CudaError::Shape(format!(
+                "a pinned host buffer of {len} bytes"
+            )));
+        }
+        ctx.bind_to_thread().ctx("cuCtxSetCurrent")?;
+        // SAFETY: a plain allocation; the pointer is only used by this owner.
+        let ptr = unsafe { result::malloc_host(len, 0) }.ctx("cuMemHostAlloc")?;
+        let ptr = std::ptr::NonNull::new(ptr.cast()).ok_or(CudaError::Driver {
+            call: "cuMemHostAlloc",
+            source: result::DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+        })?;
+        Ok(Self {
+            ptr,
+            len,
+            ctx: Arc::clone(ctx),
+        })
+    }
+
+    /// Bytes allocated.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: an empty buffer is refused at allocation.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The whole buffer, for writing. The caller must not write while a queued copy
+    /// still reads it.
+    pub fn as_uninit_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        // SAFETY: `len` bytes allocated by `new`, exclusively borrowed through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The first `len` bytes (at most the buffer's length), as written.
+    ///
+    /// # Safety
+    /// Every one of those bytes must have been written through
+    /// [`PinnedBuffer::as_uninit_mut`].
+    pub unsafe fn assume_init_prefix(&self, len: usize) -> &[u8] {
+        // SAFETY: in bounds (clamped), initialised by the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>(), len.min(self.len)) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by `cuMemHostAlloc` in `new`, freed only here.
+        if let Err(e) = unsafe { result::free_host(self.ptr.as_ptr().cast()) } {
+            tracing::warn!(
+                "cuMemFreeHost of a {}-byte staging buffer failed: {e}",
+                self.len
+            );
+        }
     }
 }

@@ -1,0 +1,508 @@
+//! Bases streamed from pinned host memory, double-buffered: the path of a partition
+//! whose parameter bases do not fit in device memory (or that
+//! `BasePlacement::Streamed` forces).
+//!
+//! Each chunk of bases goes parameter slice (pageable host memory) → a page-locked
+//! staging buffer (a host copy, in parallel pieces) → a device chunk buffer (DMA on
+//! the copy stream) → its MSM (compute stream). Two **slots**, each a pinned buffer
+//! and a device buffer, alternate: while chunk k's MSM runs, chunk k+1's DMA runs on
+//! the copy engine, and the host copies chunk k+2 into the pinned buffer that chunk
+//! k's DMA has finished reading. [`plan`] is the order of the steps.
+//!
+//! Why stage through pinned buffers: a copy from pageable memory is staged by the
+//! driver through its own small pinned buffers, synchronously with the host, on the
+//! compute stream; measured on the H200, a 2^24 partition streamed that way took
+//! 941 ms against 285 ms with its bases resident. Registering the parameter slices
+//! themselves ([`crate::raw::HostRegistration`], as `a, b, c` are) would page-lock
+//! the whole parameter set, which in this case is the set too large for the device.
+//!
+//! Two events per slot order the streams; nothing waits for the whole device:
+//! - `copied[s]`, recorded on the copy stream after the DMA out of slot s's pinned
+//!   buffer. The host waits for it (`cuEventSynchronize`) before writing that
+//!   buffer again; the compute stream waits for it (`cuStreamWaitEvent`) before the
+//!   chunk's MSM.
+//! - `consumed[s]`, recorded on the compute stream after the MSM kernels that read
+//!   slot s's device buffer. The copy stream waits for it before the next DMA into
+//!   that buffer.
+//!
+//! (cudarc's own per-buffer event tracking adds the same two device-side waits;
+//! these are explicit so the order does not depend on it and can be tested.)
+//!
+//! Ownership: the pinned buffers and their `copied` events are the backend's
+//! [`Stager`], kept across partitions (allocated at the first streamed chunk, grown
+//! when a chunk needs more bytes, never shrunk: page-locked host memory of
+//! [`SLOTS`] × chunk × point size). The device buffers and their `consumed` events
+//! are a [`BaseStream`]'s, one partition and one curve; borrowing the stager
+//! mutably, the G1 stream must be gone before the G2 one is made, so the two never
+//! hold device memory at once (the budget in `backend.rs` counts one curve's slots).
+
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{CudaEvent, CudaSlice};
+use rayon::prelude::*;
+
+use crate::error::{Ctx, CudaError};
+use crate::gpu::{DeviceCurve, Gpu};
+use crate::raw::{self, PinnedBuffer};
+
+/// Slots (pinned buffer + device buffer) chunks alternate through.
+pub const SLOTS: usize = 2;
+/// Chunks staged ahead of the MSM being enqueued. With `SLOTS - 1`, a chunk is
+/// staged into a slot only after the MSM of the chunk that used the slot before has
+/// been enqueued, so the copy stream's wait finds that MSM's `consumed` event.
+const LOOKAHEAD: usize = SLOTS - 1;
+/// Host threads copying into a staging buffer, unless `CUZK_STREAM_COPY_THREADS`
+/// says otherwise (and at most the host's cores): a memory-bound copy, so a few
+/// threads reach the host's bandwidth. Not measured yet (see NOTES.md).
+const DEFAULT_COPY_THREADS: usize = 8;
+/// Smallest piece one thread copies (4 MiB): pieces are few and large.
+const MIN_COPY_PIECE: usize = 4 << 20;
+
+/// One step of streaming a run of chunks through the slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The host waits for `copied[slot]` (the slot's last DMA has read its pinned
+    /// buffer) and copies chunk `chunk`'s points into that buffer; the copy stream
+    /// waits for `consumed[slot]` (the last MSM that read the slot's device buffer),
+    /// copies pinned → device and records `copied[slot]`.
+    Stage { chunk: usize, slot: usize },
+    /// The compute stream waits for `copied[slot]`, runs chunk `chunk`'s MSM over
+    /// the slot's device buffer and records `consumed[slot]`.
+    Msm { chunk: usize, slot: usize },
+}
+
+/// The steps for `chunks` chunks, the first in slot `first_slot`: chunk k in slot
+/// `(first_slot + k) % SLOTS`, staged SLOTS − 1 chunks before its MSM is enqueued
+/// (stage 0; stage 1, MSM 0; stage 2, MSM 1; ...). Runs continue the slot order of
+/// the one before (the stager's cursor), so a run's first chunk does not wait for
+/// the previous run's last MSM.
+pub fn plan(chunks: usize, first_slot: usize) -> impl Iterator<Item = Step> {
+    let slot = move |k: usize| (first_slot + k) % SLOTS;
+    let stage = move |k: usize| Step::Stage {
+        chunk: k,
+        slot: slot(k),
+    };
+    (0..LOOKAHEAD.min(chunks))
+        .map(stage)
+        .chain((0..chunks).flat_map(move |k| {
+            let ahead = (k + LOOKAHEAD < chunks).then(|| stage(k + LOOKAHEAD));
+            ahead.into_iter().chain(std::iter::once(Step::Msm {
+                chunk: k,
+                slot: slot(k),
+            }))
+        }))
+}
+
+/// What the stager did since it was last asked (for benchmarks and logs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Chunks staged.
+    pub chunks: u64,
+    /// Bytes of bases copied host → pinned → device.
+    pub bytes: u64,
+    /// Host time copying into the pinned buffers.
+    pub host_copy: Duration,
+    /// Host time waiting for a pinned buffer's previous DMA to finish.
+    pub host_wait: Duration,
+    /// Page-locked host bytes the stager holds now.
+    pub pinned_bytes: u64,
+}
+
+/// A pinned staging buffer and the event of the last DMA reading it.
+#[derive(Debug)]
+struct StagingSlot {
+    mem: PinnedBuffer,
+    copied: CudaEvent,
+}
+
+impl Drop for StagingSlot {
+    fn drop(&mut self) {
+        // The memory is freed right after: let the DMA that reads it finish (a wait
+        // bounded by work already queued; an error means the context is gone).
+        let _ = self.copied.synchronize();
+    }
+}
+
+/// The host side of streamed bases, kept by the backend across partitions: the
+/// [`SLOTS`] pinned staging buffers with their `copied` events, the threads that
+/// copy into them, and the slot the next chunk goes to.
+#[derive(Debug, Default)]
+pub struct Stager {
+    slots: Vec<StagingSlot>,
+    /// Slot of the next chunk staged.
+    cursor: usize,
+    /// Threads for the host copies (`None`: on the calling thread).
+    pool: Option<rayon::ThreadPool>,
+    pool_built: bool,
+    stats: StreamStats,
+}
+
+impl Stager {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Page-locked host bytes held.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.slots.iter().map(|s| s.mem.len() as u64).sum()
+    }
+
+    /// The counts since the last call, and resets them.
+    pub fn take_stats(&mut self) -> StreamStats {
+        let pinned_bytes = self.pinned_bytes();
+        StreamStats {
+            pinned_bytes,
+            ..std::mem::take(&mut self.stats)
+        }
+    }
+
+    /// Makes every slot's pinned buffer at least `bytes` long. Buffers that are too
+    /// small are replaced, after waiting for the DMAs that read them.
+    fn reserve(&mut self, gpu: &Gpu, bytes: usize) -> Result<(), CudaError> {
+        if self.slots.len() == SLOTS && self.slots.iter().all(|s| s.mem.len() >= bytes) {
+            return Ok(());
+        }
+        for s in &self.slots {
+            s.copied.synchronize().ctx("cuEventSynchronize")?;
+        }
+        self.slots.clear();
+        for _ in 0..SLOTS {
+            self.slots.push(StagingSlot {
+                mem: PinnedBuffer::new(&gpu.ctx, bytes)?,
+                copied: gpu.ctx.new_event(None).ctx("cuEventCreate")?,
+            });
+        }
+        if !self.pool_built {
+            self.pool_built = true;
+            self.pool = copy_pool();
+        }
+        Ok(())
+    }
+
+    /// [`Step::Stage`]: `src` into slot `slot`'s pinned buffer, then on the copy
+    /// stream (after `consumed`) into `dst`.
+    fn stage<T>(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        src: &[u8],
+        consumed: &CudaEvent,
+        dst: &mut CudaSlice<T>,
+    ) -> Result<(), CudaError> {
+        let Self {
+            slots, pool, stats, ..
+        } = self;
+        let s = slots
+            .get_mut(slot)
+            .ok_or_else(|| CudaError::Shape(format!("no staging slot {slot}")))?;
+        let t0 = Instant::now();
+        s.copied.synchronize().ctx("cuEventSynchronize")?;
+        let t1 = Instant::now();
+        let room = s.mem.len();
+        let dst_host = s.mem.as_uninit_mut().get_mut(..src.len()).ok_or_else(|| {
+            CudaError::Shape(format!(
+                "a chunk of {} bytes does not fit a staging buffer of {room}",
+                src.len()
+            ))
+        })?;
+        copy_in_pieces(dst_host, src, pool.as_ref(), MIN_COPY_PIECE);
+        // SAFETY: `copy_in_pieces` wrote the first `src.len()` bytes.
+        let staged = unsafe { s.mem.assume_init_prefix(src.len()) };
+        let t2 = Instant::now();
+        gpu.copy.wait(consumed).ctx("cuStreamWaitEvent")?;
+        // Asynchronous (pinned source): the buffer is not written or freed again
+        // before `copied` says the copy has read it.
+        raw::htod_bytes(&gpu.copy, staged, dst, 0)?;
+        s.copied.record(&gpu.copy).ctx("cuEventRecord")?;
+        stats.chunks += 1;
+        stats.bytes += src.len() as u64;
+        stats.host_wait += t1 - t0;
+        stats.host_copy += t2 - t1;
+        Ok(())
+    }
+}
+
+/// The threads of the host copies, or `None` to copy on the calling thread (one
+/// core, or the pool could not be built).
+fn copy_pool() -> Option<rayon::ThreadPool> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = std::env::var("CUZK_STREAM_COPY_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(DEFAULT_COPY_THREADS)
+        .min(cores);
+    if threads <= 1 {
+        return None;
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("cuzk-stage-{i}"))
+        .build()
+        .map_err(|e| tracing::warn!("staging copy threads not started ({e}): copying on one"))
+        .ok()
+}
+
+/// Copies `src` into `dst` (the same length; past the shorter one nothing is
+/// written), in at most one piece per thread of `pool` and pieces of at least
+/// `min_piece` bytes.
+fn copy_in_pieces(
+    dst: &mut [MaybeUninit<u8>],
+    src: &[u8],
+    pool: Option<&rayon::ThreadPool>,
+    min_piece: usize,
+) {
+    let n = src.len().min(dst.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    match pool {
+        Some(p) if n > min_piece => {
+            let piece = n.div_ceil(p.current_num_threads()).max(min_piece);
+            p.install(|| {
+                dst.par_chunks_mut(piece)
+                    .zip(src.par_chunks(piece))
+                    .for_each(|(d, s)| {
+                        d.write_copy_of_slice(s);
+                    })
+            });
+        }
+        _ => {
+            dst.write_copy_of_slice(src);
+        }
+    }
+}
+
+/// The device side of one curve's streamed bases in one partition: [`SLOTS`] chunk
+/// buffers with their `consumed` events, allocated at the first chunk; the host
+/// side borrowed from the backend's [`Stager`].
+pub struct BaseStream<'a, C: DeviceCurve> {
+    gpu: &'a Gpu,
+    stager: &'a mut Stager,
+    /// Most points a chunk holds.
+    chunk: usize,
+    device: Option<DeviceSlots<C>>,
+}
+
+struct DeviceSlots<C: DeviceCurve> {
+    bufs: Vec<CudaSlice<C::Affine>>,
+    consumed: Vec<CudaEvent>,
+}
+
+impl<C: DeviceCurve> DeviceSlots<C> {
+    fn new(gpu: &Gpu, chunk: usize) -> Result<Self, CudaError> {
+        let mut bufs = Vec::with_capacity(SLOTS);
+        let mut consumed = Vec::with_capacity(SLOTS);
+        for _ in 0..SLOTS {
+            // SAFETY: a chunk's MSM reads only the prefix its DMA wrote, after
+            // waiting for that DMA (`copied`).
+            bufs.push(unsafe { gpu.alloc_scratch::<C::Affine>(chunk) }?);
+            consumed.push(gpu.ctx.new_event(None).ctx("cuEventCreate")?);
+        }
+        // The allocations are ordered on the compute stream: the DMAs into them, on
+        // the copy stream, come after.
+        gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
+        Ok(Self { bufs, consumed })
+    }
+}
+
+impl<'a, C: DeviceCurve> BaseStream<'a, C> {
+    /// Streams in chunks of at most `chunk` points; allocates nothing yet.
+    pub fn new(gpu: &'a Gpu, stager: &'a mut Stager, chunk: usize) -> Self {
+        Self {
+            gpu,
+            stager,
+            chunk: chunk.max(1),
+            device: None,
+        }
+    }
+
+    pub fn gpu(&self) -> &'a Gpu {
+        self.gpu
+    }
+
+    /// Most points a chunk holds.
+    pub fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// Streams `host[lo..hi]` for each range of `ranges` (at most [`Self::chunk`]
+    /// points each) and calls `per_chunk((lo, hi), bases)` once each chunk's points
+    /// are ordered on the compute stream, where `per_chunk` enqueues its MSMs over
+    /// `bases[..hi - lo]`.
+    pub fn run(
+        &mut self,
+        host: &[C::HostAffine],
+        ranges: &[(usize, usize)],
+        mut per_chunk: impl FnMut((usize, usize), &CudaSlice<C::Affine>) -> Result<(), CudaError>,
+    ) -> Result<(), CudaError> {
+        if ranges.is_empty() {
+            return Ok(());
+        }
+        if let Some(&(lo, hi)) = ranges
+            .iter()
+            .find(|&&(lo, hi)| lo > hi || hi > host.len() || hi - lo > self.chunk)
+        {
+            return Err(CudaError::Shape(format!(
+                "a streamed chunk [{lo}, {hi}) of {} bases in chunks of {}",
+                host.len(),
+                self.chunk
+            )));
+        }
+        let _span =
+            tracing::debug_span!("stream_bases", curve = C::NAME, chunks = ranges.len()).entered();
+        let gpu = self.gpu;
+        self.stager
+            .reserve(gpu, self.chunk * std::mem::size_of::<C::Affine>())?;
+        let device = match &mut self.device {
+            Some(d) => d,
+            none => none.insert(DeviceSlots::new(gpu, self.chunk)?),
+        };
+        let first = self.stager.cursor;
+        for step in plan(ranges.len(), first) {
+            match step {
+                Step::Stage { chunk, slot } => {
+                    let (lo, hi) = ranges[chunk];
+                    self.stager.stage(
+                        gpu,
+                        slot,
+                        C::host_as_bytes(&host[lo..hi]),
+                        &device.consumed[slot],
+                        &mut device.bufs[slot],
+                    )?;
+                    self.stager.cursor = (slot + 1) % SLOTS;
+                }
+                Step::Msm { chunk, slot } => {
+                    gpu.compute
+                        .wait(&self.stager.slots[slot].copied)
+                        .ctx("cuStreamWaitEvent")?;
+                    per_chunk(ranges[chunk], &device.bufs[slot])?;
+                    device.consumed[slot]
+                        .record(&gpu.compute)
+                        .ctx("cuEventRecord")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<C: DeviceCurve> Drop for BaseStream<'_, C> {
+    fn drop(&mut self) {
+        if self.device.is_none() {
+            return;
+        }
+        // The device buffers are freed in compute-stream order: put every DMA into
+        // them before that (each is followed by an MSM that waits for it, except
+        // after an error). A failure is recorded in the context, not raised.
+        for s in &self.stager.slots {
+            self.gpu.ctx.record_err(self.gpu.compute.wait(&s.copied));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replays plans against a model of the events: which chunk each event last
+    /// recorded, and so which chunk each wait waits for.
+    #[derive(Default)]
+    struct Model {
+        /// Per slot: the chunk (run, index) whose DMA `copied` last recorded.
+        copied: [Option<(usize, usize)>; SLOTS],
+        /// Per slot: the chunk whose MSM `consumed` last recorded.
+        consumed: [Option<(usize, usize)>; SLOTS],
+        /// Per slot: the chunk last staged in it.
+        staged: [Option<(usize, usize)>; SLOTS],
+        cursor: usize,
+    }
+
+    impl Model {
+        /// Plays one run of `n` chunks; returns the steps.
+        fn run(&mut self, run: usize, n: usize) -> Vec<Step> {
+            let steps: Vec<Step> = plan(n, self.cursor).collect();
+            let mut next_msm = 0;
+            let mut staged_chunks = vec![false; n];
+            for (i, &step) in steps.iter().enumerate() {
+                match step {
+                    Step::Stage { chunk, slot } => {
+                        assert_eq!(slot, (self.cursor + chunk) % SLOTS);
+                        assert!(!staged_chunks[chunk], "chunk {chunk} staged twice");
+                        staged_chunks[chunk] = true;
+                        // The slot's previous chunk: the host's wait (copied) is
+                        // for its DMA and the copy stream's wait (consumed) for its
+                        // MSM, both already recorded, not an older use.
+                        let before = self.staged[slot];
+                        assert_eq!(self.copied[slot], before, "step {i}: {step:?}");
+                        assert_eq!(self.consumed[slot], before, "step {i}: {step:?}");
+                        self.staged[slot] = Some((run, chunk));
+                        self.copied[slot] = Some((run, chunk));
+                    }
+                    Step::Msm { chunk, slot } => {
+                        assert_eq!(chunk, next_msm, "MSMs in chunk order");
+                        next_msm += 1;
+                        // The compute stream waits for this chunk's own DMA.
+                        assert_eq!(self.copied[slot], Some((run, chunk)), "step {i}");
+                        assert_eq!(self.staged[slot], Some((run, chunk)));
+                        self.consumed[slot] = Some((run, chunk));
+                    }
+                }
+            }
+            assert_eq!(next_msm, n);
+            assert!(staged_chunks.iter().all(|&s| s));
+            self.cursor = (self.cursor + n) % SLOTS;
+            steps
+        }
+    }
+
+    #[test]
+    fn each_wait_is_for_the_chunk_that_used_the_slot_before() {
+        let mut m = Model::default();
+        // Runs of many lengths one after another, as a partition's queries and
+        // consecutive partitions share the stager.
+        for (run, n) in [0, 1, 2, 3, 7, 1, 1, 4, 0, 5, 2].into_iter().enumerate() {
+            m.run(run, n);
+        }
+    }
+
+    #[test]
+    fn the_next_chunk_is_staged_before_this_chunks_msm() {
+        let steps: Vec<Step> = plan(4, 1).collect();
+        use Step::*;
+        assert_eq!(
+            steps,
+            [
+                Stage { chunk: 0, slot: 1 },
+                Stage { chunk: 1, slot: 0 },
+                Msm { chunk: 0, slot: 1 },
+                Stage { chunk: 2, slot: 1 },
+                Msm { chunk: 1, slot: 0 },
+                Stage { chunk: 3, slot: 0 },
+                Msm { chunk: 2, slot: 1 },
+                Msm { chunk: 3, slot: 0 },
+            ]
+        );
+        assert_eq!(plan(0, 0).count(), 0);
+        assert_eq!(
+            plan(1, 0).collect::<Vec<_>>(),
+            [Stage { chunk: 0, slot: 0 }, Msm { chunk: 0, slot: 0 }]
+        );
+    }
+
+    #[test]
+    fn pieces_copy_every_byte() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        for (n, min_piece) in [(0, 1), (1, 1), (1000, 64), (1001, 100), (5000, 4096)] {
+            let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+            for p in [None, Some(&pool)] {
+                let mut dst = vec![MaybeUninit::<u8>::uninit(); n];
+                copy_in_pieces(&mut dst, &src, p, min_piece);
+                // SAFETY: every byte was written above.
+                let got: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
+                assert_eq!(got, src, "n = {n}");
+            }
+        }
+    }
+}
