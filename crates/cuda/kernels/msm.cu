@@ -496,6 +496,32 @@ extern "C" __global__ void msm_ba_buckets(const Affine* in, const u32* start, co
     b.store(buckets + x);
 }
 
+// The ones as one bucket for the batch-affine rounds (ones_sum_affine in msm.rs):
+// word w's set bits among the first n_bases bases, counted, then written out in
+// order (the bucket's sorted entries: plain indices, no sign bit) from start[w], the
+// exclusive scan of the counts.
+__device__ __forceinline__ u64 ones_word(const u64* words, u32 w, u32 n_bases) {
+    const u64 bits = words[w];
+    const u32 lo = w * 64;
+    if (lo + 64 <= n_bases) return bits;
+    return lo >= n_bases ? 0 : bits & ((1ull << (n_bases - lo)) - 1);
+}
+extern "C" __global__ void ones_count(const u64* words, u32 n_words, u32 n_bases, u32* counts) {
+    const u32 w = blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= n_words) return;
+    counts[w] = __popcll(ones_word(words, w, n_bases));
+}
+extern "C" __global__ void ones_entries(const u64* words, u32 n_words, u32 n_bases, const u32* start, u32* out) {
+    const u32 w = blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= n_words) return;
+    u64 bits = ones_word(words, w, n_bases);
+    u32 o = start[w];
+    while (bits) {
+        out[o++] = w * 64 + (__ffsll((long long)bits) - 1);
+        bits &= bits - 1;
+    }
+}
+
 // *out = max(*out, max of cnt[0..slots)) (the number of rounds the buckets need).
 extern "C" __global__ void max_u32(const u32* cnt, u32 slots, u32* out) {
     const u32 x = blockIdx.x * blockDim.x + threadIdx.x;

@@ -67,6 +67,8 @@ pub const MSM_MODULE: ModuleSource = ModuleSource {
         "msm_ba_round",
         "msm_ba_buckets",
         "max_u32",
+        "ones_count",
+        "ones_entries",
         "msm_sum_xyzz_g1",
         "msm_gather_buckets_g1",
         "msm_bucket_segments_g1",

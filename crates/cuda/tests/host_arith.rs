@@ -22,7 +22,7 @@ use cuzk_cuda::gpu::{
 };
 use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve, Group};
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 fn compiler() -> Option<String> {
@@ -500,5 +500,39 @@ fn batch_affine_bucket_sums_match_blstrs() {
         for (x, b) in got.chunks(std::mem::size_of::<XyzzRepr>()).enumerate() {
             assert_eq!(g1(b), want[x], "launch {k}, bucket {x}");
         }
+    }
+}
+
+/// The ones' compaction (ones_count, the scan, ones_entries): every set bit below
+/// n_bases, in order, none past it, for bitmaps with full, empty, partial and
+/// random words.
+#[test]
+fn ones_entries_are_the_set_bits_below_n_bases() {
+    let Some(h) = harness() else { return };
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let mut cases: Vec<(u32, Vec<u64>)> = vec![
+        (1, vec![u64::MAX]),
+        (64, vec![u64::MAX]),
+        (65, vec![u64::MAX, u64::MAX]),
+        (100, vec![0, 0]),
+        (130, vec![1 << 63, 0, u64::MAX]),
+    ];
+    for n in [1000u32, 4097, 9999] {
+        let nw = n.div_ceil(64) as usize;
+        cases.push((n, (0..nw).map(|_| rng.next_u64()).collect()));
+    }
+    let lines: Vec<String> = cases
+        .iter()
+        .map(|(n, w)| {
+            let words: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+            format!("ones_entries {n} {}", hex(&words))
+        })
+        .collect();
+    for ((n, words), got) in cases.iter().zip(run(&h, &lines)) {
+        let want: Vec<u8> = (0..*n)
+            .filter(|&i| words[i as usize / 64] >> (i % 64) & 1 == 1)
+            .flat_map(|i| i.to_le_bytes())
+            .collect();
+        assert_eq!(got, want, "n_bases {n}");
     }
 }

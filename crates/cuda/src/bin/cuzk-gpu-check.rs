@@ -669,6 +669,8 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
         |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g1(p, s, pool)?),
     )?;
     mark("ones and splits");
+    check_ones_affine(gpu, log, &mut r, &points, &dbases)?;
+    mark("batch-affine ones");
     // Every bucket-sum kernel (SumVariant) on the same inputs.
     let default_variant = msm::sum_variant();
     for n in [33usize, 1 << 12, 1 << 20]
@@ -835,6 +837,47 @@ where
         );
     }
     Ok(())
+}
+
+/// G1's ones by batch-affine rounds (msm::ones_sum's compaction and one-bucket
+/// rounds), forced at every size by a minimum of 1 pair per thread, against the
+/// host's sum: bitmaps random, full, empty, one bit, and with bits set past
+/// `n_bases` in the last word (which must not count).
+fn check_ones_affine(
+    gpu: &Gpu,
+    log: &Log,
+    r: &mut ChaCha20Rng,
+    points: &[G1Affine],
+    dbases: &CudaSlice<AffineRepr>,
+) -> Result<()> {
+    let before = msm::batch_affine_min_per();
+    msm::set_batch_affine_min_per(1);
+    let result = (|| -> Result<()> {
+        for n in [1usize, 2, 3, 63, 64, 65, 1000, 4097, (1 << 16) + 5, 1 << 20] {
+            let n = n.min(points.len());
+            let nw = n.div_ceil(64);
+            let random: Vec<u64> = (0..nw).map(|_| r.next_u64()).collect();
+            let mut one = vec![0u64; nw];
+            one[(n - 1) / 64] = 1 << ((n - 1) % 64);
+            for (kind, words) in [
+                ("random", random),
+                ("full", vec![u64::MAX; nw]),
+                ("empty", vec![0u64; nw]),
+                ("last bit only", one),
+            ] {
+                let dw = gpu.upload::<u64>(bytes_of(&words))?;
+                let got = msm::ones_sum(gpu, dbases, &dw, nw, n)?.finish(gpu)?;
+                let want: G1Projective = (0..n)
+                    .filter(|&i| words[i / 64] >> (i % 64) & 1 == 1)
+                    .map(|i| G1Projective::from(points[i]))
+                    .sum();
+                log.check(&format!("batch-affine ones {kind} n={n}"), got == want, "");
+            }
+        }
+        Ok(())
+    })();
+    msm::set_batch_affine_min_per(before);
+    result
 }
 
 // ---------------------------------------------------------------- whole partition

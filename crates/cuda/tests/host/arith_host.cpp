@@ -41,6 +41,7 @@ template <class T>
 static inline T max(T a, T b) { return a > b ? a : b; }
 static inline void __syncthreads() {}
 static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline unsigned __brev(unsigned x) {
     unsigned r = 0;
     for (int i = 0; i < 32; i++) r |= ((x >> i) & 1u) << (31 - i);
@@ -189,6 +190,27 @@ int main() {
             cuzk_fq_inv_gcd = 0;
             put_vec(batch_affine(get_vec<Affine>(b), get_vec<u32>(counts), get_vec<u32>(sorted), (u32)std::stoul(a)));
             cuzk_fq_inv_gcd = 1;
+        }
+        // ones_entries <n_bases> <words>: ones_count per word, the scan, ones_entries
+        // per word (a thread each), as msm.rs's ones_sum_affine launches them.
+        else if (op == "ones_entries") {
+            std::vector<u64> words = get_vec<u64>(b);
+            const u32 nw = (u32)words.size(), nb = (u32)std::stoul(a);
+            std::vector<u32> counts(nw);
+            blockDim.x = 1;
+            for (u32 w = 0; w < nw; w++) {
+                blockIdx.x = w;
+                ones_count(words.data(), nw, nb, counts.data());
+            }
+            u32 m = 0;
+            std::vector<u32> start = exclusive_scan(counts, &m);
+            std::vector<u32> out(m);
+            for (u32 w = 0; w < nw; w++) {
+                blockIdx.x = w;
+                ones_entries(words.data(), nw, nb, start.data(), out.data());
+            }
+            blockIdx.x = 0;
+            put_vec(out);
         }
         // g1_ba <per> <bases> <per-slot counts> <sorted entries>: the buckets.
         else if (op == "g1_ba") {
