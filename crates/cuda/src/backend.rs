@@ -178,9 +178,16 @@ impl CudaBackend {
         let big = 1usize << crate::log_domain(n);
         let h = Ntt::h_device_bytes(n);
         let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
+        // A query's ones sum, then its tail MSM (G1's ones by batch-affine rounds,
+        // G2's by the XYZZ kernel, whose partials are small).
         let scratch = |m: &SplitScalars, xyzz: u64| {
             let t = m.tail_indices().len();
-            MsmPlan::for_size(t).scratch_bytes_for(t, xyzz)
+            let ones = if xyzz == G1::XYZZ_BYTES {
+                msm::ones_scratch_bytes(m.num_bases())
+            } else {
+                0
+            };
+            MsmPlan::for_size(t).scratch_bytes_for(t, xyzz).max(ones)
         };
         let data = |m: &SplitScalars| {
             m.tail_indices().len() as u64 * 36 + m.ones().words().len() as u64 * 8
@@ -388,74 +395,83 @@ fn streamed_split<C: DeviceCurve>(
     Ok(out)
 }
 
-/// Ones and tail of a split query whose bases are resident (`bases`).
+/// Ones and tail of a split query whose bases are resident (`bases`): the bitmap
+/// uploaded, the ones enqueued, then the tail terms uploaded on the copy stream
+/// while the ones run, then the tail MSM.
 fn split_msm<C: DeviceCurve>(
     gpu: &Gpu,
     bases: &CudaSlice<C::Affine>,
     m: &SplitMsm<'_, C::HostAffine>,
 ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
-    let up = upload_split(gpu, m.split)?;
-    split_msm_from(gpu, bases, &up)
-}
-
-/// A split query's scalars (ones bitmap, tail indices and scalars) copied to the
-/// device on the compute stream, ahead of its MSMs.
-fn upload_split(gpu: &Gpu, split: &SplitScalars) -> Result<SplitOnDevice, CudaError> {
-    let words = split.ones().words();
-    Ok(SplitOnDevice {
-        words: gpu.upload::<u64>(u64s_as_bytes(words))?,
-        nwords: words.len(),
-        num_bases: split.num_bases(),
-        idx: gpu.upload::<u32>(u32s_as_bytes(split.tail_indices()))?,
-        scalars: gpu.upload::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
-        tail: split.tail_indices().len(),
-    })
-}
-
-/// Ones and tail of an uploaded split query over its resident `bases`.
-fn split_msm_from<C: DeviceCurve>(
-    gpu: &Gpu,
-    bases: &CudaSlice<C::Affine>,
-    up: &SplitOnDevice,
-) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
-    let ones = msm::ones_sum(gpu, bases, &up.words, up.nwords, up.num_bases)?;
-    let tail = msm::msm(
-        gpu,
-        bases,
-        &up.scalars,
-        up.tail,
-        ScalarFormat::Canonical,
-        Some(&up.idx),
-        MsmPlan::for_size(up.tail),
-    )?;
+    let ones = ones_msm(gpu, bases, &upload_ones(gpu, m.split)?)?;
+    let tail = tail_msm(gpu, bases, &upload_tail(gpu, m.split)?)?;
     Ok((ones, tail))
 }
 
-/// A split query's scalars on the device ([`upload_split`]); the buffers are
-/// freed in stream order after the MSMs that read them.
-struct SplitOnDevice {
+/// A split query's ones bitmap on the device; freed in stream order after the
+/// ones sum that reads it.
+struct OnesOnDevice {
     words: CudaSlice<u64>,
     nwords: usize,
     num_bases: usize,
+}
+
+/// A split query's tail terms on the device (indices, canonical scalars).
+struct TailOnDevice {
     idx: CudaSlice<u32>,
     scalars: CudaSlice<FrRepr>,
-    tail: usize,
+    len: usize,
+}
+
+/// The ones bitmap, copied on the compute stream (small: 2^21 words at 2^27).
+fn upload_ones(gpu: &Gpu, split: &SplitScalars) -> Result<OnesOnDevice, CudaError> {
+    let words = split.ones().words();
+    Ok(OnesOnDevice {
+        words: gpu.upload::<u64>(u64s_as_bytes(words))?,
+        nwords: words.len(),
+        num_bases: split.num_bases(),
+    })
+}
+
+/// The tail terms, copied on the copy stream (a query's 0.2 GB at 2^27): they
+/// travel while the compute stream sums ones, and the compute stream waits for
+/// them before its next work.
+fn upload_tail(gpu: &Gpu, split: &SplitScalars) -> Result<TailOnDevice, CudaError> {
+    Ok(TailOnDevice {
+        idx: gpu.upload_on_copy::<u32>(u32s_as_bytes(split.tail_indices()))?,
+        scalars: gpu.upload_on_copy::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
+        len: split.tail_indices().len(),
+    })
+}
+
+fn ones_msm<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    up: &OnesOnDevice,
+) -> Result<PendingSum<C>, CudaError> {
+    msm::ones_sum(gpu, bases, &up.words, up.nwords, up.num_bases)
+}
+
+fn tail_msm<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    up: &TailOnDevice,
+) -> Result<PendingSum<C>, CudaError> {
+    msm::msm(
+        gpu,
+        bases,
+        &up.scalars,
+        up.len,
+        ScalarFormat::Canonical,
+        Some(&up.idx),
+        MsmPlan::for_size(up.len),
+    )
 }
 
 /// H of a partition: its a, b, c on their way to the device, or its coefficients.
 enum HStage<'a> {
     Uploading(AbcUpload<'a>),
     Done(CudaSlice<FrRepr>),
-}
-
-impl HStage<'_> {
-    /// H's coefficients, computing them if not done yet.
-    fn finish(self, ntt: &Ntt, gpu: &Gpu) -> Result<CudaSlice<FrRepr>, CudaError> {
-        match self {
-            HStage::Uploading(up) => ntt.h_from(gpu, up),
-            HStage::Done(h) => Ok(h),
-        }
-    }
 }
 
 fn u64s_as_bytes(v: &[u64]) -> &[u8] {
@@ -668,49 +684,69 @@ impl GpuBackend for CudaBackend {
         let mut g1_stream = BaseStream::<G1>::new(gpu, stager, chunk);
         // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
         // while the compute stream does L, A and B, and the transforms follow. The
-        // queries' own scalars are uploaded before a, b, c: behind them on the copy
-        // engine they waited ~230 ms at 2^27 (H200, third session). With any of them
-        // streamed (their chunks upload as they go), H comes first.
+        // queries' own data goes first: behind a, b, c on the copy engine it waited
+        // ~230 ms at 2^27 (H200, third session). The bitmaps go up, L's ones start,
+        // and the tail terms travel (copy stream) while they run. With any of L, A,
+        // B streamed (their chunks upload as they go), H comes first.
         let g1_sets = [&l, &a, &b_g1];
-        let overlap = g1_sets.iter().all(|m| bases.contains_key(&key(m.bases)));
-        let pre = if overlap {
-            g1_sets
+        let resident: Vec<&CudaSlice<AffineRepr>> = g1_sets
+            .iter()
+            .filter_map(|m| bases.get(&key(m.bases)))
+            .collect();
+        let (h, l_p, a_p, b_p) = if let [rl, ra, rb] = resident[..] {
+            let ones = g1_sets
                 .iter()
-                .map(|m| upload_split(gpu, m.split).map(Some))
+                .map(|m| upload_ones(gpu, m.split))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(dev)?
-        } else {
-            vec![None, None, None]
-        };
-        let mut h = HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?);
-        if !overlap {
-            h = HStage::Done(h.finish(ntt, gpu).map_err(dev)?);
-            Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
-        }
-        let mut pre = pre.into_iter();
-        let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
-            let p = match (bases.get(&key(m.bases)), pre.next().flatten()) {
-                (Some(resident), Some(up)) => {
-                    let (ones, tail) = split_msm_from::<G1>(gpu, resident, &up).map_err(dev)?;
-                    vec![ones, tail]
-                }
-                (resident, _) => query::<G1>(gpu, resident, &mut g1_stream, m).map_err(dev)?,
+                .map_err(dev)?;
+            let l_ones = ones_msm::<G1>(gpu, rl, &ones[0]).map_err(dev)?;
+            let tails = g1_sets
+                .iter()
+                .map(|m| upload_tail(gpu, m.split))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(dev)?;
+            let h = HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?);
+            let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
+            Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
+            let mut both = |r: &CudaSlice<AffineRepr>, k: usize, name| {
+                let p = vec![
+                    ones_msm::<G1>(gpu, r, &ones[k]).map_err(dev)?,
+                    tail_msm(gpu, r, &tails[k]).map_err(dev)?,
+                ];
+                Phases::mark(&mut phases, gpu, name).map_err(dev)?;
+                Ok::<_, BackendError>(p)
             };
-            Phases::mark(&mut phases, gpu, name).map_err(dev)?;
-            Ok::<_, BackendError>(p)
+            let a_p = both(ra, 1, "A")?;
+            let b_p = both(rb, 2, "B_G1")?;
+            (h, l_p, a_p, b_p)
+        } else {
+            let up = Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
+            let h = HStage::Done(ntt.h_from(gpu, up).map_err(dev)?);
+            Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
+            let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
+                let p =
+                    query::<G1>(gpu, bases.get(&key(m.bases)), &mut g1_stream, m).map_err(dev)?;
+                Phases::mark(&mut phases, gpu, name).map_err(dev)?;
+                Ok::<_, BackendError>(p)
+            };
+            let l_p = g1(&l, "L")?;
+            let a_p = g1(&a, "A")?;
+            let b_p = g1(&b_g1, "B_G1")?;
+            (h, l_p, a_p, b_p)
         };
-        let l_p = g1(&l, "L")?;
-        let a_p = g1(&a, "A")?;
-        let b_p = g1(&b_g1, "B_G1")?;
-        let h_coeffs = h.finish(ntt, gpu).map_err(dev)?;
-        if overlap {
-            Phases::mark(
-                &mut phases,
-                gpu,
-                "H (NTTs; a, b, c uploaded during L, A, B)",
-            )
-            .map_err(dev)?;
-        }
+        let h_coeffs = match h {
+            HStage::Done(coeffs) => coeffs,
+            HStage::Uploading(up) => {
+                let coeffs = ntt.h_from(gpu, up).map_err(dev)?;
+                Phases::mark(
+                    &mut phases,
+                    gpu,
+                    "H (NTTs; a, b, c uploaded during L, A, B)",
+                )
+                .map_err(dev)?;
+                coeffs
+            }
+        };
         // Uploads are done: unpin while the device works.
         drop(pinned);
         let h_pending = match bases.get(&key(h_bases)) {
