@@ -15,7 +15,10 @@
 //! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM.
 //! On the H200 r2wf is the fastest (7.50 / 32.2 / 65.5 ms at 2^24 / 2^26 / 2^27
 //! against ntt_pass's 8.52 / 37.6 / 78.3; r2w 8.07 / 34.7 / 71.0, r2wf3 7.58 /
-//! 32.3 / 66.1) and is the default. Roots of unity come from two device tables
+//! 32.3 / 66.1) and is the default. `r2wg` (`CUZK_NTT_KERNEL=r2wg`, not yet measured)
+//! runs r2wf's passes with the plain radix-2 transform's global twiddles, one load each
+//! from a per-size table of N/2 roots, and so has no inter-pass twiddle products.
+//! Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
 //!
