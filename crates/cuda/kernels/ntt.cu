@@ -15,8 +15,11 @@
 // w the primitive 2^32-th root, or its inverse), so every root of every domain size is
 // T0[x & 0xffff] * T1[x >> 16] and the local stages' roots are single T1 entries.
 //
-// ntt_pass is the first version and the default (one stage per barrier); ntt_r8_* and
-// ntt_r2w_* below are options that give bit-identical results (see their comments).
+// ntt_pass is the first version (one stage per barrier); ntt_r8_* and ntt_r2w_* below
+// are options that give bit-identical results (see their comments; r2wf is the
+// default). ntt_r2wg_* (with ntt_pass_g for small tiles) is the one exception to the
+// split above: the same passes with the plain radix-2 transform's global twiddles and
+// no inter-pass twiddle (see R2wg).
 // The host-side emulation in src/ntt.rs (module emu) mirrors every pass kernel line by
 // line: change both together.
 
@@ -323,6 +326,65 @@ __device__ __forceinline__ void r2w_bfly(Fr& x, Fr& y, u32 j, u32 lh, const Fr* 
     }
 }
 
+// ---- Global twiddles: the r2wg flavour of r2w_pass (CUZK_NTT_KERNEL=r2wg). ----
+//
+// Every butterfly is the plain radix-2 transform's on the whole array of N = 2^log_n:
+// stage b (span 2^b; in a pass, chunk bit lh = b - lo) pairs positions (i, i + 2^b),
+// bit b of i clear, with the twiddle w_{2^(b+1)}^(i mod 2^b) = w_N^((i mod 2^b) <<
+// (log_n - 1 - b)), one load from W[j] = w_N^j (j < N/2, w_N the forward root; built
+// by ntt_r2wg_table). DIF (stages from the top bit down): x' = x + y, y' = (x - y) w;
+// DIT (from b = 0 up): x' = x + y w, y' = x - y w. The passes then compose with no
+// inter-pass twiddle at all (prev_k is ignored). i mod 2^b is the lower element's
+// position below bit b: its chunk bits below lh (shifted to lo) and its bits below lo
+// (the block's sub-transform bits and the element's bits below c). What the four-step
+// split hoists into the inter-pass twiddle is here part of the load index.
+// The inverse reads the same table: w_N^-t = -W[N/2 - t] for 0 < t < N/2, the sign
+// folded into the butterfly (DIF: y' = (y - x) W[N/2 - t]; DIT: x' = x - y W[N/2 - t],
+// y' = x + y W[N/2 - t]). Index 0 (twiddle 1) skips the load and the product, per
+// thread: a warp saves the product only where all its lanes have index 0 (the span-1
+// stage of the lo = 0 pass).
+struct R2wg {
+    const Fr* W;
+    u32 log_n;
+    u32 inv;
+};
+
+// W index of the butterfly whose lower element is tile element e1, chunk bit lh.
+__device__ __forceinline__ u32 r2wg_index(u32 base, u32 lo, u32 c, u32 e1, u32 lh, u32 log_n) {
+    const u32 b = lo + lh;
+    return (r8_pos(base, lo, c, e1) & ((1u << b) - 1)) << (log_n - 1 - b);
+}
+
+template <bool DIT>
+__device__ __forceinline__ void r2wg_bfly(Fr& x, Fr& y, u32 wi, const R2wg& g) {
+    if (wi == 0) {
+        Fr s = Fr::add(x, y);
+        y = Fr::sub(x, y);
+        x = s;
+        return;
+    }
+    const Fr w = Fr::load(g.W + (g.inv ? (1u << (g.log_n - 1)) - wi : wi));
+    if (DIT) {
+        y = fr_mul_nt(y, w);  // the inverse's product is -y w
+        Fr a = Fr::add(x, y), s = Fr::sub(x, y);
+        x = g.inv ? s : a;
+        y = g.inv ? a : s;
+    } else {
+        Fr d = g.inv ? Fr::sub(y, x) : Fr::sub(x, y);
+        x = Fr::add(x, y);
+        y = fr_mul_nt(d, w);
+    }
+}
+
+// The butterfly of stage lh on tile elements (e1, e1 + 2^(c + lh)) in r2w_pass: with
+// the pass's own twiddle index j (the four-step flavours) or the global one (r2wg).
+template <bool DIT, bool FAST, bool GLOBAL>
+__device__ __forceinline__ void r2w_bfly_e(Fr& x, Fr& y, u32 e1, u32 j, u32 lh, const Fr* T1, u32 base, u32 lo,
+                                           u32 c, const R2wg& g) {
+    if (GLOBAL) r2wg_bfly<DIT>(x, y, r2wg_index(base, lo, c, e1, lh, g.log_n), g);
+    else r2w_bfly<DIT, FAST>(x, y, j, lh, T1);
+}
+
 // Swaps the register bit with lane bit lb: a lane with lane bit v keeps x[v] and
 // receives its partner's x[v] (the partner sends the element it gives up) as x[1 - v].
 __device__ __forceinline__ void r2w_swap(Fr& x0, Fr& x1, u32 lane, u32 lb) {
@@ -337,20 +399,21 @@ __device__ __forceinline__ void r2w_swap(Fr& x0, Fr& x1, u32 lane, u32 lb) {
 }
 
 // A stage at tile bit P >= 6 through shared memory (then a barrier).
-template <bool DIT, bool FAST>
-__device__ __forceinline__ void r2w_smem_stage(u32* smem, u32 tile, u32 t, u32 c, u32 P, const Fr* T1) {
+template <bool DIT, bool FAST, bool GLOBAL>
+__device__ __forceinline__ void r2w_smem_stage(u32* smem, u32 tile, u32 t, u32 c, u32 P, const Fr* T1, u32 base,
+                                               u32 lo, const R2wg& g) {
     const u32 e1 = r2w_ins1(t, P), e2 = e1 | (1u << P);
     const u32 lh = P - c;
     Fr x = smem_load(smem, tile, e1), y = smem_load(smem, tile, e2);
-    r2w_bfly<DIT, FAST>(x, y, (e1 >> c) & ((1u << lh) - 1), lh, T1);
+    r2w_bfly_e<DIT, FAST, GLOBAL>(x, y, e1, (e1 >> c) & ((1u << lh) - 1), lh, T1, base, lo, c, g);
     smem_store(smem, tile, e1, x);
     smem_store(smem, tile, e2, y);
     __syncthreads();
 }
 
-template <bool DIT, bool FAST>
+template <bool DIT, bool FAST, bool GLOBAL>
 __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
-                                         const Fr* T18) {
+                                         const Fr* T18, const R2wg g) {
     extern __shared__ u32 smem[];
     const u32 tb = k + c;
     const u32 tile = 1u << tb;
@@ -369,17 +432,18 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
             x0 = Fr::load(data + p0);
             x1 = Fr::load(data + p1);
-            if (prev_k) {
+            if (!GLOBAL && prev_k) {
                 x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
                 x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
             }
         }
-        r2w_bfly<false, FAST>(x0, x1, jtop, k - 1, T1);
+        r2w_bfly_e<false, FAST, GLOBAL>(x0, x1, t, jtop, k - 1, T1, base, lo, c, g);
         if (top > 5) {
             smem_store(smem, tile, t, x0);
             smem_store(smem, tile, t + half, x1);
             __syncthreads();
-            for (u32 P = top - 1; P >= 6 && P >= c; P--) r2w_smem_stage<false, FAST>(smem, tile, t, c, P, T1);
+            for (u32 P = top - 1; P >= 6 && P >= c; P--)
+                r2w_smem_stage<false, FAST, GLOBAL>(smem, tile, t, c, P, T1, base, lo, g);
             x0 = smem_load(smem, tile, wbase | lane);
             x1 = smem_load(smem, tile, wbase | lane | 32);
         }
@@ -388,7 +452,8 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             if (P < 5) r2w_swap(x0, x1, lane, P);
             if (P < (int)top) {
                 const u32 lh = P - c;
-                r2w_bfly<false, FAST>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
+                r2w_bfly_e<false, FAST, GLOBAL>(x0, x1, wbase | r2w_ins1(lane, P), (lane >> c) & ((1u << lh) - 1),
+                                                lh, T1, base, lo, c, g);
             }
         }
         const u32 e0 = wbase | r2w_ins1(lane, cc);
@@ -405,20 +470,22 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             if (P > cc) r2w_swap(x0, x1, lane, P - 1);
             if (P >= c) {
                 const u32 lh = P - c;
-                r2w_bfly<true, FAST>(x0, x1, (lane >> c) & ((1u << lh) - 1), lh, T1);
+                r2w_bfly_e<true, FAST, GLOBAL>(x0, x1, wbase | r2w_ins1(lane, P), (lane >> c) & ((1u << lh) - 1),
+                                               lh, T1, base, lo, c, g);
             }
         }
         if (top > 5) {
             smem_store(smem, tile, wbase | lane, x0);
             smem_store(smem, tile, wbase | lane | 32, x1);
             __syncthreads();
-            for (u32 P = c > 6 ? c : 6; P < top; P++) r2w_smem_stage<true, FAST>(smem, tile, t, c, P, T1);
+            for (u32 P = c > 6 ? c : 6; P < top; P++)
+                r2w_smem_stage<true, FAST, GLOBAL>(smem, tile, t, c, P, T1, base, lo, g);
             x0 = smem_load(smem, tile, t);
             x1 = smem_load(smem, tile, t + half);
-            r2w_bfly<true, FAST>(x0, x1, jtop, k - 1, T1);
+            r2w_bfly_e<true, FAST, GLOBAL>(x0, x1, t, jtop, k - 1, T1, base, lo, c, g);
         }
         const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
-        if (prev_k) {
+        if (!GLOBAL && prev_k) {
             x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
             x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
         }
@@ -429,21 +496,21 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
 
 extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<false, false>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<false, false, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
 }
 extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                              const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<true, false>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<true, false, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
 }
 // The same with fr_mul_nt for the butterflies and the twiddle applications
 // (CUZK_NTT_KERNEL=r2wf; the product inside an order > 18 twiddle stays Fr::mul).
 extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                               const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<false, true>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<false, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
 }
 extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                               const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<true, true>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<true, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
 }
 
 // r2wf with 3 blocks of 512 threads per SM (48 warps instead of 32) for the A/B on
@@ -451,11 +518,73 @@ extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dit(Fr* data, u32 lo,
 // spilling 72-92 bytes per thread to local memory (L1).
 extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                                   const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<false, true>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<false, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
 }
 extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                                   const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<true, true>(data, lo, k, c, prev_k, T0, T1, T18);
+    r2w_pass<true, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
+}
+
+// r2wf's pass with global twiddles (see R2wg): no inter-pass twiddles, every pass reads
+// W (CUZK_NTT_KERNEL=r2wg). The same launch as r2wf. inv: the inverse transform.
+extern "C" __global__ void __launch_bounds__(512) ntt_r2wg_dif(Fr* data, u32 lo, u32 k, u32 c, u32 log_n, u32 inv,
+                                                              const Fr* W) {
+    r2w_pass<false, true, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
+}
+extern "C" __global__ void __launch_bounds__(512) ntt_r2wg_dit(Fr* data, u32 lo, u32 k, u32 c, u32 log_n, u32 inv,
+                                                              const Fr* W) {
+    r2w_pass<true, true, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
+}
+
+// ntt_pass with r2wg's global twiddles: r2wg's passes whose tile is under a warp's 64
+// elements (all passes of a transform must use the same decomposition, so these
+// cannot fall back to ntt_pass as r2wf's do).
+extern "C" __global__ void ntt_pass_g(Fr* data, u32 lo, u32 k, u32 c, u32 dit, u32 log_n, u32 inv, const Fr* W) {
+    extern __shared__ u32 smem[];
+    const R2wg g{W, log_n, inv};
+    const u32 tile = 1u << (k + c);
+    const u32 half = tile >> 1;
+    const u32 t = threadIdx.x;
+    const u32 smask = (1u << c) - 1;
+    const u32 b = blockIdx.x;
+    const u32 base = ((b >> (lo - c)) << (lo + k)) | ((b & ((1u << (lo - c)) - 1)) << c);
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        u32 e = t + r * half;
+        smem_store(smem, tile, e, Fr::load(data + r8_pos(base, lo, c, e)));
+    }
+    __syncthreads();
+
+    const u32 s = t & smask;
+    const u32 q = t >> c;
+    for (u32 st = 0; st < k; st++) {
+        u32 lh = dit ? st : (k - 1 - st);  // log2 of the span within the chunk
+        u32 h = 1u << lh;
+        u32 l1 = ((q >> lh) << (lh + 1)) | (q & (h - 1));
+        u32 e1 = (l1 << c) | s, e2 = ((l1 + h) << c) | s;
+        Fr x = smem_load(smem, tile, e1), y = smem_load(smem, tile, e2);
+        u32 wi = r2wg_index(base, lo, c, e1, lh, log_n);
+        if (dit) r2wg_bfly<true>(x, y, wi, g);
+        else r2wg_bfly<false>(x, y, wi, g);
+        smem_store(smem, tile, e1, x);
+        smem_store(smem, tile, e2, y);
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        u32 e = t + r * half;
+        smem_load(smem, tile, e).store(data + r8_pos(base, lo, c, e));
+    }
+}
+
+// W[j] = w_N^j for j < N/2 (N = 2^log_n, w_N the forward root, log_n >= 1): r2wg's
+// table, built once per size (Ntt caches it).
+extern "C" __global__ void ntt_r2wg_table(Fr* W, u32 log_n, const Fr* T0, const Fr* T1) {
+    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= (1u << (log_n - 1))) return;
+    root_pow(T0, T1, j << (32 - log_n)).store(W + j);
 }
 
 // data[p] *= P(idx) with idx = p or bitrev(p), P(i) = P0[i & 0xffff] * P1[i >> 16]

@@ -15,7 +15,10 @@
 //! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM.
 //! On the H200 r2wf is the fastest (7.50 / 32.2 / 65.5 ms at 2^24 / 2^26 / 2^27
 //! against ntt_pass's 8.52 / 37.6 / 78.3; r2w 8.07 / 34.7 / 71.0, r2wf3 7.58 /
-//! 32.3 / 66.1) and is the default. Roots of unity come from two device tables
+//! 32.3 / 66.1) and is the default. `r2wg` (`CUZK_NTT_KERNEL=r2wg`, not yet measured)
+//! runs r2wf's passes with the plain radix-2 transform's global twiddles, one load each
+//! from a per-size table of N/2 roots, and so has no inter-pass twiddle products.
+//! Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
 //!
@@ -79,15 +82,21 @@ pub enum NttKernel {
     /// `ntt_r2wf3_dif` / `ntt_r2wf3_dit`: `Radix2WarpFast` compiled for 3 blocks
     /// (48 warps) per SM instead of 2: 40 registers, with some spilling.
     Radix2WarpFast3,
+    /// `ntt_r2wg_dif` / `ntt_r2wg_dit` (and `ntt_pass_g` for tiles under 64
+    /// elements): `Radix2WarpFast`'s passes with the plain radix-2 transform's global
+    /// twiddles, one load each from a table of N/2 roots per size (N/2 × 32 bytes,
+    /// cached), and no inter-pass twiddle products.
+    Radix2WarpGlobal,
 }
 
 impl NttKernel {
     /// Every kernel, in the order the device check runs them.
-    pub const ALL: [NttKernel; 5] = [
+    pub const ALL: [NttKernel; 6] = [
         NttKernel::Radix2,
         NttKernel::Radix2Warp,
         NttKernel::Radix2WarpFast,
         NttKernel::Radix2WarpFast3,
+        NttKernel::Radix2WarpGlobal,
         NttKernel::Radix8,
     ];
 
@@ -99,6 +108,7 @@ impl NttKernel {
             NttKernel::Radix2Warp => "r2w",
             NttKernel::Radix2WarpFast => "r2wf",
             NttKernel::Radix2WarpFast3 => "r2wf3",
+            NttKernel::Radix2WarpGlobal => "r2wg",
         }
     }
 
@@ -107,7 +117,7 @@ impl NttKernel {
     pub const DEFAULT: NttKernel = NttKernel::Radix2WarpFast;
 
     /// [`Self::DEFAULT`], or the one the environment variable `CUZK_NTT_KERNEL`
-    /// names (`radix2`, `r2w`, `r2wf`, `r2wf3`, `r8`).
+    /// names (`radix2`, `r2w`, `r2wf`, `r2wf3`, `r2wg`, `r8`).
     pub fn from_env() -> Self {
         let v = std::env::var("CUZK_NTT_KERNEL").unwrap_or_default();
         Self::ALL
@@ -123,6 +133,7 @@ impl NttKernel {
             NttKernel::Radix2Warp => 2,
             NttKernel::Radix2WarpFast => 3,
             NttKernel::Radix2WarpFast3 => 4,
+            NttKernel::Radix2WarpGlobal => 5,
         }
     }
 
@@ -132,6 +143,7 @@ impl NttKernel {
             2 => NttKernel::Radix2Warp,
             3 => NttKernel::Radix2WarpFast,
             4 => NttKernel::Radix2WarpFast3,
+            5 => NttKernel::Radix2WarpGlobal,
             _ => NttKernel::Radix2,
         }
     }
@@ -139,10 +151,10 @@ impl NttKernel {
     /// Whether the natural-order transforms use `bitrev_tiled` (the r2w kernels) or
     /// `bitrev_permute` (as measured for radix2 and r8).
     fn tiled_bitrev(self) -> bool {
-        self.is_r2w()
+        self.is_r2w() || self == NttKernel::Radix2WarpGlobal
     }
 
-    /// One of the `ntt_r2w*` kernels (the same index math, see `emu`).
+    /// One of the four-step `ntt_r2w*` kernels (the same index math, see `emu`).
     fn is_r2w(self) -> bool {
         matches!(
             self,
@@ -152,8 +164,11 @@ impl NttKernel {
 
     /// The kernel pass `p` really runs: the register kernels need chunks of >= 3 bits
     /// (r8) or tiles of >= 64 elements (r2w, a full warp); smaller ones use `ntt_pass`.
+    /// r2wg is kept: it has its own small-tile kernel (`ntt_pass_g`), since its passes
+    /// do not compose with the four-step ones.
     fn for_pass(self, p: &Pass) -> Self {
         match self {
+            NttKernel::Radix2WarpGlobal => self,
             NttKernel::Radix8 if p.k >= 3 => NttKernel::Radix8,
             _ if self.is_r2w() && p.k + p.c >= 6 => self,
             _ => NttKernel::Radix2,
@@ -235,6 +250,9 @@ pub struct Ntt {
     fwd: Tables,
     inv: Tables,
     pows: Mutex<HashMap<(u32, PowKind), Arc<Pows>>>,
+    /// r2wg's tables W[j] = w_N^j (j < N/2) by log N, built on first use and kept,
+    /// like `pows` ([`Ntt::global_table_bytes`] each).
+    global: Mutex<HashMap<u32, Arc<CudaSlice<FrRepr>>>>,
     /// [`NttKernel`] as a u8 (`NttKernel::code`).
     kernel: AtomicU8,
 }
@@ -289,6 +307,7 @@ impl Ntt {
             fwd: mk(Scalar::ROOT_OF_UNITY)?,
             inv: mk(Scalar::ROOT_OF_UNITY_INV)?,
             pows: Mutex::new(HashMap::new()),
+            global: Mutex::new(HashMap::new()),
             kernel: AtomicU8::new(NttKernel::from_env().code()),
         })
     }
@@ -328,6 +347,85 @@ impl Ntt {
         Ok(p)
     }
 
+    /// r2wg's table for 2^log_n (log_n >= 1): W[j] = w^j, j < 2^(log_n - 1), w the
+    /// forward 2^log_n-th root; the inverse reads it too (w^-j = -W[N/2 - j]).
+    fn global_table(&self, gpu: &Gpu, log_n: u32) -> Result<Arc<CudaSlice<FrRepr>>, CudaError> {
+        let mut map = self.global.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = map.get(&log_n) {
+            return Ok(w.clone());
+        }
+        let half = 1usize << (log_n - 1);
+        let mut w = gpu.alloc_poisoned::<FrRepr>(half)?;
+        crate::launch!(
+            gpu,
+            "ntt_r2wg_table",
+            grid(half, 256),
+            &mut w,
+            &log_n,
+            &self.fwd.t0,
+            &self.fwd.t1
+        )?;
+        let w = Arc::new(w);
+        map.insert(log_n, w.clone());
+        Ok(w)
+    }
+
+    /// Device bytes of r2wg's table for a 2^log_n transform (N/2 roots; 2 GiB at
+    /// 2^27), kept once built.
+    pub fn global_table_bytes(log_n: u32) -> u64 {
+        if log_n == 0 {
+            0
+        } else {
+            (1u64 << (log_n - 1)) * 32
+        }
+    }
+
+    /// A pass of r2wg: `ntt_r2wg_*`, or `ntt_pass_g` for tiles under a full warp.
+    fn pass_global(
+        &self,
+        gpu: &Gpu,
+        data: &mut CudaSlice<FrRepr>,
+        log_n: u32,
+        p: Pass,
+        dit: bool,
+        dir: Direction,
+    ) -> Result<(), CudaError> {
+        let w = self.global_table(gpu, log_n)?;
+        let w: &CudaSlice<FrRepr> = &w;
+        let tile = 1u32 << (p.k + p.c);
+        let inv = u32::from(dir == Direction::Inverse);
+        let grid_dim = (1u32 << (log_n - p.k - p.c), 1, 1);
+        let shared_mem_bytes = tile * 32;
+        if p.k + p.c >= 6 {
+            let cfg = LaunchConfig {
+                grid_dim,
+                block_dim: (tile / 2, 1, 1),
+                shared_mem_bytes,
+            };
+            let name = if dit { "ntt_r2wg_dit" } else { "ntt_r2wg_dif" };
+            return crate::launch!(gpu, name, cfg, &mut *data, &p.lo, &p.k, &p.c, &log_n, &inv, w);
+        }
+        let cfg = LaunchConfig {
+            grid_dim,
+            block_dim: ((tile / 2).max(1), 1, 1),
+            shared_mem_bytes,
+        };
+        let dit = u32::from(dit);
+        crate::launch!(
+            gpu,
+            "ntt_pass_g",
+            cfg,
+            &mut *data,
+            &p.lo,
+            &p.k,
+            &p.c,
+            &dit,
+            &log_n,
+            &inv,
+            w
+        )
+    }
+
     fn tables(&self, dir: Direction) -> &Tables {
         match dir {
             Direction::Forward => &self.fwd,
@@ -344,6 +442,9 @@ impl Ntt {
         dit: bool,
         dir: Direction,
     ) -> Result<(), CudaError> {
+        if self.kernel() == NttKernel::Radix2WarpGlobal {
+            return self.pass_global(gpu, data, log_n, p, dit, dir);
+        }
         let tile = 1u32 << (p.k + p.c);
         let tb = self.tables(dir);
         let (t0, t1, t18) = (&tb.t0, &tb.t1, &tb.t18);
@@ -535,10 +636,22 @@ impl Ntt {
         self.dit(gpu, data, log_n, Direction::Forward)
     }
 
-    /// Device memory the H computation needs for `n` constraints (bytes).
+    /// Device memory the H computation needs for `n` constraints (bytes), with the
+    /// kernel `CUZK_NTT_KERNEL` selects ([`Self::h_device_bytes_with`]).
     pub fn h_device_bytes(n: usize) -> u64 {
-        let big = 1u64 << crate::log_domain(n);
-        3 * big * 32
+        Self::h_device_bytes_with(NttKernel::from_env(), n)
+    }
+
+    /// Device memory the H computation needs for `n` constraints with `kernel`: the
+    /// three buffers, and for r2wg its table (kept once built).
+    pub fn h_device_bytes_with(kernel: NttKernel, n: usize) -> u64 {
+        let log_n = crate::log_domain(n);
+        let big = 1u64 << log_n;
+        let table = match kernel {
+            NttKernel::Radix2WarpGlobal => Self::global_table_bytes(log_n),
+            _ => 0,
+        };
+        3 * big * 32 + table
     }
 
     /// The whole H computation for evaluations `a, b, c` (equal lengths): uploads them
@@ -811,6 +924,7 @@ mod emu {
         t0: Vec<Scalar>,
         t1: Vec<Scalar>,
         t18: Vec<Scalar>,
+        inv: bool,
     }
 
     impl Tabs {
@@ -820,7 +934,12 @@ mod emu {
                 Direction::Inverse => Scalar::ROOT_OF_UNITY_INV,
             };
             let [t0, t1, t18] = twiddle_tables(w);
-            Self { t0, t1, t18 }
+            Self {
+                t0,
+                t1,
+                t18,
+                inv: dir == Direction::Inverse,
+            }
         }
     }
 
@@ -1182,6 +1301,116 @@ mod emu {
         g.finish();
     }
 
+    /// `ntt_r2wg_table` from the forward tables.
+    fn r2wg_table(fwd: &Tabs, log_n: u32) -> Vec<Scalar> {
+        (0..1u32 << (log_n - 1))
+            .map(|j| root_pow(fwd, j << (32 - log_n)))
+            .collect()
+    }
+
+    /// `R2wg`: r2wg's table for this size and the direction.
+    struct R2wg<'a> {
+        w: &'a [Scalar],
+        log_n: u32,
+        inv: bool,
+    }
+
+    fn r2wg_index(base: u32, lo: u32, c: u32, e1: u32, lh: u32, log_n: u32) -> u32 {
+        let b = lo + lh;
+        (r8_pos(base, lo, c, e1) & ((1u32 << b) - 1)) << (log_n - 1 - b)
+    }
+
+    fn r2wg_bfly(x: &mut Scalar, y: &mut Scalar, wi: u32, dit: bool, g: &R2wg) {
+        if wi == 0 {
+            let s = *x + *y;
+            *y = *x - *y;
+            *x = s;
+            return;
+        }
+        let i = if g.inv {
+            (1u32 << (g.log_n - 1)) - wi
+        } else {
+            wi
+        };
+        assert!((i as usize) < g.w.len(), "W index out of the table");
+        let w = g.w[i as usize];
+        if dit {
+            *y *= w;
+            let (a, s) = (*x + *y, *x - *y);
+            *x = if g.inv { s } else { a };
+            *y = if g.inv { a } else { s };
+        } else {
+            let d = if g.inv { *y - *x } else { *x - *y };
+            *x += *y;
+            *y = d * w;
+        }
+    }
+
+    /// `r2w_bfly_e`: the butterfly on tile elements (e1, e1 + 2^(c + lh)).
+    #[allow(clippy::too_many_arguments)]
+    fn r2w_bfly_e(
+        x: &mut Scalar,
+        y: &mut Scalar,
+        e1: u32,
+        j: u32,
+        lh: u32,
+        dit: bool,
+        tb: &Tabs,
+        (base, lo, c): (u32, u32, u32),
+        g: Option<&R2wg>,
+    ) {
+        match g {
+            Some(g) => r2wg_bfly(x, y, r2wg_index(base, lo, c, e1, lh, g.log_n), dit, g),
+            None => r2w_bfly(x, y, j, lh, dit, tb),
+        }
+    }
+
+    /// `ntt_pass_g` over every block.
+    fn radix2_pass_g(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, g: &R2wg) {
+        let Pass { lo, k, c, .. } = p;
+        let mut gm = Global::new(data);
+        let grid = 1u32 << (log_n - k - c);
+        let tile = 1u32 << (k + c);
+        let half = tile >> 1;
+        let smask = (1u32 << c) - 1;
+        for b in 0..grid {
+            let base = ((b >> (lo - c)) << (lo + k)) | ((b & ((1u32 << (lo - c)) - 1)) << c);
+            let mut sm = Smem::new(tile);
+            for t in 0..half {
+                for r in 0..2 {
+                    let e = t + r * half;
+                    sm.store(t as usize, e, gm.load(r8_pos(base, lo, c, e)));
+                }
+            }
+            sm.sync();
+            for st in 0..k {
+                for t in 0..half {
+                    let s = t & smask;
+                    let q = t >> c;
+                    let lh = if dit { st } else { k - 1 - st };
+                    let h = 1u32 << lh;
+                    let l1 = ((q >> lh) << (lh + 1)) | (q & (h - 1));
+                    let (e1, e2) = ((l1 << c) | s, ((l1 + h) << c) | s);
+                    let mut x = sm.load(t as usize, e1);
+                    let mut y = sm.load(t as usize, e2);
+                    let wi = r2wg_index(base, lo, c, e1, lh, log_n);
+                    r2wg_bfly(&mut x, &mut y, wi, dit, g);
+                    sm.store(t as usize, e1, x);
+                    sm.store(t as usize, e2, y);
+                }
+                sm.sync();
+            }
+            for t in 0..half {
+                for r in 0..2 {
+                    let e = t + r * half;
+                    let x = sm.load(t as usize, e);
+                    gm.store(r8_pos(base, lo, c, e), x);
+                }
+            }
+        }
+        gm.finish();
+    }
+
     fn r2w_ins1(t: u32, pos: u32) -> u32 {
         ((t >> pos) << (pos + 1)) | (t & ((1u32 << pos) - 1))
     }
@@ -1220,14 +1449,25 @@ mod emu {
         }
     }
 
-    fn r2w_smem_stage(sm: &mut Smem, x_threads: u32, c: u32, p_bit: u32, dit: bool, tb: &Tabs) {
+    #[allow(clippy::too_many_arguments)]
+    fn r2w_smem_stage(
+        sm: &mut Smem,
+        x_threads: u32,
+        c: u32,
+        p_bit: u32,
+        dit: bool,
+        tb: &Tabs,
+        (base, lo): (u32, u32),
+        g: Option<&R2wg>,
+    ) {
         for t in 0..x_threads {
             let e1 = r2w_ins1(t, p_bit);
             let e2 = e1 | (1 << p_bit);
             let lh = p_bit - c;
             let mut x = sm.load(t as usize, e1);
             let mut y = sm.load(t as usize, e2);
-            r2w_bfly(&mut x, &mut y, (e1 >> c) & ((1u32 << lh) - 1), lh, dit, tb);
+            let j = (e1 >> c) & ((1u32 << lh) - 1);
+            r2w_bfly_e(&mut x, &mut y, e1, j, lh, dit, tb, (base, lo, c), g);
             sm.store(t as usize, e1, x);
             sm.store(t as usize, e2, y);
         }
@@ -1236,7 +1476,8 @@ mod emu {
 
     /// `r2w_pass<DIT>` over every block; threads are kept as `x[t] = [x0, x1]` and the
     /// warp stages run warp by warp (shuffles are warp-synchronous).
-    fn r2w_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs) {
+    /// With `g`, the r2wg flavour (global twiddles, no inter-pass twiddle).
+    fn r2w_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, rg: Option<&R2wg>) {
         let Pass { lo, k, c, prev_k } = p;
         assert!(k + c >= 6 && k + c <= MAX_PASS_BITS && c <= lo);
         let mut g = Global::new(data);
@@ -1254,8 +1495,9 @@ mod emu {
             let lane_of = |t: u32| t & 31;
             let wbase_of = |t: u32| (t >> 5) << 6;
             let jtop = |t: u32| (t >> c) & ((1u32 << (k - 1)) - 1);
-            // The warp stages of one warp (threads w*32 .. w*32 + 32).
-            let warp_stages = |x: &mut [[Scalar; 2]]| {
+            let bc = (base, lo, c);
+            // The warp stages of one warp (threads w*32 .. w*32 + 32; wbase = w << 6).
+            let warp_stages = |x: &mut [[Scalar; 2]], wbase: u32| {
                 if dit {
                     for pb in cc..=5 {
                         if pb > cc {
@@ -1265,7 +1507,9 @@ mod emu {
                             let lh = pb - c;
                             for lane in 0..32u32 {
                                 let [x0, x1] = &mut x[lane as usize];
-                                r2w_bfly(x0, x1, (lane >> c) & ((1u32 << lh) - 1), lh, true, tb);
+                                let (e1, j) =
+                                    (wbase | r2w_ins1(lane, pb), (lane >> c) & ((1u32 << lh) - 1));
+                                r2w_bfly_e(x0, x1, e1, j, lh, true, tb, bc, rg);
                             }
                         }
                     }
@@ -1278,7 +1522,9 @@ mod emu {
                             let lh = pb as u32 - c;
                             for lane in 0..32u32 {
                                 let [x0, x1] = &mut x[lane as usize];
-                                r2w_bfly(x0, x1, (lane >> c) & ((1u32 << lh) - 1), lh, false, tb);
+                                let e1 = wbase | r2w_ins1(lane, pb as u32);
+                                let j = (lane >> c) & ((1u32 << lh) - 1);
+                                r2w_bfly_e(x0, x1, e1, j, lh, false, tb, bc, rg);
                             }
                         }
                     }
@@ -1288,11 +1534,11 @@ mod emu {
                 for t in 0..threads {
                     let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
                     let (mut x0, mut x1) = (g.load(p0), g.load(p1));
-                    if prev_k != 0 {
+                    if rg.is_none() && prev_k != 0 {
                         x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
                         x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
                     }
-                    r2w_bfly(&mut x0, &mut x1, jtop(t), k - 1, false, tb);
+                    r2w_bfly_e(&mut x0, &mut x1, t, jtop(t), k - 1, false, tb, bc, rg);
                     x[t as usize] = [x0, x1];
                 }
                 if top > 5 {
@@ -1302,15 +1548,15 @@ mod emu {
                     }
                     sm.sync();
                     for pb in (c.max(6)..top).rev() {
-                        r2w_smem_stage(&mut sm, threads, c, pb, false, tb);
+                        r2w_smem_stage(&mut sm, threads, c, pb, false, tb, (base, lo), rg);
                     }
                     for t in 0..threads {
                         let e = wbase_of(t) | lane_of(t);
                         x[t as usize] = [sm.load(t as usize, e), sm.load(t as usize, e | 32)];
                     }
                 }
-                for w in x.chunks_mut(32) {
-                    warp_stages(w);
+                for (wi, w) in x.chunks_mut(32).enumerate() {
+                    warp_stages(w, (wi as u32) << 6);
                 }
                 for t in 0..threads {
                     let e0 = wbase_of(t) | r2w_ins1(lane_of(t), cc);
@@ -1325,8 +1571,8 @@ mod emu {
                         g.load(r8_pos(base, lo, c, e0 | (1 << cc))),
                     ];
                 }
-                for w in x.chunks_mut(32) {
-                    warp_stages(w);
+                for (wi, w) in x.chunks_mut(32).enumerate() {
+                    warp_stages(w, (wi as u32) << 6);
                 }
                 if top > 5 {
                     for t in 0..threads {
@@ -1336,19 +1582,19 @@ mod emu {
                     }
                     sm.sync();
                     for pb in c.max(6)..top {
-                        r2w_smem_stage(&mut sm, threads, c, pb, true, tb);
+                        r2w_smem_stage(&mut sm, threads, c, pb, true, tb, (base, lo), rg);
                     }
                     for t in 0..threads {
                         let (mut x0, mut x1) =
                             (sm.load(t as usize, t), sm.load(t as usize, t + half));
-                        r2w_bfly(&mut x0, &mut x1, jtop(t), k - 1, true, tb);
+                        r2w_bfly_e(&mut x0, &mut x1, t, jtop(t), k - 1, true, tb, bc, rg);
                         x[t as usize] = [x0, x1];
                     }
                 }
                 for t in 0..threads {
                     let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
                     let [mut x0, mut x1] = x[t as usize];
-                    if prev_k != 0 {
+                    if rg.is_none() && prev_k != 0 {
                         x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
                         x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
                     }
@@ -1360,28 +1606,48 @@ mod emu {
         g.finish();
     }
 
-    /// `Ntt::pass`'s choice of kernel.
-    fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, kernel: NttKernel) {
+    /// A direction's tables, and r2wg's table for the transform's size (`w`, from
+    /// `r2wg_table`).
+    struct Tw<'a> {
+        tb: &'a Tabs,
+        w: &'a [Scalar],
+    }
+
+    /// `Ntt::pass`'s choice of kernel (and `Ntt::pass_global`'s).
+    fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tw: &Tw, kernel: NttKernel) {
+        let tb = tw.tb;
         match kernel.for_pass(&p) {
             NttKernel::Radix8 => r8_pass(data, log_n, p, dit, tb),
             // r2wf and r2wf3 are r2w with another (equal-valued) product and another
             // register budget: the same index math.
             NttKernel::Radix2Warp | NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3 => {
-                r2w_pass(data, log_n, p, dit, tb)
+                r2w_pass(data, log_n, p, dit, tb, None)
+            }
+            NttKernel::Radix2WarpGlobal => {
+                let g = R2wg {
+                    w: tw.w,
+                    log_n,
+                    inv: tb.inv,
+                };
+                if p.k + p.c >= 6 {
+                    r2w_pass(data, log_n, p, dit, tb, Some(&g))
+                } else {
+                    radix2_pass_g(data, log_n, p, dit, &g)
+                }
             }
             NttKernel::Radix2 => radix2_pass(data, log_n, p, dit, tb),
         }
     }
 
-    fn dif(data: &mut [Scalar], log_n: u32, plan: &[Pass], tb: &Tabs, kernel: NttKernel) {
+    fn dif(data: &mut [Scalar], log_n: u32, plan: &[Pass], tw: &Tw, kernel: NttKernel) {
         for &p in plan {
-            pass(data, log_n, p, false, tb, kernel);
+            pass(data, log_n, p, false, tw, kernel);
         }
     }
 
-    fn dit(data: &mut [Scalar], log_n: u32, plan: &[Pass], tb: &Tabs, kernel: NttKernel) {
+    fn dit(data: &mut [Scalar], log_n: u32, plan: &[Pass], tw: &Tw, kernel: NttKernel) {
         for &p in plan.iter().rev() {
-            pass(data, log_n, p, true, tb, kernel);
+            pass(data, log_n, p, true, tw, kernel);
         }
     }
 
@@ -1448,6 +1714,7 @@ mod emu {
                 plan_with_c(log_n, |p| p.lo.min(2).min(MAX_PASS_BITS - p.k)),
             ));
         }
+        let w = r2wg_table(&tabs[0], log_n);
         for (pname, pl) in &plans {
             // r2wf and r2wf3 run r2w's index math (their product is checked by
             // tests/host_arith.rs).
@@ -1460,11 +1727,12 @@ mod emu {
                     (Direction::Inverse, &inv, &tabs[1]),
                 ] {
                     let what = format!("2^{log_n} {pname} {kernel:?} {dir:?}");
+                    let tw = Tw { tb, w: &w };
                     let mut d = input.clone();
-                    dif(&mut d, log_n, pl, tb, kernel);
+                    dif(&mut d, log_n, pl, &tw, kernel);
                     assert!(br(&d) == *want, "dif {what}");
                     let mut d = input_br.clone();
-                    dit(&mut d, log_n, pl, tb, kernel);
+                    dit(&mut d, log_n, pl, &tw, kernel);
                     assert!(d == *want, "dit {what}");
                 }
             }
@@ -1503,7 +1771,8 @@ mod emu {
                 dom.coset_fft(v, &pool).unwrap();
             }
             let pl = plan(log_n);
-            dif(&mut c, log_n, &pl, &tabs, NttKernel::Radix2Warp);
+            let tw = Tw { tb: &tabs, w: &[] };
+            dif(&mut c, log_n, &pl, &tw, NttKernel::Radix2Warp);
             let g = Scalar::MULTIPLICATIVE_GENERATOR;
             let zinv = (g.pow_vartime([n as u64]) - Scalar::ONE).invert().unwrap();
             let n_inv = Scalar::from(n as u64).invert().unwrap();
@@ -1511,7 +1780,7 @@ mod emu {
             for (x, y) in a.iter_mut().zip(&b) {
                 *x = *x * y * zinv;
             }
-            dif(&mut a, log_n, &pl, &tabs, NttKernel::Radix2Warp);
+            dif(&mut a, log_n, &pl, &tw, NttKernel::Radix2Warp);
             // bitrev_scale_sub_copy (P0, P1: g^-q / n)
             let s = zinv * n_inv;
             let mut out = vec![Scalar::ZERO; n];
