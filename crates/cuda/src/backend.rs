@@ -16,7 +16,7 @@ use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr,
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
 use crate::profile::Phases;
-use crate::raw::{self, HostRegistration};
+use crate::raw::HostRegistration;
 use crate::streamed::{BaseStream, Stager, StreamStats};
 
 /// Settings of a [`CudaBackend`].
@@ -395,20 +395,17 @@ fn streamed_split<C: DeviceCurve>(
     Ok(out)
 }
 
-/// Ones and tail of a split query whose bases are resident (`bases`): the tail
-/// buffers allocated, the bitmap uploaded, the ones enqueued, then the tail terms
-/// copied on the copy stream while the ones run, then the tail MSM.
+/// Ones and tail of a split query whose bases are resident (`bases`): the bitmap
+/// uploaded, the ones enqueued, then the tail terms uploaded on the copy stream
+/// while the ones run, then the tail MSM.
 fn split_msm<C: DeviceCurve>(
     gpu: &Gpu,
     bases: &CudaSlice<C::Affine>,
     m: &SplitMsm<'_, C::HostAffine>,
 ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
-    let mut tail = alloc_tail(gpu, m.split)?;
-    gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
     let ones = ones_msm(gpu, bases, &upload_ones(gpu, m.split)?)?;
-    send_tail(gpu, m.split, &mut tail)?;
-    gpu.compute.join(&gpu.copy).ctx("cuStreamWaitEvent")?;
-    Ok((ones, tail_msm(gpu, bases, &tail)?))
+    let tail = tail_msm(gpu, bases, &upload_tail(gpu, m.split)?)?;
+    Ok((ones, tail))
 }
 
 /// A split query's ones bitmap on the device; freed in stream order after the
@@ -436,35 +433,15 @@ fn upload_ones(gpu: &Gpu, split: &SplitScalars) -> Result<OnesOnDevice, CudaErro
     })
 }
 
-/// Device buffers for a split query's tail terms (allocated and poisoned on the
-/// compute stream; [`send_tail`] fills them).
-fn alloc_tail(gpu: &Gpu, split: &SplitScalars) -> Result<TailOnDevice, CudaError> {
-    let len = split.tail_indices().len();
+/// The tail terms, copied on the copy stream (a query's 0.2 GB at 2^27): they
+/// travel while the compute stream sums ones, and the compute stream waits for
+/// them before its next work.
+fn upload_tail(gpu: &Gpu, split: &SplitScalars) -> Result<TailOnDevice, CudaError> {
     Ok(TailOnDevice {
-        idx: gpu.alloc_poisoned::<u32>(len)?,
-        scalars: gpu.alloc_poisoned::<FrRepr>(len)?,
-        len,
+        idx: gpu.upload_on_copy::<u32>(u32s_as_bytes(split.tail_indices()))?,
+        scalars: gpu.upload_on_copy::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
+        len: split.tail_indices().len(),
     })
-}
-
-/// Copies a split query's tail terms (0.2 GB a query at 2^27) into `tail` on the
-/// copy stream, so they travel while the compute stream sums ones. The copy
-/// stream must already wait for the buffers' allocation (a `join` after
-/// [`alloc_tail`], before other compute work), and the compute stream must wait
-/// for the copy stream before the tail MSM. Pageable: synchronous for the host.
-fn send_tail(gpu: &Gpu, split: &SplitScalars, tail: &mut TailOnDevice) -> Result<(), CudaError> {
-    raw::htod_bytes(
-        &gpu.copy,
-        u32s_as_bytes(split.tail_indices()),
-        &mut tail.idx,
-        0,
-    )?;
-    raw::htod_bytes(
-        &gpu.copy,
-        limbs_as_bytes(split.tail_scalars()),
-        &mut tail.scalars,
-        0,
-    )
 }
 
 fn ones_msm<C: DeviceCurve>(
@@ -717,33 +694,18 @@ impl GpuBackend for CudaBackend {
             .filter_map(|m| bases.get(&key(m.bases)))
             .collect();
         let (h, l_p, a_p, b_p) = if let [rl, ra, rb] = resident[..] {
-            // Every buffer the copies fill first, so the copy stream waits for
-            // these allocations and not for the ones sums enqueued after them.
-            let mut tails = g1_sets
-                .iter()
-                .map(|m| alloc_tail(gpu, m.split))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(dev)?;
             let ones = g1_sets
                 .iter()
                 .map(|m| upload_ones(gpu, m.split))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(dev)?;
-            let mut abc_up = Ntt::alloc_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
-            gpu.copy
-                .join(&gpu.compute)
-                .ctx("cuStreamWaitEvent")
-                .map_err(dev)?;
             let l_ones = ones_msm::<G1>(gpu, rl, &ones[0]).map_err(dev)?;
-            for (t, m) in tails.iter_mut().zip(g1_sets) {
-                send_tail(gpu, m.split, t).map_err(dev)?;
-            }
-            gpu.compute
-                .join(&gpu.copy)
-                .ctx("cuStreamWaitEvent")
+            let tails = g1_sets
+                .iter()
+                .map(|m| upload_tail(gpu, m.split))
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(dev)?;
-            abc_up.send(gpu).map_err(dev)?;
-            let h = HStage::Uploading(abc_up);
+            let h = HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?);
             let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
             Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
             let mut both = |r: &CudaSlice<AffineRepr>, k: usize, name| {

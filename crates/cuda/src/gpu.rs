@@ -511,6 +511,22 @@ impl Gpu {
         Ok(buf)
     }
 
+    /// [`Self::upload`] on the copy stream: the buffer is allocated in the compute
+    /// stream's order, the copy waits for that and nothing else, and the compute
+    /// stream waits for the copy before its next work. For host data needed a
+    /// little later (a query's tail terms) while the compute stream is busy: a
+    /// pageable copy on the compute stream would first wait for the work queued
+    /// there. Still synchronous with respect to the host buffer.
+    pub fn upload_on_copy<T: DeviceRepr>(&self, bytes: &[u8]) -> Result<CudaSlice<T>, CudaError> {
+        let len = bytes.len() / std::mem::size_of::<T>();
+        // SAFETY: filled right below, before the compute stream goes past its wait.
+        let mut buf = unsafe { self.compute.alloc::<T>(len.max(1)) }.ctx("cuMemAllocAsync")?;
+        self.copy.join(&self.compute).ctx("cuStreamWaitEvent")?;
+        raw::htod_bytes(&self.copy, bytes, &mut buf, 0)?;
+        self.compute.join(&self.copy).ctx("cuStreamWaitEvent")?;
+        Ok(buf)
+    }
+
     /// Reads a device buffer back (waits for the compute stream's work up to here: a
     /// stream-scoped wait, never a device-wide one).
     pub fn download<T: DeviceRepr + Default + Clone>(

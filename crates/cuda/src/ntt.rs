@@ -675,26 +675,9 @@ impl Ntt {
     /// The first half of [`Self::compute_h`]: enqueues the uploads of `a, b, c` on the
     /// copy stream (page-locking those not registered yet) and returns at once, so
     /// the compute stream can take other work (a partition's L, A, B MSMs) while
-    /// they travel. Anything else uploaded on the copy stream afterwards would
+    /// they travel. Anything else uploaded on the compute stream meanwhile would
     /// queue behind them on the copy engine: upload it first.
     pub fn upload_abc<'a>(
-        gpu: &Gpu,
-        a: &'a [Scalar],
-        b: &'a [Scalar],
-        c: &'a [Scalar],
-    ) -> Result<AbcUpload<'a>, CudaError> {
-        let mut up = Self::alloc_abc(gpu, a, b, c)?;
-        gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
-        up.send(gpu)?;
-        Ok(up)
-    }
-
-    /// [`Self::upload_abc`] without the copies: the device buffers (allocated and
-    /// poisoned on the compute stream) and the page-locking. The copy stream must
-    /// wait for the compute stream's work up to here before [`AbcUpload::send`]
-    /// (a `join` right after, with more allocations first if wanted), so that
-    /// compute work enqueued in between does not hold the copies back.
-    pub fn alloc_abc<'a>(
         gpu: &Gpu,
         a: &'a [Scalar],
         b: &'a [Scalar],
@@ -716,11 +699,11 @@ impl Ntt {
         }
         let big = 1usize << log_n;
         let mut up = AbcUpload {
-            host: [a, b, c],
             bufs: Vec::with_capacity(3),
             uploaded: Vec::with_capacity(3),
             regs: Vec::new(),
             log_n,
+            _host: std::marker::PhantomData,
         };
         for _ in 0..3 {
             let mut buf = gpu.alloc_poisoned::<FrRepr>(big)?;
@@ -735,6 +718,13 @@ impl Ntt {
             // waits for the copies before its registrations go (AbcUpload's Drop).
             up.regs
                 .extend(unsafe { HostRegistration::new(&gpu.ctx, scalars_as_bytes(v)) }?);
+        }
+        // The copies may start only after the stream-ordered allocations above.
+        gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
+        for (v, buf) in [a, b, c].into_iter().zip(up.bufs.iter_mut()) {
+            raw::htod_bytes(&gpu.copy, scalars_as_bytes(v), buf, 0)?;
+            up.uploaded
+                .push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
         }
         Ok(up)
     }
@@ -807,28 +797,14 @@ impl Ntt {
 /// [`Ntt::h_from`] (an error in between) waits for the copies, then unregisters.
 #[must_use = "the uploads are waited for and their buffers freed when this is dropped"]
 pub struct AbcUpload<'a> {
-    host: [&'a [Scalar]; 3],
     bufs: Vec<CudaSlice<FrRepr>>,
     uploaded: Vec<CudaEvent>,
     regs: Vec<HostRegistration>,
     log_n: u32,
+    _host: std::marker::PhantomData<&'a [Scalar]>,
 }
 
 impl AbcUpload<'_> {
-    /// Enqueues the three copies on the copy stream, an event after each (see
-    /// [`Ntt::alloc_abc`] for what the copy stream must wait for first).
-    pub fn send(&mut self, gpu: &Gpu) -> Result<(), CudaError> {
-        if !self.uploaded.is_empty() {
-            return Err(CudaError::Shape("a, b, c were sent already".into()));
-        }
-        for (v, buf) in self.host.into_iter().zip(self.bufs.iter_mut()) {
-            raw::htod_bytes(&gpu.copy, scalars_as_bytes(v), buf, 0)?;
-            self.uploaded
-                .push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
-        }
-        Ok(())
-    }
-
     /// Waits (host side, on the last upload's event: never device-wide) until the
     /// copy engine has read the host vectors, then lets go of their page-locking.
     fn wait_uploads(&mut self) -> Result<(), CudaError> {
