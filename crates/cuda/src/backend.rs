@@ -61,11 +61,12 @@ pub enum BasePlacement {
 /// **Bases stay on the device.** The parameter queries (h, l, a, b_g1, and b_g2
 /// when the scheduler hands the G2 MSM to the backend) are uploaded
 /// the first time a partition uses them and kept, keyed by the address and length
-/// of the slice passed in (`PartitionJob::h_bases`, `SplitMsm::bases`). The caller
-/// promises that while this backend lives, one (address, length) always holds the
-/// same points, which is true of parameters that stay loaded or memory-mapped for
-/// the daemon's lifetime. After unloading a parameter set call
-/// [`CudaBackend::evict_bases`]. When a new set does not fit next to the cached ones,
+/// of the slice passed in (`PartitionJob::h_bases`, `SplitMsm::bases`) and a
+/// fingerprint of eight of its points: a slice at the same address that holds
+/// other points (a parameter set unloaded and another loaded in its place) is
+/// uploaded anew and the stale copy dropped. Only a change that leaves all eight
+/// sampled points equal would go unseen, so after unloading a parameter set call
+/// [`CudaBackend::evict_bases`] all the same, which also frees the memory. When a new set does not fit next to the cached ones,
 /// the sets this partition does not use are evicted first; when the partition's own
 /// sets still do not fit (a GPU smaller than the parameters), those not resident are
 /// **streamed** from host memory in chunks, one MSM per chunk ([`BasePlacement`]),
@@ -89,9 +90,9 @@ pub struct CudaBackend {
 struct Inner {
     gpu: Gpu,
     ntt: Ntt,
-    bases: HashMap<(usize, usize), CudaSlice<AffineRepr>>,
+    bases: HashMap<BaseKey, CudaSlice<AffineRepr>>,
     /// Resident G2 bases (b_g2), keyed the same way; 192 bytes a point.
-    bases_g2: HashMap<(usize, usize), CudaSlice<Affine2Repr>>,
+    bases_g2: HashMap<BaseKey, CudaSlice<Affine2Repr>>,
     /// Bytes of device memory this backend may plan with.
     budget: u64,
     placement: BasePlacement,
@@ -103,8 +104,42 @@ fn dev(e: CudaError) -> BackendError {
     BackendError::Device(e.to_string())
 }
 
-fn key<T>(s: &[T]) -> (usize, usize) {
-    (s.as_ptr() as usize, s.len())
+/// A resident base set's key: the host slice's address and length, and a
+/// fingerprint of its contents (eight points spread over it), so that a slice
+/// freed and another allocated at the same address with other points is not
+/// served the old set's device copy (it is uploaded anew, and the stale copy
+/// dropped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct BaseKey {
+    addr: usize,
+    len: usize,
+    print: u64,
+}
+
+impl BaseKey {
+    /// The same slice (address and length), whatever it holds now.
+    fn same_slice(&self, other: &BaseKey) -> bool {
+        self.addr == other.addr && self.len == other.len
+    }
+}
+
+fn key<C: DeviceCurve>(s: &[C::HostAffine]) -> BaseKey {
+    use std::hash::{Hash, Hasher};
+    let bytes = C::host_as_bytes(s);
+    let size = bytes.len() / s.len().max(1);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.len().hash(&mut h);
+    if !s.is_empty() {
+        for k in 0..8 {
+            let i = k * (s.len() - 1) / 7;
+            bytes[i * size..(i + 1) * size].hash(&mut h);
+        }
+    }
+    BaseKey {
+        addr: s.as_ptr() as usize,
+        len: s.len(),
+        print: h.finish(),
+    }
 }
 
 impl CudaBackend {
@@ -232,17 +267,23 @@ impl Inner {
         sets_g2: &[&[G2Affine]],
         working: u64,
     ) -> Result<usize, BackendError> {
-        let wanted: Vec<(usize, usize)> = sets.iter().map(|s| key(s)).collect();
-        let wanted_g2: Vec<(usize, usize)> = sets_g2.iter().map(|s| key(s)).collect();
+        let wanted: Vec<BaseKey> = sets.iter().map(|s| key::<G1>(s)).collect();
+        let wanted_g2: Vec<BaseKey> = sets_g2.iter().map(|s| key::<G2>(s)).collect();
+        // A cached copy of a slice that now holds other points is garbage.
+        let stale = |k: &BaseKey, want: &[BaseKey]| want.iter().any(|w| w.same_slice(k) && w != k);
+        self.bases.retain(|k, _| !stale(k, &wanted));
+        self.bases_g2.retain(|k, _| !stale(k, &wanted_g2));
         let missing: u64 = sets
             .iter()
-            .filter(|s| !self.bases.contains_key(&key(s)))
-            .map(|s| s.len() as u64 * G1::AFFINE_BYTES)
+            .zip(&wanted)
+            .filter(|(_, k)| !self.bases.contains_key(k))
+            .map(|(s, _)| s.len() as u64 * G1::AFFINE_BYTES)
             .sum::<u64>()
             + sets_g2
                 .iter()
-                .filter(|s| !self.bases_g2.contains_key(&key(s)))
-                .map(|s| s.len() as u64 * G2::AFFINE_BYTES)
+                .zip(&wanted_g2)
+                .filter(|(_, k)| !self.bases_g2.contains_key(k))
+                .map(|(s, _)| s.len() as u64 * G2::AFFINE_BYTES)
                 .sum::<u64>();
         if self.cached_bytes() + missing + working > self.budget {
             self.bases.retain(|k, _| wanted.contains(k));
@@ -254,22 +295,22 @@ impl Inner {
         };
         let resident_fits = self.cached_bytes() + missing + working <= self.budget;
         if resident_fits && forced.is_none() {
-            for s in sets {
-                if !self.bases.contains_key(&key(s)) {
+            for (s, k) in sets.iter().zip(wanted) {
+                if !self.bases.contains_key(&k) {
                     let buf = self
                         .gpu
                         .upload::<AffineRepr>(G1::host_as_bytes(s))
                         .map_err(dev)?;
-                    self.bases.insert(key(s), buf);
+                    self.bases.insert(k, buf);
                 }
             }
-            for s in sets_g2 {
-                if !self.bases_g2.contains_key(&key(s)) {
+            for (s, k) in sets_g2.iter().zip(wanted_g2) {
+                if !self.bases_g2.contains_key(&k) {
                     let buf = self
                         .gpu
                         .upload::<Affine2Repr>(G2::host_as_bytes(s))
                         .map_err(dev)?;
-                    self.bases_g2.insert(key(s), buf);
+                    self.bases_g2.insert(k, buf);
                 }
             }
             return Ok(MIN_STREAM_CHUNK);
@@ -691,7 +732,7 @@ impl GpuBackend for CudaBackend {
         let g1_sets = [&l, &a, &b_g1];
         let resident: Vec<&CudaSlice<AffineRepr>> = g1_sets
             .iter()
-            .filter_map(|m| bases.get(&key(m.bases)))
+            .filter_map(|m| bases.get(&key::<G1>(m.bases)))
             .collect();
         let (h, l_p, a_p, b_p) = if let [rl, ra, rb] = resident[..] {
             let ones = g1_sets
@@ -724,8 +765,8 @@ impl GpuBackend for CudaBackend {
             let h = HStage::Done(ntt.h_from(gpu, up).map_err(dev)?);
             Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
             let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
-                let p =
-                    query::<G1>(gpu, bases.get(&key(m.bases)), &mut g1_stream, m).map_err(dev)?;
+                let p = query::<G1>(gpu, bases.get(&key::<G1>(m.bases)), &mut g1_stream, m)
+                    .map_err(dev)?;
                 Phases::mark(&mut phases, gpu, name).map_err(dev)?;
                 Ok::<_, BackendError>(p)
             };
@@ -749,7 +790,7 @@ impl GpuBackend for CudaBackend {
         };
         // Uploads are done: unpin while the device works.
         drop(pinned);
-        let h_pending = match bases.get(&key(h_bases)) {
+        let h_pending = match bases.get(&key::<G1>(h_bases)) {
             Some(resident) => vec![msm::msm(
                 gpu,
                 resident,
@@ -773,7 +814,7 @@ impl GpuBackend for CudaBackend {
             Some(m) => {
                 let mut g2_stream = BaseStream::<G2>::new(gpu, stager, chunk);
                 Some(
-                    query::<G2>(gpu, bases_g2.get(&key(m.bases)), &mut g2_stream, m)
+                    query::<G2>(gpu, bases_g2.get(&key::<G2>(m.bases)), &mut g2_stream, m)
                         .map_err(dev)?,
                 )
             }
@@ -809,6 +850,29 @@ impl GpuBackend for CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slice_that_holds_other_points_has_another_key() {
+        use group::{prime::PrimeCurveAffine, Curve};
+        let g = G1Affine::generator();
+        let mut v: Vec<G1Affine> = (1..=20u64)
+            .map(|k| (g * blstrs::Scalar::from(k)).to_affine())
+            .collect();
+        let before = key::<G1>(&v);
+        assert_eq!(before, key::<G1>(&v), "the same points, the same key");
+        let last = v[19];
+        v[19] = g;
+        let after = key::<G1>(&v);
+        assert!(after.same_slice(&before));
+        assert_ne!(after, before, "the last point changed in place");
+        v[19] = last;
+        assert_eq!(key::<G1>(&v), before);
+        // The limit of a sample: of 20 points, 0, 2, 5, 8, 10, 13, 16 and 19 are
+        // read; a change to point 1 alone goes unseen (hence evict_bases).
+        v[1] = g;
+        assert_eq!(key::<G1>(&v), before);
+        assert_eq!(key::<G1>(&[]).len, 0);
+    }
 
     #[test]
     fn chunks_cover_every_point_once_in_multiples_of_64() {

@@ -512,11 +512,12 @@ impl Gpu {
     }
 
     /// [`Self::upload`] on the copy stream: the buffer is allocated in the compute
-    /// stream's order, the copy waits for that and nothing else, and the compute
-    /// stream waits for the copy before its next work. For host data needed a
-    /// little later (a query's tail terms) while the compute stream is busy: a
-    /// pageable copy on the compute stream would first wait for the work queued
-    /// there. Still synchronous with respect to the host buffer.
+    /// stream's order, the copy waits for the compute stream's work up to the
+    /// allocation (everything enqueued there so far), and the compute stream waits
+    /// for the copy before its next work. It keeps the copy out of the copy
+    /// engine's queue behind a, b, c when issued before them; it does not make the
+    /// copy overlap compute work already enqueued. Synchronous with respect to the
+    /// host buffer (pageable).
     pub fn upload_on_copy<T: DeviceRepr>(&self, bytes: &[u8]) -> Result<CudaSlice<T>, CudaError> {
         let len = bytes.len() / std::mem::size_of::<T>();
         // SAFETY: filled right below, before the compute stream goes past its wait.

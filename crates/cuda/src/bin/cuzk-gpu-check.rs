@@ -976,7 +976,7 @@ fn check_partition(
         log.check(&format!("prove_partition cached n={n}"), again == want, "");
         // Without b_g2 (the CPU pool runs it): the same G1 sums and no G2 sum.
         let g1_only = backend
-            .prove_partition(job(abc, false))
+            .prove_partition(job(abc.clone(), false))
             .map_err(|e| anyhow!("{e}"))?;
         let want_g1 = cuzk_gpu_backend::PartitionResult {
             b_g2: None,
@@ -985,6 +985,39 @@ fn check_partition(
         log.check(
             &format!("prove_partition no b_g2 n={n}"),
             g1_only == want_g1,
+            "",
+        );
+        // Other points in the same memory (a parameter set unloaded and another
+        // loaded where it was): the cached device copy must not be used.
+        let mut l_bases = l_bases;
+        let fresh = random_points(l_bases.len(), &mut r);
+        l_bases.copy_from_slice(&fresh);
+        let job = |abc: Abc| PartitionJob {
+            abc,
+            h_bases: &h_bases,
+            l: SplitMsm {
+                bases: &l_bases,
+                split: &l_split,
+            },
+            a: SplitMsm {
+                bases: &a_bases,
+                split: &a_split,
+            },
+            b_g1: SplitMsm {
+                bases: &b_bases,
+                split: &b_split,
+            },
+            b_g2: None,
+        };
+        let want = cpu
+            .prove_partition(job(abc.clone()))
+            .map_err(|e| anyhow!("{e}"))?;
+        let got = backend
+            .prove_partition(job(abc))
+            .map_err(|e| anyhow!("{e}"))?;
+        log.check(
+            &format!("prove_partition n={n}, L's bases changed in place"),
+            got == want,
             "",
         );
     }
