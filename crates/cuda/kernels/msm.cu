@@ -428,6 +428,9 @@ __device__ __forceinline__ Fq ba_x(const Affine* bases, const u32* sorted, const
     return Fq::load(sorted ? &bases[sorted[i] & 0x7fffffffu].x : &in[i].x);
 }
 
+// Slots a batch-affine thread steps over before it searches (see msm_ba_round).
+#define BA_WALK 8u
+
 extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, const Affine* in, const u32* in_start,
                                         const u32* in_cnt, const u32* out_start, const u32* out_total, u32 slots,
                                         u32 per, Fq* scratch, Affine* out) {
@@ -443,9 +446,17 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
     Fq acc = Fq::one();
     bool any = false;
     for (u32 o = o0; o < o1; o++) {
-        // The next bucket: a binary search, not a walk over the empty slots between
-        // (2^21 a window at c = 22; walking them made skewed digits take seconds).
-        if (x + 1 < slots && out_start[x + 1] <= o) x = find_slot(out_start, slots, o);
+        // The next bucket: the neighbour, or a few slots on; past BA_WALK empty
+        // slots a binary search (2^21 a window at c = 22: walking them all made
+        // skewed digits take seconds, and searching at every bucket made the
+        // random-digit MSM 5-10% slower).
+        for (u32 k = 0; x + 1 < slots && out_start[x + 1] <= o; k++) {
+            if (k == BA_WALK) {
+                x = find_slot(out_start, slots, o);
+                break;
+            }
+            x++;
+        }
         const u32 j = o - out_start[x];
         if (2 * j + 1 < in_cnt[x]) {
             const u32 i = in_start[x] + 2 * j;
@@ -470,7 +481,13 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
     // Backward: inv is 1 / (product of the denominators up to o); the pair's own
     // inverse is inv times the product before it.
     for (u32 o = o1; o-- > o0;) {
-        if (out_start[x] > o) x = find_slot(out_start, slots, o);
+        for (u32 k = 0; out_start[x] > o; k++) {
+            if (k == BA_WALK) {
+                x = find_slot(out_start, slots, o);
+                break;
+            }
+            x--;
+        }
         const u32 j = o - out_start[x];
         const u32 i = in_start[x] + 2 * j;
         Affine r;
