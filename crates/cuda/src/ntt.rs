@@ -13,11 +13,11 @@
 //! thread but do the stages inside a warp with register shuffles and fuse the top
 //! stage with the global access: 4 barriers per 9-bit pass instead of 10; `r2wf` is
 //! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM.
-//! On the H200 r2wf is the fastest (7.50 / 32.2 / 65.5 ms at 2^24 / 2^26 / 2^27
-//! against ntt_pass's 8.52 / 37.6 / 78.3; r2w 8.07 / 34.7 / 71.0, r2wf3 7.58 /
-//! 32.3 / 66.1) and is the default. `r2wg` (`CUZK_NTT_KERNEL=r2wg`, not yet measured)
-//! runs r2wf's passes with the plain radix-2 transform's global twiddles, one load each
-//! from a per-size table of N/2 roots, and so has no inter-pass twiddle products.
+//! On the H200 r2wf measured 7.50 / 32.2 / 65.5 ms at 2^24 / 2^26 / 2^27 against
+//! ntt_pass's 8.52 / 37.6 / 78.3 (r2w 8.07 / 34.7 / 71.0, r2wf3 7.58 / 32.3 /
+//! 66.1). `r2wg` (`CUZK_NTT_KERNEL=r2wg`, the default) runs r2wf's passes with the
+//! plain radix-2 transform's global twiddles, one load each from a per-size table of
+//! N/2 roots, and so has no inter-pass twiddle products: 6.83 / 29.8 / 62.0 ms.
 //! Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
@@ -112,9 +112,11 @@ impl NttKernel {
         }
     }
 
-    /// The fastest on the H200 (r2wf: 65.5 against radix2's 78.3 ms at 2^27, and
-    /// faster at every measured size; NOTES.md).
-    pub const DEFAULT: NttKernel = NttKernel::Radix2WarpFast;
+    /// The fastest on the H200 (r2wg: 0.393 / 6.83 / 29.8 / 62.0 ms at 2^20 / 2^24 /
+    /// 2^26 / 2^27 against r2wf's 0.421 / 7.49 / 32.2 / 65.5 in the same run, and
+    /// radix2's 78.3 at 2^27; NOTES.md). Its table of N/2 roots per size (2 GiB at
+    /// 2^27) is the price; `CUZK_NTT_KERNEL=r2wf` runs without it.
+    pub const DEFAULT: NttKernel = NttKernel::Radix2WarpGlobal;
 
     /// [`Self::DEFAULT`], or the one the environment variable `CUZK_NTT_KERNEL`
     /// names (`radix2`, `r2w`, `r2wf`, `r2wf3`, `r2wg`, `r8`).
