@@ -79,18 +79,26 @@ fn pool() -> Arc<rayon::ThreadPool> {
     )
 }
 
+/// The run's seed: `CUZK_CHECK_SEED`, or the clock read once (logged at the start,
+/// so that a failure can be replayed with the same inputs).
+fn run_seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        std::env::var("CUZK_CHECK_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            })
+    })
+}
+
+/// Fresh inputs every run, one stream per section (`tag`), all from the run's seed.
 fn rng(tag: u64) -> ChaCha20Rng {
-    // Fresh inputs every run (the seed is logged so a failure can be replayed).
-    let seed = std::env::var("CUZK_CHECK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    ChaCha20Rng::seed_from_u64(seed ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    ChaCha20Rng::seed_from_u64(run_seed() ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 /// Uniform-ish scalars fast: random limbs below 2^252 < r read as Montgomery form
@@ -1661,6 +1669,11 @@ fn main() -> Result<()> {
         "device: {:?}; opened + kernels ready in {:.2?}",
         caps.devices,
         t0.elapsed()
+    ));
+    log.line(&format!(
+        "seed {} (CUZK_CHECK_SEED={} replays this run's inputs)",
+        run_seed(),
+        run_seed()
     ));
     let pool = pool();
     let (max_msm, max_ntt) = if quick { (20, 22) } else { (24, 26) };
