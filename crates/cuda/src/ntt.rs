@@ -394,24 +394,12 @@ impl Ntt {
     ) -> Result<(), CudaError> {
         let w = self.global_table(gpu, log_n)?;
         let w: &CudaSlice<FrRepr> = &w;
-        let tile = 1u32 << (p.k + p.c);
         let inv = u32::from(dir == Direction::Inverse);
-        let grid_dim = (1u32 << (log_n - p.k - p.c), 1, 1);
-        let shared_mem_bytes = tile * 32;
+        let cfg = pass_config(log_n, p, 2);
         if p.k + p.c >= 6 {
-            let cfg = LaunchConfig {
-                grid_dim,
-                block_dim: (tile / 2, 1, 1),
-                shared_mem_bytes,
-            };
             let name = if dit { "ntt_r2wg_dit" } else { "ntt_r2wg_dif" };
             return crate::launch!(gpu, name, cfg, &mut *data, &p.lo, &p.k, &p.c, &log_n, &inv, w);
         }
-        let cfg = LaunchConfig {
-            grid_dim,
-            block_dim: ((tile / 2).max(1), 1, 1),
-            shared_mem_bytes,
-        };
         let dit = u32::from(dit);
         crate::launch!(
             gpu,
@@ -447,22 +435,17 @@ impl Ntt {
         if self.kernel() == NttKernel::Radix2WarpGlobal {
             return self.pass_global(gpu, data, log_n, p, dit, dir);
         }
-        let tile = 1u32 << (p.k + p.c);
         let tb = self.tables(dir);
         let (t0, t1, t18) = (&tb.t0, &tb.t1, &tb.t18);
         let kernel = self.kernel().for_pass(&p);
         if kernel != NttKernel::Radix2 {
-            let (threads, names) = match kernel {
-                NttKernel::Radix8 => (tile / 8, ["ntt_r8_dif", "ntt_r8_dit"]),
-                NttKernel::Radix2WarpFast => (tile / 2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
-                NttKernel::Radix2WarpFast3 => (tile / 2, ["ntt_r2wf3_dif", "ntt_r2wf3_dit"]),
-                _ => (tile / 2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
+            let (per_thread, names) = match kernel {
+                NttKernel::Radix8 => (8, ["ntt_r8_dif", "ntt_r8_dit"]),
+                NttKernel::Radix2WarpFast => (2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
+                NttKernel::Radix2WarpFast3 => (2, ["ntt_r2wf3_dif", "ntt_r2wf3_dit"]),
+                _ => (2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
             };
-            let cfg = LaunchConfig {
-                grid_dim: (1u32 << (log_n - p.k - p.c), 1, 1),
-                block_dim: (threads, 1, 1),
-                shared_mem_bytes: tile * 32,
-            };
+            let cfg = pass_config(log_n, p, per_thread);
             let args = (&p.lo, &p.k, &p.c, &p.prev_k);
             return if dit {
                 crate::launch!(
@@ -474,11 +457,7 @@ impl Ntt {
                 )
             };
         }
-        let cfg = LaunchConfig {
-            grid_dim: (1u32 << (log_n - p.k - p.c), 1, 1),
-            block_dim: ((tile / 2).max(1), 1, 1),
-            shared_mem_bytes: tile * 32,
-        };
+        let cfg = pass_config(log_n, p, 2);
         let dit = u32::from(dit);
         crate::launch!(gpu, "ntt_pass", cfg, &mut *data, &p.lo, &p.k, &p.c, &p.prev_k, &dit, t0, t1)
     }
@@ -825,6 +804,17 @@ impl Drop for AbcUpload<'_> {
         if !self.regs.is_empty() {
             let _ = self.wait_uploads();
         }
+    }
+}
+
+/// A pass's launch: a block per tile of 2^(k + c) elements, `per_thread` of them a
+/// thread (at least one thread), the tile in shared memory (32 bytes an element).
+fn pass_config(log_n: u32, p: Pass, per_thread: u32) -> LaunchConfig {
+    let tile = 1u32 << (p.k + p.c);
+    LaunchConfig {
+        grid_dim: (1u32 << (log_n - p.k - p.c), 1, 1),
+        block_dim: ((tile / per_thread).max(1), 1, 1),
+        shared_mem_bytes: tile * 32,
     }
 }
 
