@@ -513,7 +513,7 @@ fn msm_on<C: DeviceCurve>(
         && sum_variant() == SumVariant::BatchAffine
         && ba_first_round_per(gpu, n, plan)? >= batch_affine_min_per();
     let buckets = if batch_affine {
-        let b = ba_bucket_sums::<C>(gpu, bases, &sorted, &counts, &offsets, n, plan)?;
+        let b = ba_bucket_sums::<C>(gpu, bases, &sorted, &counts, &offsets, n, plan, None)?;
         drop(sorted);
         Phases::mark(&mut phases, gpu, "batch-affine bucket sums")?;
         b
@@ -777,6 +777,7 @@ fn ba_first_round_per(gpu: &Gpu, n: usize, plan: MsmPlan) -> Result<u64, CudaErr
 /// buckets still hold several, the XYZZ levels sum what the rounds left. The
 /// fullest bucket (how many rounds finish the job) is the one value read back (a
 /// stream-scoped wait for the histogram).
+#[allow(clippy::too_many_arguments)]
 fn ba_bucket_sums<C: DeviceCurve>(
     gpu: &Gpu,
     bases: &CudaSlice<C::Affine>,
@@ -785,20 +786,21 @@ fn ba_bucket_sums<C: DeviceCurve>(
     offsets: &CudaSlice<u32>,
     n: usize,
     plan: MsmPlan,
+    fullest: Option<u32>,
 ) -> Result<CudaSlice<C::Xyzz>, CudaError> {
     let MsmPlan { nwin, nb, .. } = plan;
     let slots = (nwin * nb) as usize;
-    let mut fullest = gpu.alloc_zeros::<u32>(1)?;
-    let slots32 = slots as u32;
-    crate::launch!(
-        gpu,
-        "max_u32",
-        grid(slots, 256),
-        counts,
-        &slots32,
-        &mut fullest
-    )?;
-    let fullest = gpu.download(&fullest, 1)?[0].max(2);
+    // The fullest bucket's count: given by a caller that read it back already.
+    let fullest = match fullest {
+        Some(f) => f,
+        None => {
+            let slots32 = slots as u32;
+            let mut f = gpu.alloc_zeros::<u32>(1)?;
+            crate::launch!(gpu, "max_u32", grid(slots, 256), counts, &slots32, &mut f)?;
+            gpu.download(&f, 1)?[0]
+        }
+    }
+    .max(2);
     let rounds_needed = 32 - (fullest - 1).leading_zeros();
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
     let group = (batch_affine_group_entries() / n as u64).clamp(1, nwin as u64) as u32;
@@ -1045,7 +1047,17 @@ fn ones_sum_affine<C: DeviceCurve>(
         &mut sorted
     )?;
     let offsets = gpu.alloc_zeros::<u32>(1)?;
-    let sums = ba_bucket_sums::<C>(gpu, bases, &sorted, &total, &offsets, m, ONES_PLAN)?;
+    // One bucket: its count is the fullest, read back above.
+    let sums = ba_bucket_sums::<C>(
+        gpu,
+        bases,
+        &sorted,
+        &total,
+        &offsets,
+        m,
+        ONES_PLAN,
+        Some(m as u32),
+    )?;
     Ok(Some(PendingSum {
         sums,
         count: 1,
