@@ -17,4 +17,9 @@ for f in cuzk cuzk-gpu-check "$target"/release/libcuzk_plugin_*.so; do
     strip .device/run/"$(basename "$f")"
 done
 CUZK_CUDA_CACHE=.device/run/cubin .device/run/cuzk-gpu-check --compile-only sm_90
+# STAGE_FIELD_MUL="cios": also the modules of those field-product variants, for a
+# visit that runs the A/B with CUZK_FIELD_MUL set.
+for v in ${STAGE_FIELD_MUL:-}; do
+    CUZK_FIELD_MUL=$v CUZK_CUDA_CACHE=.device/run/cubin .device/run/cuzk-gpu-check --compile-only sm_90
+done
 du -sh .device/run

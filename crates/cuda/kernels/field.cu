@@ -177,7 +177,7 @@ struct Mont {
     static __device__ __forceinline__ Mont sqr_inl(const Mont& a) { return mul_body(a, a); }
 
     // One CIOS round's first half, t += a * bi: the low halves into t[0..N), the high
-    // halves into t[1..N] (mul_body, fr_mul_nt).
+    // halves into t[1..N] (the CUZK_MUL_CIOS bodies below).
     static __device__ __forceinline__ void mul_add_row(u32 (&t)[N + 1], const Mont& a, u32 bi) {
         t[0] = mad_lo_cc(a.v[0], bi, t[0]);
 #pragma unroll
@@ -189,14 +189,125 @@ struct Mont {
         t[N] = madc_hi(a.v[N - 1], bi, t[N]);
     }
 
+    // Montgomery product a * b / R, fully reduced: CIOS (one word of b per round, then
+    // m * p with m making the low word 0, then a shift by one word), each round's
+    // products in carry chains in which every product's low and high halves are
+    // neighbours, (w, w + 1) with w even in their accumulator: ptxas makes each such
+    // pair one IMAD.WIDE.U32(.X), a wide multiply-add with carry in and out. (The
+    // first version, CUZK_MUL_CIOS, ran one chain of low halves and one of high
+    // halves: an IMAD, an IMAD.HI at half rate and two IADD3.X per product.)
+    //
+    // The running sum is T = A + B * 2^32: A has words of weight 0..N, B of weight
+    // 1..N. Products a_j * b_i with j even go into A (words j, j + 1), odd j into B
+    // (its words j - 1, j), and the same for m * p_j; the low word of T is A[0], so m
+    // needs A only. After a round A[0] = 0, and T / 2^32 is again such a pair without
+    // moving a word: the next A is B with A[1] added to its low word, and the next B
+    // is A from word 2 up, the carry of that one addition entering the next B's chain
+    // at its low word (weight 1). NT: Fr's p[0] = 1 and p[1] = 2^32 - 1, so m = -A[0]
+    // and m * p[0], m * p[1] are additions (see fr_mul_nt).
+    // Bounds: T < 2p * 2^32 < 2^(32(N+1)) after every round (both moduli leave the
+    // top bit clear), so A (<= T) fits N + 1 words and B (B * 2^32 <= T) N words, and
+    // no chain carries out of its top word.
+    template <bool NT>
+    static __device__ __forceinline__ Mont mul_ab(const Mont& a, const Mont& b) {
+        u32 A[N + 1], B[N];
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            const u32 bi = b.v[i];
+            if (i == 0) {
+#pragma unroll
+                for (int j = 0; j < N; j += 2) {
+                    const u64 w = (u64)a.v[j] * bi, x = (u64)a.v[j + 1] * bi;
+                    A[j] = (u32)w;
+                    A[j + 1] = (u32)(w >> 32);
+                    B[j] = (u32)x;
+                    B[j + 1] = (u32)(x >> 32);
+                }
+                A[N] = 0;
+            } else {
+                u32 nA[N + 1], nB[N];
+                nA[0] = add_cc(B[0], A[1]);
+#pragma unroll
+                for (int j = 1; j < N - 1; j += 2) {
+                    nB[j - 1] = madc_lo_cc(a.v[j], bi, A[j + 1]);
+                    nB[j] = madc_hi_cc(a.v[j], bi, A[j + 2]);
+                }
+                nB[N - 2] = madc_lo_cc(a.v[N - 1], bi, A[N]);
+                nB[N - 1] = madc_hi(a.v[N - 1], bi, 0);
+                nA[0] = mad_lo_cc(a.v[0], bi, nA[0]);
+                nA[1] = madc_hi_cc(a.v[0], bi, B[1]);
+#pragma unroll
+                for (int j = 2; j < N - 2; j += 2) {
+                    nA[j] = madc_lo_cc(a.v[j], bi, B[j]);
+                    nA[j + 1] = madc_hi_cc(a.v[j], bi, B[j + 1]);
+                }
+                nA[N - 2] = madc_lo_cc(a.v[N - 2], bi, B[N - 2]);
+                nA[N - 1] = madc_hi_cc(a.v[N - 2], bi, B[N - 1]);
+                nA[N] = addc(0, 0);
+#pragma unroll
+                for (int j = 0; j < N; j++) {
+                    A[j] = nA[j];
+                    B[j] = nB[j];
+                }
+                A[N] = nA[N];
+            }
+            // T += m * p, leaving A[0] = 0.
+            const u32 t0 = A[0];
+            const u32 mq = NT ? 0u - t0 : t0 * P::INV;
+            if (NT) {
+                (void)add_cc(t0, mq);  // 0, carry iff t0 != 0
+                A[1] = addc_cc(A[1], 0);
+            } else {
+                (void)mad_lo_cc(mq, P::m(0), t0);
+                A[1] = madc_hi_cc(mq, P::m(0), A[1]);
+            }
+#pragma unroll
+            for (int j = 2; j < N; j += 2) {
+                A[j] = madc_lo_cc(mq, P::m(j), A[j]);
+                A[j + 1] = madc_hi_cc(mq, P::m(j), A[j + 1]);
+            }
+            A[N] = addc(A[N], 0);
+            if (NT) {
+                // m * (2^32 - 1) = (m - 1) * 2^32 + (2^32 - m): low word t0, high
+                // word ~t0 (both 0 when m = 0).
+                B[0] = add_cc(B[0], t0);
+                B[1] = addc_cc(B[1], t0 != 0 ? ~t0 : 0u);
+            } else {
+                B[0] = mad_lo_cc(mq, P::m(1), B[0]);
+                B[1] = madc_hi_cc(mq, P::m(1), B[1]);
+            }
+#pragma unroll
+            for (int j = 3; j < N - 1; j += 2) {
+                B[j - 1] = madc_lo_cc(mq, P::m(j), B[j - 1]);
+                B[j] = madc_hi_cc(mq, P::m(j), B[j]);
+            }
+            B[N - 2] = madc_lo_cc(mq, P::m(N - 1), B[N - 2]);
+            B[N - 1] = madc_hi(mq, P::m(N - 1), B[N - 1]);
+        }
+        // T / 2^32 = A[1..N] + B, below 2p < 2^(32N).
+        Mont r;
+        r.v[0] = add_cc(A[1], B[0]);
+#pragma unroll
+        for (int k = 1; k < N - 1; k++) r.v[k] = addc_cc(A[k + 1], B[k]);
+        r.v[N - 1] = addc(A[N], B[N - 1]);
+        return reduce_once(r);
+    }
+
     static __device__ __forceinline__ Mont mul_body(const Mont& a, const Mont& b) {
+#ifdef CUZK_MUL_CIOS
+        return mul_body_cios(a, b);
+#else
+        return mul_ab<false>(a, b);
+#endif
+    }
+
+    static __device__ __forceinline__ Mont mul_body_cios(const Mont& a, const Mont& b) {
         u32 t[N + 1];
 #pragma unroll
         for (int i = 0; i < N + 1; i++) t[i] = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
             mul_add_row(t, a, b.v[i]);
-            // t += m * p with m chosen so that t[0] becomes 0, then shift one word.
             const u32 mq = t[0] * P::INV;
             t[0] = mad_lo_cc(mq, P::m(0), t[0]);
 #pragma unroll
@@ -235,10 +346,14 @@ typedef Mont<FqParams> Fq;
 // The Fr product specialised to the modulus's two low limbs, for the NTT (the r2wf
 // kernels): p[0] = 1 and p[1] = 2^32 - 1, so -p^-1 = -1 mod 2^32 and in each CIOS
 // round m = -t[0] needs no multiplication, m * p[0] = m, lo(m * p[1]) = t[0] and
-// hi(m * p[1]) = m - 1 = ~t[0] (0 when m = 0): 28 multiplier instructions per round
-// instead of 33 (14 low and 14 high halves instead of 17 and 16). Same result as
-// Fr::mul, fully reduced; checked against blstrs by tests/host_arith.rs.
+// hi(m * p[1]) = m - 1 = ~t[0] (0 when m = 0): 14 products per round instead of 16
+// and no multiplication for m (Mont::mul_ab with NT; CUZK_MUL_CIOS: the first
+// version's rows, 14 low and 14 high halves per round). Same result as Fr::mul, fully
+// reduced; checked against blstrs by tests/host_arith.rs.
 __device__ __forceinline__ Fr fr_mul_nt(const Fr& a, const Fr& b) {
+#ifndef CUZK_MUL_CIOS
+    return Fr::mul_ab<true>(a, b);
+#else
     const int N = 8;
     u32 t[N + 1];
 #pragma unroll
@@ -267,6 +382,7 @@ __device__ __forceinline__ Fr fr_mul_nt(const Fr& a, const Fr& b) {
 #pragma unroll
     for (int i = 0; i < N; i++) r.v[i] = t[i];
     return Fr::reduce_once(r);
+#endif
 }
 
 // Reverses the low `bits` bits of x.
@@ -294,4 +410,32 @@ extern "C" __global__ void fq_ops_test(const Fq* a, const Fq* b, Fq* out, u32 n)
     Fq::sub(x, y).store(out + 4 * i + 1);
     Fq::mul(x, y).store(out + 4 * i + 2);
     Fq::neg(x).store(out + 4 * i + 3);
+}
+
+// ---- Product throughput (cuzk-gpu-check's field bench). ----
+// Each thread runs two independent chains of `iters` products x = x * y (so that one
+// product's latency overlaps the other's) and stores both: which = 0 Fr::mul, 1
+// fr_mul_nt; for Fq, 0 the called product (Fq::mul, as the MSM uses it), 1 inlined.
+extern "C" __global__ void fr_mul_bench(Fr* d, u32 iters, u32 which) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    Fr x = Fr::load(d + 3 * i), y = Fr::load(d + 3 * i + 1), z = Fr::load(d + 3 * i + 2);
+    if (which == 0) {
+        for (u32 k = 0; k < iters; k++) { x = Fr::mul(x, y); z = Fr::mul(z, y); }
+    } else {
+        for (u32 k = 0; k < iters; k++) { x = fr_mul_nt(x, y); z = fr_mul_nt(z, y); }
+    }
+    x.store(d + 3 * i);
+    z.store(d + 3 * i + 2);
+}
+
+extern "C" __global__ void fq_mul_bench(Fq* d, u32 iters, u32 which) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    Fq x = Fq::load(d + 3 * i), y = Fq::load(d + 3 * i + 1), z = Fq::load(d + 3 * i + 2);
+    if (which == 0) {
+        for (u32 k = 0; k < iters; k++) { x = Fq::mul(x, y); z = Fq::mul(z, y); }
+    } else {
+        for (u32 k = 0; k < iters; k++) { x = Fq::mul_inl(x, y); z = Fq::mul_inl(z, y); }
+    }
+    x.store(d + 3 * i);
+    z.store(d + 3 * i + 2);
 }

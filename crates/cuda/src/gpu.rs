@@ -28,6 +28,11 @@ use crate::raw;
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FrRepr(pub [u32; 8]);
+/// An Fq element as the kernels see it: 12 × u32, Montgomery form, the bytes of a
+/// `blst_fp`.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FqRepr(pub [u32; 12]);
 /// A G1 affine point as the kernels see it: the bytes of a blstrs `G1Affine`.
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +73,8 @@ impl Default for Xyzz2Repr {
 // bit pattern is a valid value.
 unsafe impl DeviceRepr for FrRepr {}
 // SAFETY: as above.
+unsafe impl DeviceRepr for FqRepr {}
+// SAFETY: as above.
 unsafe impl DeviceRepr for AffineRepr {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for XyzzRepr {}
@@ -77,6 +84,8 @@ unsafe impl DeviceRepr for Affine2Repr {}
 unsafe impl DeviceRepr for Xyzz2Repr {}
 // SAFETY: all-zero u32 arrays are valid.
 unsafe impl ValidAsZeroBits for FrRepr {}
+// SAFETY: as above.
+unsafe impl ValidAsZeroBits for FqRepr {}
 // SAFETY: as above.
 unsafe impl ValidAsZeroBits for AffineRepr {}
 // SAFETY: as above.
@@ -89,6 +98,7 @@ unsafe impl ValidAsZeroBits for Xyzz2Repr {}
 const _: () = assert!(std::mem::size_of::<Scalar>() == 32);
 const _: () = assert!(std::mem::size_of::<G1Affine>() == 96);
 const _: () = assert!(std::mem::size_of::<FrRepr>() == 32);
+const _: () = assert!(std::mem::size_of::<FqRepr>() == 48);
 const _: () = assert!(std::mem::size_of::<AffineRepr>() == 96);
 const _: () = assert!(std::mem::size_of::<XyzzRepr>() == 192);
 const _: () = assert!(std::mem::size_of::<G2Affine>() == 192);

@@ -24,8 +24,25 @@ pub struct ModuleSource {
 }
 
 impl ModuleSource {
+    /// The module's source: its parts, after the field-product switch (see
+    /// [`field_mul_variant`]), so that the disk cache keys the two apart.
     pub fn source(&self) -> String {
-        self.parts.concat()
+        let mut s = String::new();
+        if field_mul_variant() == "cios" {
+            s.push_str("#define CUZK_MUL_CIOS 1\n");
+        }
+        s.extend(self.parts.iter().copied());
+        s
+    }
+}
+
+/// Which rows the Montgomery products use: `"eo"` (the default: even/odd carry
+/// chains, field.cu's `mad_row_even`) or `"cios"` (`CUZK_FIELD_MUL=cios`: the first
+/// version's chain of low halves then chain of high halves), for the device A/B.
+pub fn field_mul_variant() -> &'static str {
+    match std::env::var("CUZK_FIELD_MUL").as_deref() {
+        Ok("cios") => "cios",
+        _ => "eo",
     }
 }
 
@@ -52,6 +69,7 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
         "bitrev_scale_sub_copy",
         "ab_combine",
         "fr_ops_test",
+        "fr_mul_bench",
     ],
 };
 
@@ -80,6 +98,7 @@ pub const MSM_MODULE: ModuleSource = ModuleSource {
         "ones_sum_g1",
         "replicate_affine_g1",
         "fq_ops_test",
+        "fq_mul_bench",
         "g1_ops_test",
     ],
 };

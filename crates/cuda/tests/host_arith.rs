@@ -38,17 +38,30 @@ fn compiler() -> Option<String> {
 /// The harness, built once per test binary run (the tests share it).
 fn harness() -> Option<PathBuf> {
     static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    BUILT.get_or_init(build_harness).clone()
+    BUILT.get_or_init(|| build_harness(None)).clone()
 }
 
-fn build_harness() -> Option<PathBuf> {
+/// The harness with the first version's product rows (`CUZK_MUL_CIOS`, the device
+/// A/B's other side).
+fn harness_cios() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| build_harness(Some("CUZK_MUL_CIOS")))
+        .clone()
+}
+
+fn build_harness(define: Option<&str>) -> Option<PathBuf> {
     let Some(cxx) = compiler() else {
         eprintln!("skipped: no C++ compiler (set CXX) to build the host arithmetic harness");
         return None;
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuzk-arith-host");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(match define {
+        Some(d) => format!("cuzk-arith-host-{d}"),
+        None => "cuzk-arith-host".into(),
+    });
     let status = Command::new(cxx)
+        .args(define.map(|d| format!("-D{d}=1")))
         .args(["-std=c++17", "-O1", "-I"])
         .arg(dir.join("kernels"))
         .arg(dir.join("tests/host/arith_host.cpp"))
@@ -209,6 +222,16 @@ fn g2(b: &[u8]) -> G2Projective {
 #[test]
 fn field_arithmetic_matches_blstrs() {
     let Some(h) = harness() else { return };
+    field_arithmetic(&h);
+}
+
+#[test]
+fn field_arithmetic_matches_blstrs_with_the_cios_rows() {
+    let Some(h) = harness_cios() else { return };
+    field_arithmetic(&h);
+}
+
+fn field_arithmetic(h: &Path) {
     let mut r = ChaCha20Rng::seed_from_u64(1);
     let mut lines = Vec::new();
     let mut want_fr = Vec::new();
@@ -244,7 +267,7 @@ fn field_arithmetic_matches_blstrs() {
         lines.push(format!("fr_sqr {ha}"));
         want_fr.push(a.square());
     }
-    let got = run(&h, &lines);
+    let got = run(h, &lines);
     for (k, (g, w)) in got.iter().zip(&want_fr).enumerate() {
         assert_eq!(fr(g), *w, "{}", lines[k]);
     }

@@ -3,7 +3,7 @@
 //! ```text
 //! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check] [--table-only] [--sweeps]
 //!                [--skip fields,ntt,h,msm,g2,partition,
-//!                        msm-bench,g2-bench,ntt-bench,h-bench,partition-bench]
+//!                        field-bench,msm-bench,g2-bench,ntt-bench,h-bench,partition-bench]
 //! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
 //! ```
 //! Checks each kernel against the CPU (blstrs, cuzk-msm-cpu, cuzk-gpu-backend's NTT,
@@ -26,7 +26,7 @@ use cuzk_alloc::{Abc, Density};
 use cuzk_cuda::gpu::{
     fq_inverse_gcd_by_default, g2_points_as_bytes, grid, points_as_bytes, scalar_from_repr,
     scalars_as_bytes, xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr,
-    DeviceCurve, FrRepr, Gpu, Xyzz2Repr, XyzzRepr, G1, G2,
+    DeviceCurve, FqRepr, FrRepr, Gpu, Xyzz2Repr, XyzzRepr, G1, G2,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
@@ -272,6 +272,109 @@ fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
         &format!("{m} pairs, {bad} wrong"),
     );
     check_fq2_and_g2(gpu, log, &mut r)
+}
+
+/// Field product throughput (`field-bench`): Fr::mul, fr_mul_nt, and Fq's called and
+/// inlined products, each thread two independent chains of products; the row for the
+/// variant the modules were compiled with (`CUZK_FIELD_MUL`). The chains' ends are
+/// checked on the host for the first 64 threads (x * y^iters).
+fn bench_fields(gpu: &Gpu, log: &Log) -> Result<()> {
+    use blst::{blst_fp, blst_fp_mul};
+    let variant = cuzk_cuda::kernels::field_mul_variant();
+    let mut r = rng(11);
+    let threads = 132 * 8 * 256;
+    let (block, blocks) = (256u32, (threads / 256) as u32);
+    let cfg = cudarc::driver::LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let checked = 64;
+    // Fr: x, y, z per thread.
+    let iters_fr = 512u32;
+    let fr: Vec<Scalar> = (0..3 * threads).map(|_| Scalar::random(&mut r)).collect();
+    for (which, name) in [(0u32, "Fr::mul"), (1, "fr_mul_nt")] {
+        let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&fr))?;
+        let ms = time5(gpu, || {
+            cuzk_cuda::launch!(gpu, "fr_mul_bench", cfg, &mut d, &iters_fr, &which)
+        })?;
+        // 6 launches so far (warm-up and 5): x * y^(6 iters).
+        let got = download_scalars(gpu, &d, 3 * checked)?;
+        let e = [6 * iters_fr as u64];
+        let bad = (0..checked)
+            .filter(|&i| {
+                let yp = fr[3 * i + 1].pow_vartime(e);
+                got[3 * i] != fr[3 * i] * yp || got[3 * i + 2] != fr[3 * i + 2] * yp
+            })
+            .count();
+        log.check(
+            &format!("{name} chains ({variant})"),
+            bad == 0,
+            &format!("{checked} threads, {bad} wrong"),
+        );
+        let products = 2.0 * threads as f64 * iters_fr as f64;
+        log.row(
+            &format!("{name} ({variant} rows)"),
+            "2^21 threads",
+            ms,
+            format!("{:.2}e9 products/s", products / ms / 1e6),
+            "",
+        );
+    }
+    // Fq: the same with blst_fp elements (random points' coordinates are in range).
+    let iters_fq = 256u32;
+    let pts = random_points(threads, &mut r);
+    let mut fq: Vec<blst_fp> = Vec::with_capacity(3 * threads);
+    for i in 0..threads {
+        let raw: &blst::blst_p1_affine = pts[i].as_ref();
+        let other: &blst::blst_p1_affine = pts[(i + 1) % threads].as_ref();
+        fq.extend([raw.x, raw.y, other.x]);
+    }
+    // SAFETY: blst_fp is six u64 limbs, 48 bytes, no padding.
+    let fq_bytes = unsafe {
+        std::slice::from_raw_parts(fq.as_ptr().cast::<u8>(), std::mem::size_of_val(&fq[..]))
+    };
+    for (which, name) in [(0u32, "Fq::mul (call)"), (1, "Fq::mul_inl")] {
+        let mut d = gpu.upload::<FqRepr>(fq_bytes)?;
+        let ms = time5(gpu, || {
+            cuzk_cuda::launch!(gpu, "fq_mul_bench", cfg, &mut d, &iters_fq, &which)
+        })?;
+        let got = gpu.download(&d, 3 * checked)?;
+        let as_fp = |x: &FqRepr| {
+            let mut f = blst_fp::default();
+            for (j, l) in f.l.iter_mut().enumerate() {
+                *l = x.0[2 * j] as u64 | (x.0[2 * j + 1] as u64) << 32;
+            }
+            f
+        };
+        let bad = (0..checked)
+            .filter(|&i| {
+                let (mut x, y, mut z) = (fq[3 * i], fq[3 * i + 1], fq[3 * i + 2]);
+                for _ in 0..6 * iters_fq {
+                    // SAFETY: valid field elements in, one written out.
+                    unsafe {
+                        blst_fp_mul(&mut x, &x, &y);
+                        blst_fp_mul(&mut z, &z, &y);
+                    }
+                }
+                as_fp(&got[3 * i]) != x || as_fp(&got[3 * i + 2]) != z
+            })
+            .count();
+        log.check(
+            &format!("{name} chains ({variant})"),
+            bad == 0,
+            &format!("{checked} threads, {bad} wrong"),
+        );
+        let products = 2.0 * threads as f64 * iters_fq as f64;
+        log.row(
+            &format!("{name} ({variant} rows)"),
+            "2^21 threads",
+            ms,
+            format!("{:.2}e9 products/s", products / ms / 1e6),
+            "",
+        );
+    }
+    Ok(())
 }
 
 /// Fq2 add/sub/mul/sqr against blst's Fp2, then G2's XYZZ formulas against blstrs.
@@ -1723,6 +1826,12 @@ fn main() -> Result<()> {
                 check_partition(&backend, &streamed, &log, pool.clone()),
             );
         }
+    }
+    if !no_bench && on("field-bench") {
+        section(
+            "field bench",
+            backend.with_gpu(|gpu, _| bench_fields(gpu, &log)),
+        );
     }
     if !no_bench && (on("msm-bench") || on("g2-bench")) {
         section(
