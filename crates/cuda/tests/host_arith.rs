@@ -315,7 +315,7 @@ fn field_arithmetic(h: &Path) {
             want_fq.push(w);
         }
     }
-    let got = run(&h, &lines);
+    let got = run(h, &lines);
     for (k, (g, w)) in got.iter().zip(&want_fq).enumerate() {
         assert_eq!(g, &bytes_of(w), "{}", lines[k]);
     }
@@ -330,7 +330,7 @@ fn field_arithmetic(h: &Path) {
         lines.push(format!("fq2_sqr {ha}"));
         want_fq2.push(fp2_sqr(&a));
     }
-    let got = run(&h, &lines);
+    let got = run(h, &lines);
     for (k, (g, w)) in got.iter().zip(&want_fq2).enumerate() {
         assert_eq!(g, &bytes_of(w), "{}", lines[k]);
     }
