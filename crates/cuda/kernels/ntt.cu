@@ -334,7 +334,7 @@ __device__ __forceinline__ void r2w_bfly(Fr& x, Fr& y, u32 j, u32 lh, const Fr* 
 // (log_n - 1 - b)), one load from W[j] = w_N^j (j < N/2, w_N the forward root; built
 // by ntt_r2wg_table). DIF (stages from the top bit down): x' = x + y, y' = (x - y) w;
 // DIT (from b = 0 up): x' = x + y w, y' = x - y w. The passes then compose with no
-// inter-pass twiddle at all. i mod 2^b is the lower element's
+// inter-pass twiddle at all (prev_k is ignored). i mod 2^b is the lower element's
 // position below bit b: its chunk bits below lh (shifted to lo) and its bits below lo
 // (the block's sub-transform bits and the element's bits below c). What the four-step
 // split hoists into the inter-pass twiddle is here part of the load index.
@@ -343,12 +343,6 @@ __device__ __forceinline__ void r2w_bfly(Fr& x, Fr& y, u32 j, u32 lh, const Fr* 
 // y' = x + y W[N/2 - t]). Index 0 (twiddle 1) skips the load and the product, per
 // thread: a warp saves the product only where all its lanes have index 0 (the span-1
 // stage of the lo = 0 pass).
-// The top chunk's pass is the exception (the host's Ntt::pass_global): its stages'
-// twiddles w_N^((i mod 2^b) << (log_n - 1 - b)) are spread over the whole table (a
-// gather of up to N/2 distinct roots per pass: 16.1 against r2wf's 13.6 ms at 2^27),
-// so it runs as r2wf's pass (local twiddles only) and the pass below it applies the
-// four-step twiddle of that boundary. Both leave each 2^lo-point sub-array with the
-// same values after the top chunk (DIF) / before it (DIT), so the rest composes.
 struct R2wg {
     const Fr* W;
     u32 log_n;
@@ -438,7 +432,7 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
             x0 = Fr::load(data + p0);
             x1 = Fr::load(data + p1);
-            if (prev_k) {
+            if (!GLOBAL && prev_k) {
                 x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
                 x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
             }
@@ -491,7 +485,7 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             r2w_bfly_e<true, FAST, GLOBAL>(x0, x1, t, jtop, k - 1, T1, base, lo, c, g);
         }
         const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
-        if (prev_k) {
+        if (!GLOBAL && prev_k) {
             x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
             x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
         }
@@ -535,19 +529,19 @@ extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dit(Fr* data, u32
 // W (CUZK_NTT_KERNEL=r2wg). The same launch as r2wf. inv: the inverse transform.
 // Two blocks per SM (32 warps): ptxas (sm_90) gave the DIT pass 72 registers with the
 // even/odd products, one block per SM, and the DIT transform ran 25% slower than the
-// DIF one (55.5 against 44.3 ms at 2^27); bounded, both fit 64 with no spills.
-// prev_k != 0 (with the direction's T0 / T1 / T18): the pass right below a top chunk
-// that ran as r2wf's pass (see Ntt::pass_global): it applies that boundary's four-step
-// twiddle, on load (DIF) or on store (DIT), as r2wf's pass would.
+// DIF one (55.5 against 44.3 ms at 2^27); bounded, both fit 64 with no spills and the
+// two run alike (44.3 / 44.7 ms).
+// Tried (fifth session): the top chunk's pass as r2wf's (local twiddles only, 13.6
+// against 16.1 ms at 2^27) with the four-step twiddle applied by the pass below: that
+// twiddle, of order N, costs two products per element, and the transform went from
+// 46.7 to 49.3 ms (5.20 to 5.47 at 2^24).
 extern "C" __global__ void __launch_bounds__(512, 2) ntt_r2wg_dif(Fr* data, u32 lo, u32 k, u32 c, u32 log_n, u32 inv,
-                                                                 const Fr* W, u32 prev_k, const Fr* T0,
-                                                                 const Fr* T1, const Fr* T18) {
-    r2w_pass<false, true, true>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{W, log_n, inv});
+                                                              const Fr* W) {
+    r2w_pass<false, true, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
 }
 extern "C" __global__ void __launch_bounds__(512, 2) ntt_r2wg_dit(Fr* data, u32 lo, u32 k, u32 c, u32 log_n, u32 inv,
-                                                                 const Fr* W, u32 prev_k, const Fr* T0,
-                                                                 const Fr* T1, const Fr* T18) {
-    r2w_pass<true, true, true>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{W, log_n, inv});
+                                                              const Fr* W) {
+    r2w_pass<true, true, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
 }
 
 // ntt_pass with r2wg's global twiddles: r2wg's passes whose tile is under a warp's 64

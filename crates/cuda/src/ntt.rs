@@ -18,9 +18,7 @@
 //! 66.1). `r2wg` (`CUZK_NTT_KERNEL=r2wg`, the default) runs r2wf's passes with the
 //! plain radix-2 transform's global twiddles, one load each from a per-size table of
 //! N/2 roots, and so has no inter-pass twiddle products: 6.83 / 29.8 / 62.0 ms; with
-//! the even/odd field products (fifth session) 5.20 / 22.3 / 46.7, and with its top
-//! chunk's pass as r2wf's (whose twiddles are not a gather from the whole table, see
-//! `global_kinds`) the rows in BENCHMARKS.md.
+//! the even/odd field products (fifth session) 5.20 / 22.3 / 46.7.
 //! Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
@@ -88,8 +86,7 @@ pub enum NttKernel {
     /// `ntt_r2wg_dif` / `ntt_r2wg_dit` (and `ntt_pass_g` for tiles under 64
     /// elements): `Radix2WarpFast`'s passes with the plain radix-2 transform's global
     /// twiddles, one load each from a table of N/2 roots per size (N/2 × 32 bytes,
-    /// cached), and no inter-pass twiddle products, except that the top chunk runs as
-    /// `Radix2WarpFast`'s pass with one inter-pass twiddle below it (`global_kinds`).
+    /// cached), and no inter-pass twiddle products.
     Radix2WarpGlobal,
 }
 
@@ -213,30 +210,6 @@ fn plan(log_n: u32) -> Vec<Pass> {
         hi = lo;
     }
     out
-}
-
-/// How r2wg runs each pass of `plan` (DIF order). Its global twiddles make the top
-/// chunk's pass a gather from the whole table (16.1 against r2wf's 13.6 ms at 2^27 on
-/// the H200), so where the plan has at least two passes and every tile is a full warp
-/// or more, the top pass runs as r2wf's four-step pass without an inter-pass twiddle
-/// (`Local`) and the pass below it applies that boundary's twiddle (`Global` with its
-/// `prev_k`); every other pass is r2wg's own (`Global` with 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum GlobalPass {
-    Local,
-    Global { prev_k: u32 },
-}
-
-fn global_kinds(plan: &[Pass]) -> Vec<GlobalPass> {
-    let split = plan.len() >= 2 && plan.iter().all(|p| p.k + p.c >= 6);
-    plan.iter()
-        .enumerate()
-        .map(|(i, p)| match (split, i) {
-            (true, 0) => GlobalPass::Local,
-            (true, 1) => GlobalPass::Global { prev_k: p.prev_k },
-            _ => GlobalPass::Global { prev_k: 0 },
-        })
-        .collect()
 }
 
 /// Powers table pair: P(i) = P0[i & 0xffff] * P1[i >> 16] = s * g^i.
@@ -410,8 +383,7 @@ impl Ntt {
         }
     }
 
-    /// A pass of r2wg (see [`global_kinds`]): `ntt_r2wg_*`, r2wf's pass for the top
-    /// chunk, or `ntt_pass_g` for tiles under a full warp.
+    /// A pass of r2wg: `ntt_r2wg_*`, or `ntt_pass_g` for tiles under a full warp.
     fn pass_global(
         &self,
         gpu: &Gpu,
@@ -421,33 +393,13 @@ impl Ntt {
         dit: bool,
         dir: Direction,
     ) -> Result<(), CudaError> {
-        let pl = plan(log_n);
-        let kind = pl
-            .iter()
-            .position(|q| *q == p)
-            .map_or(GlobalPass::Global { prev_k: 0 }, |i| global_kinds(&pl)[i]);
-        let tb = self.tables(dir);
-        let (t0, t1, t18) = (&tb.t0, &tb.t1, &tb.t18);
-        let cfg = pass_config(log_n, p, 2);
-        let prev_k = match kind {
-            GlobalPass::Local => {
-                let name = if dit { "ntt_r2wf_dit" } else { "ntt_r2wf_dif" };
-                let none = 0u32;
-                return crate::launch!(
-                    gpu, name, cfg, &mut *data, &p.lo, &p.k, &p.c, &none, t0, t1, t18
-                );
-            }
-            GlobalPass::Global { prev_k } => prev_k,
-        };
         let w = self.global_table(gpu, log_n)?;
         let w: &CudaSlice<FrRepr> = &w;
         let inv = u32::from(dir == Direction::Inverse);
+        let cfg = pass_config(log_n, p, 2);
         if p.k + p.c >= 6 {
             let name = if dit { "ntt_r2wg_dit" } else { "ntt_r2wg_dif" };
-            return crate::launch!(
-                gpu, name, cfg, &mut *data, &p.lo, &p.k, &p.c, &log_n, &inv, w, &prev_k, t0, t1,
-                t18
-            );
+            return crate::launch!(gpu, name, cfg, &mut *data, &p.lo, &p.k, &p.c, &log_n, &inv, w);
         }
         let dit = u32::from(dit);
         crate::launch!(
@@ -1493,8 +1445,7 @@ mod emu {
 
     /// `r2w_pass<DIT>` over every block; threads are kept as `x[t] = [x0, x1]` and the
     /// warp stages run warp by warp (shuffles are warp-synchronous).
-    /// With `g`, the r2wg flavour (global twiddles; an inter-pass twiddle only where
-    /// `p.prev_k` is set, below a top chunk run as r2wf's: [`global_kinds`]).
+    /// With `g`, the r2wg flavour (global twiddles, no inter-pass twiddle).
     fn r2w_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, rg: Option<&R2wg>) {
         let Pass { lo, k, c, prev_k } = p;
         assert!(k + c >= 6 && k + c <= MAX_PASS_BITS && c <= lo);
@@ -1552,7 +1503,7 @@ mod emu {
                 for t in 0..threads {
                     let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
                     let (mut x0, mut x1) = (g.load(p0), g.load(p1));
-                    if prev_k != 0 {
+                    if rg.is_none() && prev_k != 0 {
                         x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
                         x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
                     }
@@ -1612,7 +1563,7 @@ mod emu {
                 for t in 0..threads {
                     let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
                     let [mut x0, mut x1] = x[t as usize];
-                    if prev_k != 0 {
+                    if rg.is_none() && prev_k != 0 {
                         x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
                         x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
                     }
@@ -1632,21 +1583,8 @@ mod emu {
     }
 
     /// `Ntt::pass`'s choice of kernel (and `Ntt::pass_global`'s).
-    /// Pass `p` of `plan` (r2wg runs the plan's top pass as r2wf's: [`global_kinds`]).
-    fn pass(
-        data: &mut [Scalar],
-        log_n: u32,
-        plan: &[Pass],
-        p: Pass,
-        dit: bool,
-        tw: &Tw,
-        kernel: NttKernel,
-    ) {
+    fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tw: &Tw, kernel: NttKernel) {
         let tb = tw.tb;
-        let kind = plan
-            .iter()
-            .position(|q| *q == p)
-            .map_or(GlobalPass::Global { prev_k: 0 }, |i| global_kinds(plan)[i]);
         match kernel.for_pass(&p) {
             NttKernel::Radix8 => r8_pass(data, log_n, p, dit, tb),
             // r2wf and r2wf3 are r2w with another (equal-valued) product and another
@@ -1660,14 +1598,10 @@ mod emu {
                     log_n,
                     inv: tb.inv,
                 };
-                match kind {
-                    GlobalPass::Local => {
-                        r2w_pass(data, log_n, Pass { prev_k: 0, ..p }, dit, tb, None)
-                    }
-                    GlobalPass::Global { prev_k } if p.k + p.c >= 6 => {
-                        r2w_pass(data, log_n, Pass { prev_k, ..p }, dit, tb, Some(&g))
-                    }
-                    GlobalPass::Global { .. } => radix2_pass_g(data, log_n, p, dit, &g),
+                if p.k + p.c >= 6 {
+                    r2w_pass(data, log_n, p, dit, tb, Some(&g))
+                } else {
+                    radix2_pass_g(data, log_n, p, dit, &g)
                 }
             }
             NttKernel::Radix2 => radix2_pass(data, log_n, p, dit, tb),
@@ -1676,13 +1610,13 @@ mod emu {
 
     fn dif(data: &mut [Scalar], log_n: u32, plan: &[Pass], tw: &Tw, kernel: NttKernel) {
         for &p in plan {
-            pass(data, log_n, plan, p, false, tw, kernel);
+            pass(data, log_n, p, false, tw, kernel);
         }
     }
 
     fn dit(data: &mut [Scalar], log_n: u32, plan: &[Pass], tw: &Tw, kernel: NttKernel) {
         for &p in plan.iter().rev() {
-            pass(data, log_n, plan, p, true, tw, kernel);
+            pass(data, log_n, p, true, tw, kernel);
         }
     }
 
