@@ -366,7 +366,7 @@ fn curve_formulas_match_blstrs_including_the_special_cases() {
         lines.push(format!("g1_dbl {xp}"));
         want.push(G1Projective::from(p).double());
     }
-    let got = run(h, &lines);
+    let got = run(&h, &lines);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g1(g), *w, "{}", &lines[k][..20]);
     }
@@ -391,7 +391,7 @@ fn curve_formulas_match_blstrs_including_the_special_cases() {
         lines.push(format!("g2_dbl {xp}"));
         want.push(G2Projective::from(p).double());
     }
-    let got = run(h, &lines);
+    let got = run(&h, &lines);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g2(g), *w, "{}", &lines[k][..20]);
     }
@@ -428,7 +428,7 @@ fn batch_affine_pairs_and_the_inversion_match_blstrs() {
             .map(|a| format!("{op} {}", hex(&bytes_of(a))))
             .collect();
         lines.push(format!("{op} {}", hex(&[0u8; 48])));
-        let got = run(h, &lines);
+        let got = run(&h, &lines);
         let one = fp_mul(&xs[0], &from_bytes::<blst_fp>(&got[0]));
         for (k, (a, g)) in xs.iter().zip(&got).enumerate() {
             // a * a^-1 is the same (Montgomery-form) one for every a.
@@ -462,7 +462,7 @@ fn batch_affine_pairs_and_the_inversion_match_blstrs() {
         ));
         want.push((G1Projective::from(p) + q).to_affine());
     }
-    let got = run(h, &lines);
+    let got = run(&h, &lines);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(from_bytes::<G1Affine>(g), *w, "pair {k}");
     }
