@@ -47,11 +47,26 @@ __constant__ u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa, 0x
 __constant__ u32 FQ_MOD[12] = {0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe, 0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84, 0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
 __constant__ u32 FQ_ONE[12] = {0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b, 0x53c758ba, 0x5f489857, 0x70525745, 0x77ce5853, 0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3};
 
+// Fr's INV (-1) as a value ptxas cannot see: Mont::mul_ab multiplies by it. With m
+// computed as -t[0] (what t[0] * 0xffffffff folds to) ptxas (sm_90) split half of
+// Fr's m * p products into an IMAD.X and a half-rate IMAD.HI.U32.X instead of one
+// IMAD.WIDE.U32.X (49 of 113 wide); with m from an IMAD, as Fq's, all 113 are wide.
+__constant__ u32 FR_INV_OPAQUE[1] = {0xffffffffu};
+
 struct FrParams {
     static const int N = 8;
     static const u32 INV = 0xffffffffu;  // -r^-1 mod 2^32
     static __device__ __forceinline__ u32 m(int i) { return FR_MOD[i]; }
     static __device__ __forceinline__ u32 one(int i) { return FR_ONE[i]; }
+    static __device__ __forceinline__ u32 inv_opaque() {
+#ifdef __CUDA_ARCH__
+        u32 r;
+        asm("ld.const.u32 %0, [FR_INV_OPAQUE];" : "=r"(r));
+        return r;
+#else
+        return INV;
+#endif
+    }
 };
 
 struct FqParams {
@@ -59,6 +74,7 @@ struct FqParams {
     static const u32 INV = 0xfffcfffdu;  // -p^-1 mod 2^32
     static __device__ __forceinline__ u32 m(int i) { return FQ_MOD[i]; }
     static __device__ __forceinline__ u32 one(int i) { return FQ_ONE[i]; }
+    static __device__ __forceinline__ u32 inv_opaque() { return INV; }
 };
 
 // An element in Montgomery form, fully reduced (< modulus) between operations. Both
@@ -253,7 +269,7 @@ struct Mont {
             }
             // T += m * p, leaving A[0] = 0.
             const u32 t0 = A[0];
-            const u32 mq = NT ? 0u - t0 : t0 * P::INV;
+            const u32 mq = t0 * P::inv_opaque();  // NT: -t0
             if (NT) {
                 (void)add_cc(t0, mq);  // 0, carry iff t0 != 0
                 A[1] = addc_cc(A[1], 0);
