@@ -24,11 +24,16 @@ pub struct ModuleSource {
 }
 
 impl ModuleSource {
-    /// The module's source: its parts, after the field-product switch (see
-    /// [`field_mul_variant`]), so that the disk cache keys the two apart.
+    /// The module's source with the field products [`FieldMul::from_env`] picks.
     pub fn source(&self) -> String {
+        self.source_for(FieldMul::from_env())
+    }
+
+    /// The module's source: its parts, after the field-product switch, which is
+    /// part of the text so that the disk cache keys the variants apart.
+    pub fn source_for(&self, mul: FieldMul) -> String {
         let mut s = String::new();
-        if field_mul_variant() == "cios" {
+        if mul == FieldMul::Cios {
             s.push_str("#define CUZK_MUL_CIOS 1\n");
         }
         s.extend(self.parts.iter().copied());
@@ -36,14 +41,35 @@ impl ModuleSource {
     }
 }
 
-/// Which rows the Montgomery products use: `"eo"` (the default: even/odd carry
-/// chains, field.cu's `mad_row_even`) or `"cios"` (`CUZK_FIELD_MUL=cios`: the first
-/// version's chain of low halves then chain of high halves), for the device A/B.
-pub fn field_mul_variant() -> &'static str {
-    match std::env::var("CUZK_FIELD_MUL").as_deref() {
-        Ok("cios") => "cios",
-        _ => "eo",
+/// Which rows the Montgomery products use (field.cu, `Mont::mul_ab`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldMul {
+    /// Even/odd carry chains of wide multiply-adds: the default.
+    EvenOdd,
+    /// The first version's chain of low halves then chain of high halves
+    /// (`CUZK_FIELD_MUL=cios`), for the device A/B.
+    Cios,
+}
+
+impl FieldMul {
+    pub fn from_env() -> Self {
+        match std::env::var("CUZK_FIELD_MUL").as_deref() {
+            Ok("cios") => FieldMul::Cios,
+            _ => FieldMul::EvenOdd,
+        }
     }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldMul::EvenOdd => "eo",
+            FieldMul::Cios => "cios",
+        }
+    }
+}
+
+/// The name of the field-product variant this process compiles (`eo` or `cios`).
+pub fn field_mul_variant() -> &'static str {
+    FieldMul::from_env().name()
 }
 
 pub const NTT_MODULE: ModuleSource = ModuleSource {
@@ -89,6 +115,7 @@ pub const MSM_MODULE: ModuleSource = ModuleSource {
         "msm_ba_round",
         "msm_ba_buckets",
         "max_u32",
+        "scalars_from_mont",
         "ones_count",
         "ones_entries",
         "msm_sum_xyzz_g1",
@@ -145,13 +172,22 @@ pub struct Compiled {
 /// Compiles `module` for `arch` (e.g. `sm_90`), returning the CUBIN, or the full
 /// compiler log as the error.
 pub fn compile(module: &ModuleSource, arch: &str) -> Result<Compiled, CudaError> {
+    compile_with(module, arch, FieldMul::from_env())
+}
+
+/// [`compile`] with the given field products.
+pub fn compile_with(
+    module: &ModuleSource,
+    arch: &str,
+    mul: FieldMul,
+) -> Result<Compiled, CudaError> {
     use cudarc::nvrtc::{result, sys};
     if !nvrtc_available() {
         return Err(CudaError::NoNvrtc(
             "libnvrtc.so was not found on the loader path".into(),
         ));
     }
-    let src = CString::new(module.source())
+    let src = CString::new(module.source_for(mul))
         .map_err(|_| CudaError::Shape("kernel source contains a NUL byte".into()))?;
     let name = CString::new(format!("{}.cu", module.name)).expect("module names have no NUL");
     let prog = result::create_program(&src, Some(&name)).map_err(|e| CudaError::Compile {

@@ -1,9 +1,10 @@
 //! Every kernel module compiles with NVRTC for sm_90 (where libnvrtc is found), and
 //! for sm_75, the oldest architecture the backend runs on (Turing cards are still in
 //! proving farms): a kernel that reaches for a newer intrinsic fails here, not on a
-//! farm's GPU.
+//! farm's GPU. The first version's field products (`CUZK_FIELD_MUL=cios`, kept for
+//! the device A/B) compile too, for sm_90.
 
-use cuzk_cuda::kernels;
+use cuzk_cuda::kernels::{self, FieldMul};
 use std::io::Write as _;
 
 #[test]
@@ -12,22 +13,40 @@ fn every_kernel_module_compiles() {
         let _ = writeln!(std::io::stderr(), "skipped: no NVRTC");
         return;
     }
-    for (module, arch) in kernels::MODULES
-        .into_iter()
-        .flat_map(|m| ["sm_90", "sm_75"].map(|a| (m, a)))
-    {
+    let builds = kernels::MODULES.into_iter().flat_map(|m| {
+        [
+            (m, "sm_90", FieldMul::EvenOdd),
+            (m, "sm_75", FieldMul::EvenOdd),
+            (m, "sm_90", FieldMul::Cios),
+        ]
+    });
+    for (module, arch, mul) in builds {
         let t = std::time::Instant::now();
-        match kernels::compile(&module, arch) {
+        match kernels::compile_with(&module, arch, mul) {
             Ok(c) => {
                 assert!(!c.cubin.is_empty());
                 println!(
-                    "{} for {arch}: {} bytes of CUBIN in {:?}",
+                    "{} for {arch} ({} products): {} bytes of CUBIN in {:?}",
                     module.name,
+                    mul.name(),
                     c.cubin.len(),
                     t.elapsed()
                 );
             }
             Err(e) => panic!("{e}"),
         }
+    }
+}
+
+#[test]
+fn the_product_variants_are_different_sources() {
+    for m in kernels::MODULES {
+        let (eo, cios) = (
+            m.source_for(FieldMul::EvenOdd),
+            m.source_for(FieldMul::Cios),
+        );
+        assert!(!eo.contains("#define CUZK_MUL_CIOS"));
+        assert!(cios.starts_with("#define CUZK_MUL_CIOS 1\n"));
+        assert!(cios.ends_with(&eo));
     }
 }
