@@ -541,17 +541,6 @@ extern "C" __global__ void ones_entries(const u64* words, u32 n_words, u32 n_bas
     }
 }
 
-// s[i] = s[i] / R for i < n: Montgomery-form scalars to canonical limbs, in place. An
-// MSM of Montgomery scalars converts each scalar in every digit launch (the
-// histogram, and the scatter once per window where it runs a launch per window: 14
-// products per scalar at 2^27); the H MSM's caller owns H's coefficients and
-// converts them once.
-extern "C" __global__ void scalars_from_mont(Fr* s, u32 n) {
-    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    Fr::from_mont(Fr::load(s + i)).store(s + i);
-}
-
 // *out = max(*out, max of cnt[0..slots)) (the number of rounds the buckets need).
 extern "C" __global__ void max_u32(const u32* cnt, u32 slots, u32* out) {
     const u32 x = blockIdx.x * blockDim.x + threadIdx.x;

@@ -349,7 +349,7 @@ fn query<C: DeviceCurve>(
 }
 
 /// Σ scalars[i] · host[i] for i < n with the bases streamed from `host` in chunks
-/// (scalars on the device as canonical limbs: H's coefficients, converted).
+/// (scalars on the device, Montgomery form: H's coefficients).
 fn streamed_dense<C: DeviceCurve>(
     stream: &mut BaseStream<'_, C>,
     host: &[C::HostAffine],
@@ -382,7 +382,7 @@ fn streamed_dense<C: DeviceCurve>(
             bases,
             &part,
             hi - lo,
-            ScalarFormat::Canonical,
+            ScalarFormat::Montgomery,
             None,
             MsmPlan::for_size(hi - lo),
         )?);
@@ -775,7 +775,7 @@ impl GpuBackend for CudaBackend {
             let b_p = g1(&b_g1, "B_G1")?;
             (h, l_p, a_p, b_p)
         };
-        let mut h_coeffs = match h {
+        let h_coeffs = match h {
             HStage::Done(coeffs) => coeffs,
             HStage::Uploading(up) => {
                 let coeffs = ntt.h_from(gpu, up).map_err(dev)?;
@@ -790,16 +790,13 @@ impl GpuBackend for CudaBackend {
         };
         // Uploads are done: unpin while the device works.
         drop(pinned);
-        // H's coefficients to canonical limbs once: the MSM's digit launches would
-        // otherwise each convert every coefficient (14 times at 2^27).
-        msm::scalars_to_canonical(gpu, &mut h_coeffs, want_h).map_err(dev)?;
         let h_pending = match bases.get(&key::<G1>(h_bases)) {
             Some(resident) => vec![msm::msm(
                 gpu,
                 resident,
                 &h_coeffs,
                 want_h,
-                ScalarFormat::Canonical,
+                ScalarFormat::Montgomery,
                 None,
                 MsmPlan::for_size(want_h),
             )

@@ -115,7 +115,6 @@ pub const MSM_MODULE: ModuleSource = ModuleSource {
         "msm_ba_round",
         "msm_ba_buckets",
         "max_u32",
-        "scalars_from_mont",
         "ones_count",
         "ones_entries",
         "msm_sum_xyzz_g1",

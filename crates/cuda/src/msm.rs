@@ -1076,27 +1076,6 @@ pub fn ones_scratch_bytes(n_bases: usize) -> u64 {
     n.div_ceil(64) * 12 + n * 4 + ONES_PLAN.scratch_bytes(n_bases)
 }
 
-/// Converts the first `n` scalars of `s` from Montgomery form to canonical limbs in
-/// place ([`ScalarFormat::Montgomery`] to [`ScalarFormat::Canonical`]): once, where
-/// an MSM would otherwise convert every scalar in each of its digit launches.
-pub fn scalars_to_canonical(
-    gpu: &Gpu,
-    s: &mut CudaSlice<FrRepr>,
-    n: usize,
-) -> Result<(), CudaError> {
-    if n > s.len() {
-        return Err(CudaError::Shape(format!(
-            "{n} scalars to convert in a buffer of {}",
-            s.len()
-        )));
-    }
-    if n == 0 {
-        return Ok(());
-    }
-    let nn = n as u32;
-    crate::launch!(gpu, "scalars_from_mont", grid(n, 256), &mut *s, &nn)
-}
-
 /// Fills `out` with copies of `src` (benchmark bases).
 pub fn replicate_bases<A: CurvePoint>(
     gpu: &Gpu,
