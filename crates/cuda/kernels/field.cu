@@ -324,6 +324,7 @@ struct Mont {
 #pragma unroll
         for (int i = 0; i < N; i++) {
             mul_add_row(t, a, b.v[i]);
+            // t += m * p with m chosen so that t[0] becomes 0, then shift one word.
             const u32 mq = t[0] * P::INV;
             t[0] = mad_lo_cc(mq, P::m(0), t[0]);
 #pragma unroll
@@ -361,11 +362,11 @@ typedef Mont<FqParams> Fq;
 
 // The Fr product specialised to the modulus's two low limbs, for the NTT (the r2wf
 // kernels): p[0] = 1 and p[1] = 2^32 - 1, so -p^-1 = -1 mod 2^32 and in each CIOS
-// round m = -t[0] needs no multiplication, m * p[0] = m, lo(m * p[1]) = t[0] and
-// hi(m * p[1]) = m - 1 = ~t[0] (0 when m = 0): 14 products per round instead of 16
-// and no multiplication for m (Mont::mul_ab with NT; CUZK_MUL_CIOS: the first
-// version's rows, 14 low and 14 high halves per round). Same result as Fr::mul, fully
-// reduced; checked against blstrs by tests/host_arith.rs.
+// round m = -t[0], m * p[0] = m, lo(m * p[1]) = t[0] and hi(m * p[1]) = m - 1 = ~t[0]
+// (0 when m = 0): 14 products per round instead of 16 (Mont::mul_ab with NT, where m
+// is still made by a multiply: see FR_INV_OPAQUE; CUZK_MUL_CIOS: the first version's
+// rows, m as a negation, 14 low and 14 high halves per round). Same result as
+// Fr::mul, fully reduced; checked against blstrs by tests/host_arith.rs.
 __device__ __forceinline__ Fr fr_mul_nt(const Fr& a, const Fr& b) {
 #ifndef CUZK_MUL_CIOS
     return Fr::mul_ab<true>(a, b);
