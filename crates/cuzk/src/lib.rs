@@ -161,9 +161,10 @@ pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<Compiled, Error> {
 }
 
 /// Compiles `circuit`'s shape only (for the pipelined engine's jobs, or to fill a
-/// [`ShapeCache`]). Needs no thread pool.
+/// [`ShapeCache`]): a blank circuit will do, its values are never asked for.
+/// Needs no thread pool.
 pub fn compile_shape<C: Circuit<Scalar>>(circuit: C) -> Result<R1cs, Error> {
-    Ok(cuzk_synth::compile(circuit)?.r1cs)
+    Ok(cuzk_synth::compile_shape(circuit)?)
 }
 
 /// A proof with its stage times.
