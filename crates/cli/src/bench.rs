@@ -419,6 +419,20 @@ fn write_manifest(
     timeline: &Path,
 ) -> Result<()> {
     let w = &prep.w;
+    // The parameters given to each plugin (those not given take the defaults the
+    // plugin at `sha256` declares): every backend knob of the run, for `cuzk ab`.
+    let given = |slot: &str| {
+        let p = &cfg.plugins;
+        match slot {
+            "backend" => p.backend.as_ref(),
+            "dealloc" => p.dealloc.as_ref(),
+            "throttle" => p.throttle.as_ref(),
+            "gpu_lock" => p.gpu_lock.as_ref(),
+            _ => None,
+        }
+        .map(|spec| spec.params.clone())
+        .unwrap_or_default()
+    };
     let plugins: Vec<_> = sources
         .iter()
         .map(|(slot, name, path)| {
@@ -427,6 +441,7 @@ fn write_manifest(
                 "plugin": name,
                 "path": path.as_ref().map(|p| p.display().to_string()),
                 "sha256": path.as_ref().and_then(|p| file_sha256(p)),
+                "params": given(slot),
             })
         })
         .collect();

@@ -11,7 +11,7 @@ use cuzk_gpu_backend::{
 };
 use group::Group;
 
-use crate::cache::KernelCache;
+use crate::config::CudaConfig;
 use crate::error::{Ctx, CudaError};
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
@@ -19,48 +19,6 @@ use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
 use crate::profile::Phases;
 use crate::raw::HostRegistration;
 use crate::streamed::{BaseStream, Stager, StreamStats};
-
-/// Settings of a [`CudaBackend`].
-#[derive(Clone, Debug)]
-pub struct CudaConfig {
-    /// CUDA device ordinal.
-    pub device: usize,
-    /// Device bytes left alone (other processes, driver, fragmentation): the backend
-    /// plans partitions to fit in the free memory at start minus this.
-    pub reserve_bytes: u64,
-    /// Where base vectors live.
-    pub bases: BasePlacement,
-    /// Where compiled kernels are kept between processes (`None`:
-    /// [`KernelCache::default_dir`]).
-    pub kernel_cache_dir: Option<std::path::PathBuf>,
-    /// A folder of staged kernels looked in first (the plugin sets it to the
-    /// `kernels/` folder beside its `.so`); `kernels/` beside the executable is
-    /// always looked in.
-    pub staged_kernels_dir: Option<std::path::PathBuf>,
-}
-
-impl Default for CudaConfig {
-    fn default() -> Self {
-        Self {
-            device: 0,
-            reserve_bytes: 2 << 30,
-            bases: BasePlacement::Auto,
-            kernel_cache_dir: None,
-            staged_kernels_dir: None,
-        }
-    }
-}
-
-impl CudaConfig {
-    /// The kernel cache these settings describe.
-    pub fn kernel_cache(&self) -> KernelCache {
-        let cache = KernelCache::new(self.kernel_cache_dir.as_deref());
-        match &self.staged_kernels_dir {
-            Some(d) => cache.with_staged(d.clone()),
-            None => cache,
-        }
-    }
-}
 
 /// Where a partition's base vectors (the parameter queries) live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +63,8 @@ pub struct CudaBackend {
     /// needs it and is done before the device is taken.
     ctx: Arc<CudaContext>,
     caps: Capabilities,
+    /// The NTT kernel the backend was configured with (its memory need).
+    ntt_kernel: crate::ntt::NttKernel,
     /// Failures the error-path tests inject (test builds and the `fault-injection`
     /// feature only).
     #[cfg(any(test, feature = "fault-injection"))]
@@ -245,16 +205,31 @@ impl CudaBackend {
     /// Opens the device, compiles the kernels, builds the twiddle tables. Fails with
     /// [`CudaError::NoDevice`] where there is no driver or no device.
     pub fn new(config: CudaConfig) -> Result<Self, CudaError> {
+        config.validate()?;
         let gpu = Gpu::new(config.device, &config.kernel_cache())?;
-        let ntt = Ntt::new(&gpu)?;
+        let ntt = Ntt::new(&gpu, config.ntt_kernel)?;
         gpu.sync()?;
+        crate::msm::apply_tuning(&config.tuning);
+        if config.profile {
+            crate::profile::set_enabled(true);
+        }
+        tracing::info!(
+            "cuda backend on {}: {}",
+            gpu.name,
+            config
+                .to_params()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         let budget = gpu
             .free_memory_at_start
-            .saturating_sub(config.reserve_bytes);
+            .saturating_sub(config.reserve_bytes());
         let caps = Capabilities {
             name: "cuda".to_owned(),
             max_log_domain: MAX_LOG_DOMAIN,
-            g2: true,
+            g2: config.g2,
             devices: vec![DeviceInfo {
                 name: gpu.name.clone(),
                 total_memory: gpu.total_memory,
@@ -269,10 +244,11 @@ impl CudaBackend {
                 bases: HashMap::new(),
                 bases_g2: HashMap::new(),
                 budget,
-                placement: config.bases,
-                stager: Stager::new(),
+                placement: config.bases(),
+                stager: Stager::new(config.copy_threads),
             }),
             caps,
+            ntt_kernel: config.ntt_kernel,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: FaultInjection::default(),
         })
@@ -309,10 +285,10 @@ impl CudaBackend {
 
     /// Device bytes `prove_partition` needs for `job` beyond the bases (H buffers, the
     /// largest MSM's scratch, the split uploads).
-    pub fn working_bytes(job: &PartitionJobRef<'_>) -> u64 {
+    pub fn working_bytes(&self, job: &PartitionJobRef<'_>) -> u64 {
         let n = job.abc.len();
         let big = 1usize << crate::log_domain(n);
-        let h = Ntt::h_device_bytes(n);
+        let h = Ntt::h_device_bytes(self.ntt_kernel, n);
         let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
         // A query's ones sum, then its tail MSM (G1's ones by batch-affine rounds,
         // G2's by the XYZZ kernel, whose partials are small).
@@ -789,7 +765,7 @@ impl GpuBackend for CudaBackend {
             check_split("b_g2", b_g2)?;
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
-        let working = Self::working_bytes(&job);
+        let working = self.working_bytes(&job);
         let PartitionJobRef {
             abc,
             h_bases,
@@ -970,8 +946,9 @@ mod tests {
         use rand::SeedableRng;
         use std::io::Write as _;
 
-        let open = |bases| match CudaBackend::new(CudaConfig {
-            bases,
+        // stream_chunk 0: bases resident; 2^22: streamed in chunks of 2^22 points.
+        let open = |stream_chunk| match CudaBackend::new(CudaConfig {
+            stream_chunk,
             ..CudaConfig::default()
         }) {
             Ok(b) => Some(b),
@@ -982,7 +959,7 @@ mod tests {
             Err(e) => panic!("CUDA backend failed to start: {e}"),
         };
         // Before the inputs (6 GiB of host memory): where there is no device.
-        let Some(first) = open(BasePlacement::Auto) else {
+        let Some(first) = open(0) else {
             return;
         };
         let mut first = Some(first);
@@ -1018,16 +995,12 @@ mod tests {
             b_g1: q(),
             b_g2: None,
         };
-        for bases in [
-            BasePlacement::Auto,
-            BasePlacement::Streamed {
-                chunk_bases: 1 << 22,
-            },
-        ] {
+        for stream_chunk in [0, 1 << 22] {
             let backend = match first.take() {
                 Some(b) => b,
-                None => open(bases).expect("the device was there a moment ago"),
+                None => open(stream_chunk).expect("the device was there a moment ago"),
             };
+            let bases = backend.lock().placement;
             backend.fail_after_upload(true);
             for staged in [false, true] {
                 let guard = if staged {

@@ -21,6 +21,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod config;
 pub mod error;
 pub mod gpu;
 pub mod kernels;
@@ -30,8 +31,9 @@ pub mod profile;
 pub mod raw;
 pub mod streamed;
 
-pub use backend::{BasePlacement, CudaBackend, CudaConfig};
+pub use backend::{BasePlacement, CudaBackend};
 pub use cache::KernelCache;
+pub use config::{CudaConfig, CudaTuning};
 pub use error::CudaError;
 pub use gpu::Gpu;
 

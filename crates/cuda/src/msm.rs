@@ -164,88 +164,80 @@ const FAN: u32 = 32;
 /// Bitmap words (64 bases) per thread in the ones sum.
 const ONES_WORDS_PER_THREAD: u32 = 4;
 
-/// Which G1 bucket-sum kernel runs: how the hot mixed addition is compiled. Which
-/// is fastest depends on the device (register pressure and occupancy against
-/// instruction-cache reach), so all three exist and cuzk-gpu-check times them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How G1's bucket sums run (`CudaTuning::msm_sum`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SumVariant {
-    /// The formula and its eleven Fq products inlined (155 registers on sm_90).
-    Inline = 0,
-    /// The formula inlined, its products one shared call each.
+    /// `calls`: XYZZ levels only, the mixed addition inlined with its Fq products
+    /// called (the fastest XYZZ kernel on the H200; the other ways of compiling it,
+    /// `inline`, `fcall` and `refs`, were removed: NOTES.md).
+    #[serde(rename = "calls")]
     CalledProducts = 1,
-    /// The formula one shared call, its products inlined in it.
-    CalledFormula = 2,
-    /// The formula inlined, its products calls taking references (operands through
-    /// local memory; 111 registers on sm_90: what ran before this choice existed).
-    CalledProductsByRef = 3,
-    /// Batch-affine rounds (affine additions sharing one inversion per thread, ~6
-    /// products per addition instead of 10); G2 MSMs keep the default.
+    /// `affine`: batch-affine rounds (affine additions sharing one inversion per
+    /// thread, ~6 products per addition instead of 10), then the XYZZ levels for
+    /// what they leave; G2 MSMs run the XYZZ levels.
+    #[serde(rename = "affine")]
     BatchAffine = 4,
 }
 
-/// u8::MAX: not decided yet (read `CUZK_MSM_SUM`).
-static SUM_VARIANT: AtomicU8 = AtomicU8::new(u8::MAX);
+/// The scatter's launches (`CudaTuning::scatter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scatter {
+    /// A window per launch where the cursors (all windows) exceed 8 MB.
+    Auto,
+    /// Always a window per launch.
+    Window,
+    /// Always all windows in one launch.
+    All,
+}
 
-/// Selects the G1 bucket-sum kernel for every later MSM of this process.
+/// The G1 bucket sums of every later MSM of this process (set from the backend's
+/// [`crate::CudaTuning`] by [`apply_tuning`]).
+static SUM_VARIANT: AtomicU8 = AtomicU8::new(SumVariant::BatchAffine as u8);
+/// [`Scatter`] as 0, 1, 2.
+static SCATTER: AtomicU8 = AtomicU8::new(0);
+/// Waves of threads per batch-affine round.
+static BA_WAVES: AtomicU64 = AtomicU64::new(1);
+
+/// Applies `t` to every later MSM of this process. The knobs are process-wide (one
+/// backend per process in practice; a second backend with other tuning would
+/// override the first's): the MSM code reads them where no backend is at hand.
+pub fn apply_tuning(t: &crate::CudaTuning) {
+    set_sum_variant(t.msm_sum);
+    set_batch_affine_min_per(t.ba_min_per);
+    set_batch_affine_group_entries(1u64 << t.ba_group_log.clamp(10, 30));
+    BA_WAVES.store(t.ba_waves.clamp(1, 16), Ordering::Relaxed);
+    SCATTER.store(t.scatter as u8, Ordering::Relaxed);
+}
+
+/// Selects the G1 bucket sums for every later MSM of this process.
 pub fn set_sum_variant(v: SumVariant) {
     SUM_VARIANT.store(v as u8, Ordering::Relaxed);
 }
 
-/// The G1 bucket-sum kernel in use.
+/// The G1 bucket sums in use.
 pub fn sum_variant() -> SumVariant {
-    let v = match SUM_VARIANT.load(Ordering::Relaxed) {
-        u8::MAX => {
-            // CUZK_MSM_SUM: inline, calls, fcall, refs or affine.
-            let v = match std::env::var("CUZK_MSM_SUM").as_deref() {
-                Ok("inline") => SumVariant::Inline,
-                Ok("fcall") => SumVariant::CalledFormula,
-                Ok("calls") => SumVariant::CalledProducts,
-                Ok("refs") => SumVariant::CalledProductsByRef,
-                Ok("affine") => SumVariant::BatchAffine,
-                _ => DEFAULT_SUM_VARIANT,
-            };
-            set_sum_variant(v);
-            return v;
-        }
-        x => x,
-    };
-    match v {
-        0 => SumVariant::Inline,
+    match SUM_VARIANT.load(Ordering::Relaxed) {
         1 => SumVariant::CalledProducts,
-        2 => SumVariant::CalledFormula,
-        3 => SumVariant::CalledProductsByRef,
         _ => SumVariant::BatchAffine,
     }
 }
 
-/// The default: the fastest on the H200 (at 2^24 / 2^26: 164.6 / 617.2 ms with
-/// rounds down to 64 pairs per thread, against 190.2 / 713.0 for the fastest XYZZ
-/// kernel, CalledProducts; NOTES.md). MSMs too small for a round of 64 pairs per
-/// thread, and G2, run CalledProducts.
-const DEFAULT_SUM_VARIANT: SumVariant = SumVariant::BatchAffine;
-
 fn sum_kernel<C: DeviceCurve>() -> &'static str {
-    match (C::KERNELS.sum_points, sum_variant()) {
-        // Batch-affine hands the XYZZ levels what its rounds leave (and small MSMs
-        // whole): they take the fastest XYZZ kernel.
-        ("msm_sum_points_g1", SumVariant::CalledProducts | SumVariant::BatchAffine) => {
-            "msm_sum_points_g1_calls"
-        }
-        ("msm_sum_points_g1", SumVariant::CalledFormula) => "msm_sum_points_g1_fcall",
-        ("msm_sum_points_g1", SumVariant::CalledProductsByRef) => "msm_sum_points_g1_refs",
-        (k, _) => k,
-    }
+    // Batch-affine hands the XYZZ levels what its rounds leave (and small MSMs
+    // whole): G1's one XYZZ kernel.
+    C::KERNELS.sum_points
 }
 
 /// Cursor bytes (all windows) from which the scatter goes a window per launch: at
 /// 2^26 with c = 20 (27 MB of cursors) it took 75 ms against 50 ms with c = 16
-/// (2 MB) for more entries. `CUZK_MSM_SCATTER=window` / `all` overrides.
+/// (2 MB) for more entries. `CudaTuning::scatter` overrides.
 const SCATTER_ALL_MAX_BYTES: usize = 8 << 20;
 
 fn scatter_per_window(slots: usize) -> bool {
-    match std::env::var("CUZK_MSM_SCATTER").as_deref() {
-        Ok("window") => true,
-        Ok("all") => false,
+    match SCATTER.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
         _ => slots * 4 > SCATTER_ALL_MAX_BYTES,
     }
 }
@@ -683,9 +675,8 @@ fn level_bucket_sums<C: DeviceCurve>(
 /// 613.4 for 2^26.
 const BA_GROUP_ENTRIES: u64 = 1 << 28;
 
-/// The batch-affine window group's entries: BA_GROUP_ENTRIES unless set or given as
-/// 2^k by `CUZK_MSM_BA_GROUP_LOG=k` (u64::MAX: not read yet).
-static BA_GROUP_SETTING: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The batch-affine window group's entries (`CudaTuning::ba_group_log`).
+static BA_GROUP_SETTING: AtomicU64 = AtomicU64::new(BA_GROUP_ENTRIES);
 
 /// Sets how many sorted entries a window group of the batch-affine sums may hold
 /// (at least one window always goes in a group) for every later MSM of this
@@ -697,30 +688,19 @@ pub fn set_batch_affine_group_entries(entries: u64) {
 
 /// The most sorted entries of a batch-affine window group.
 pub fn batch_affine_group_entries() -> u64 {
-    match BA_GROUP_SETTING.load(Ordering::Relaxed) {
-        u64::MAX => {
-            let entries = std::env::var("CUZK_MSM_BA_GROUP_LOG")
-                .ok()
-                .and_then(|v| v.parse::<u32>().ok())
-                .map_or(BA_GROUP_ENTRIES, |k| 1u64 << k.clamp(10, 30));
-            set_batch_affine_group_entries(entries);
-            entries
-        }
-        entries => entries,
-    }
+    BA_GROUP_SETTING.load(Ordering::Relaxed)
 }
 /// Pairs per thread in a batch-affine round: one wave of threads (as many as the
 /// device holds at once) shares the round's pairs, so each thread's inversion
-/// (binary GCD; Fermat's ~486 products with `CUZK_FQ_INV=fermat`) is shared by `per` pairs. Rounds run while `per` is at least
+/// (binary GCD) is shared by `per` pairs. Rounds run while `per` is at least
 /// BA_MIN_PER; the buckets' last few entries go to the XYZZ levels, whose pieces
 /// need no inversion. 32 with the binary-GCD inversion (H200: 148.6 / 540.7 ms at
 /// 2^24 / 2^26 against 148.2 / 548.3 with 64); with Fermat's 64 was best.
 const BA_MIN_PER: u64 = 32;
 const BA_BLOCK: u32 = 128;
 
-/// The least pairs per thread for a batch-affine round: BA_MIN_PER unless set or
-/// given by `CUZK_MSM_BA_MIN_PER` (u64::MAX: not read yet).
-static BA_MIN_PER_SETTING: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The least pairs per thread for a batch-affine round (`CudaTuning::ba_min_per`).
+static BA_MIN_PER_SETTING: AtomicU64 = AtomicU64::new(BA_MIN_PER);
 
 /// Sets the least pairs per thread for which a batch-affine round runs (the rest
 /// goes to the XYZZ levels) for every later MSM of this process. 1 makes every
@@ -732,17 +712,7 @@ pub fn set_batch_affine_min_per(per: u64) {
 
 /// The least pairs per thread for which a batch-affine round runs.
 pub fn batch_affine_min_per() -> u64 {
-    match BA_MIN_PER_SETTING.load(Ordering::Relaxed) {
-        u64::MAX => {
-            let per = std::env::var("CUZK_MSM_BA_MIN_PER")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(BA_MIN_PER);
-            set_batch_affine_min_per(per);
-            per.max(1)
-        }
-        per => per,
-    }
+    BA_MIN_PER_SETTING.load(Ordering::Relaxed)
 }
 
 /// Threads of one wave of `msm_ba_round` (blocks of BA_BLOCK) on this device.
@@ -754,13 +724,9 @@ fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
             call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
             source,
         })?;
-    // CUZK_MSM_BA_WAVES=k: k waves' worth of threads per round (k times fewer
-    // pairs per thread), for the A/B against one wave.
-    let waves = std::env::var("CUZK_MSM_BA_WAVES")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1)
-        .clamp(1, 16);
+    // `CudaTuning::ba_waves` = k: k waves' worth of threads per round (k times
+    // fewer pairs per thread), for the A/B against one wave.
+    let waves = BA_WAVES.load(Ordering::Relaxed);
     Ok(gpu.sm_count as u64 * blocks.max(1) as u64 * BA_BLOCK as u64 * waves)
 }
 
