@@ -593,16 +593,13 @@ enum HStage<'a> {
 }
 
 fn u64s_as_bytes(v: &[u64]) -> &[u8] {
-    // SAFETY: u64 has no padding; reading its bytes is always valid.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+    bytemuck::cast_slice(v)
 }
 fn u32s_as_bytes(v: &[u32]) -> &[u8] {
-    // SAFETY: as above.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+    bytemuck::cast_slice(v)
 }
 fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
-    // SAFETY: as above.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+    bytemuck::cast_slice(v)
 }
 
 /// Smallest chunk worth streaming (points); chunks are multiples of 64 so that a

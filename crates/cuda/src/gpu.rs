@@ -26,16 +26,16 @@ use crate::raw;
 /// An Fr element as the kernels see it: 8 × u32, Montgomery form, the bytes of a
 /// blstrs `Scalar`.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct FrRepr(pub [u32; 8]);
 /// An Fq element as the kernels see it: 12 × u32, Montgomery form, the bytes of a
 /// `blst_fp`.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct FqRepr(pub [u32; 12]);
 /// A G1 affine point as the kernels see it: the bytes of a blstrs `G1Affine`.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AffineRepr(pub [u32; 24]);
 /// A G1 point in XYZZ coordinates (X, Y, ZZ, ZZZ, each 12 × u32 Montgomery).
 #[repr(C, align(16))]
@@ -576,7 +576,7 @@ impl Gpu {
 ///
 /// Every use passes the arguments its kernel declares, in order, with buffers long
 /// enough for the grid it launches: the one obligation of the unsafe launch inside.
-#[macro_export]
+/// Crate-internal: what leaves the crate are safe functions over it.
 macro_rules! launch {
     ($gpu:expr, $name:expr, $cfg:expr, $($arg:expr),* $(,)?) => {{
         use cudarc::driver::PushKernelArg as _;
@@ -596,6 +596,8 @@ macro_rules! launch {
         }
     }};
 }
+
+pub(crate) use launch;
 
 /// A launch over `n` threads in blocks of `block`.
 pub fn grid(n: usize, block: u32) -> LaunchConfig {

@@ -21,6 +21,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod checks;
 pub mod config;
 pub mod error;
 pub mod gpu;
@@ -35,6 +36,7 @@ pub use backend::{BasePlacement, CudaBackend};
 pub use cache::KernelCache;
 pub use config::{CudaConfig, CudaTuning};
 pub use error::CudaError;
+pub(crate) use gpu::launch;
 pub use gpu::Gpu;
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).

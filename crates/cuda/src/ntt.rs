@@ -228,10 +228,7 @@ fn powers(base: Scalar, scale: Scalar, count: usize) -> Vec<FrRepr> {
 }
 
 fn upload_reprs(gpu: &Gpu, v: &[FrRepr]) -> Result<CudaSlice<FrRepr>, CudaError> {
-    // SAFETY: FrRepr is plain u32s.
-    let bytes =
-        unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) };
-    gpu.upload::<FrRepr>(bytes)
+    gpu.upload::<FrRepr>(bytemuck::cast_slice(v))
 }
 
 fn pow2k(x: Scalar, k: u32) -> Scalar {

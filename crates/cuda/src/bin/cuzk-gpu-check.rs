@@ -24,9 +24,9 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
 use cuzk_cuda::gpu::{
-    g2_points_as_bytes, grid, points_as_bytes, scalar_from_repr, scalars_as_bytes,
-    xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr, DeviceCurve, FqRepr, FrRepr,
-    Gpu, Xyzz2Repr, XyzzRepr, G1, G2,
+    g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalars_as_bytes, xyzz2_to_projective,
+    xyzz_to_projective, Affine2Repr, AffineRepr, DeviceCurve, FqRepr, FrRepr, Gpu, Xyzz2Repr,
+    XyzzRepr, G1, G2,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
@@ -216,8 +216,7 @@ fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     let da = gpu.upload::<FrRepr>(scalars_as_bytes(&a))?;
     let db = gpu.upload::<FrRepr>(scalars_as_bytes(&b))?;
     let mut out = gpu.alloc_poisoned::<FrRepr>(4 * n)?;
-    let nn = n as u32;
-    cuzk_cuda::launch!(gpu, "fr_ops_test", grid(n, 256), &da, &db, &mut out, &nn)?;
+    gpu.fr_ops_test(&da, &db, &mut out, n)?;
     let got = gpu.download(&out, 4 * n)?;
     let mut bad = 0;
     for i in 0..n {
@@ -250,8 +249,7 @@ fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     let dpa = gpu.upload::<AffineRepr>(points_as_bytes(&pa2))?;
     let dpb = gpu.upload::<AffineRepr>(points_as_bytes(&pb))?;
     let mut out = gpu.alloc_poisoned::<XyzzRepr>(4 * m)?;
-    let mm = m as u32;
-    cuzk_cuda::launch!(gpu, "g1_ops_test", grid(m, 64), &dpa, &dpb, &mut out, &mm)?;
+    gpu.g1_ops_test(&dpa, &dpb, &mut out, m)?;
     let got = gpu.download(&out, 4 * m)?;
     let mut bad = 0;
     for i in 0..m {
@@ -306,9 +304,7 @@ fn bench_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     let fr: Vec<Scalar> = (0..3 * threads).map(|_| Scalar::random(&mut r)).collect();
     for (which, name) in [(0u32, "Fr::mul"), (1, "fr_mul_nt")] {
         let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&fr))?;
-        let ms = time5(gpu, || {
-            cuzk_cuda::launch!(gpu, "fr_mul_bench", cfg, &mut d, &iters_fr, &which)
-        })?;
+        let ms = time5(gpu, || gpu.fr_mul_bench(cfg, &mut d, iters_fr, which))?;
         // 6 launches so far (warm-up and 5): x * y^(6 iters).
         let got = download_scalars(gpu, &d, 3 * checked)?;
         let e = [6 * iters_fr as u64];
@@ -335,9 +331,7 @@ fn bench_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     };
     for (which, name) in [(0u32, "Fq::mul (call)"), (1, "Fq::mul_inl")] {
         let mut d = gpu.upload::<FqRepr>(fq_bytes)?;
-        let ms = time5(gpu, || {
-            cuzk_cuda::launch!(gpu, "fq_mul_bench", cfg, &mut d, &iters_fq, &which)
-        })?;
+        let ms = time5(gpu, || gpu.fq_mul_bench(cfg, &mut d, iters_fq, which))?;
         let got = gpu.download(&d, 3 * checked)?;
         let as_fp = |x: &FqRepr| {
             let mut f = blst_fp::default();
@@ -395,8 +389,7 @@ fn check_fq2_and_g2(gpu: &Gpu, log: &Log, r: &mut ChaCha20Rng) -> Result<()> {
     };
     let (da, db) = (up(&a)?, up(&b)?);
     let mut out = gpu.alloc_poisoned::<AffineRepr>(4 * n)?;
-    let nn = n as u32;
-    cuzk_cuda::launch!(gpu, "fq2_ops_test", grid(n, 128), &da, &db, &mut out, &nn)?;
+    gpu.fq2_ops_test(&da, &db, &mut out, n)?;
     let got = gpu.download(&out, 4 * n)?;
     let to_fp2 = |x: &AffineRepr| {
         let mut f = blst_fp2::default();
@@ -438,8 +431,7 @@ fn check_fq2_and_g2(gpu: &Gpu, log: &Log, r: &mut ChaCha20Rng) -> Result<()> {
     let dpa = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&pa2))?;
     let dpb = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&pb))?;
     let mut out = gpu.alloc_poisoned::<Xyzz2Repr>(4 * m)?;
-    let mm = m as u32;
-    cuzk_cuda::launch!(gpu, "g2_ops_test", grid(m, 64), &dpa, &dpb, &mut out, &mm)?;
+    gpu.g2_ops_test(&dpa, &dpb, &mut out, m)?;
     let got = gpu.download(&out, 4 * m)?;
     let mut bad = 0;
     for i in 0..m {
