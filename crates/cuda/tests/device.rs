@@ -4,8 +4,9 @@
 //! device from the staged test binary (`scripts/stage-device.sh`,
 //! `scripts/h200-run.sh`); elsewhere each prints `skipped: no CUDA device`.
 //!
-//! The checks themselves are `src/bin/cuzk-gpu-check/checks.rs`, whose shared
-//! helpers the benchmark tool uses too. Each test logs every check to
+//! The checks are `tests/device/checks.rs`; their helpers (log, seeded inputs, naive
+//! references) are `src/bin/cuzk-gpu-check/common.rs`, shared with the benchmark
+//! tool. Each test logs every check to
 //! `$TMPDIR/cuzk-device-checks/<test>.log` and fails with the list of those that
 //! failed. The tests share one backend and run one at a time (the MSM checks switch
 //! process-wide tuning knobs while they run).
@@ -14,8 +15,7 @@
 #[path = "../src/bin/cuzk-gpu-check/common.rs"]
 mod common;
 
-#[allow(dead_code)]
-#[path = "../src/bin/cuzk-gpu-check/checks.rs"]
+#[path = "device/checks.rs"]
 mod checks;
 
 use std::io::Write as _;

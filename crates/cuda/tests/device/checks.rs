@@ -1,6 +1,6 @@
 //! The device checks: every kernel against the CPU implementation on fresh random
-//! inputs (and 0/1-heavy ones), output buffers poisoned first. Shared by the
-//! `tests/device.rs` tests (through `#[path]`) and nothing else.
+//! inputs (and 0/1-heavy ones), output buffers poisoned first: the bodies of the
+//! `tests/device.rs` tests.
 
 use std::sync::Arc;
 use std::time::Instant;
