@@ -38,10 +38,15 @@ if [ -z "$bin" ]; then
   bin=$(pg_bin)
 fi
 
+# The user that owns the cluster when this runs as root: Debian's package makes
+# `postgres`; on a machine without it, `nobody`.
+owner=postgres
+getent passwd postgres >/dev/null || owner=nobody
+
 # Runs a PostgreSQL tool as the user that owns the cluster.
 as_owner() {
   if [ "$(id -u)" = 0 ]; then
-    runuser -u postgres -- "$@"
+    runuser -u "$owner" -- "$@"
   else
     "$@"
   fi
@@ -54,7 +59,7 @@ port_free() {
 case "$cmd" in
   start)
     mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    [ "$(id -u)" = 0 ] && chown "$owner": "$dir"
     if [ ! -f "$dir/data/PG_VERSION" ]; then
       as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 \
         --no-sync >"$dir/initdb.log" 2>&1 || {

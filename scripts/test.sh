@@ -13,5 +13,8 @@ if [ -z "${CUZK_NO_NVRTC:-}" ]; then
   source scripts/nvrtc-env.sh || echo "note: NVRTC not installed; kernel compile tests will be skipped"
 fi
 
+# PostgreSQL for the queue's tests, on a loopback port; stopped when this ends.
+CUZK_TEST_PG_URL=$(bash scripts/ci-postgres.sh start); export CUZK_TEST_PG_URL; trap 'bash scripts/ci-postgres.sh stop' EXIT
+
 cargo build --release --workspace --all-targets
 cargo test --release --workspace "$@"

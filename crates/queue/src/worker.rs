@@ -66,8 +66,9 @@ pub struct WorkerOptions {
 /// What a worker did and saw, for its log.
 #[derive(Clone, Debug)]
 pub enum WorkerEvent {
-    /// Connected to the queue (again, after `attempt` failed tries).
-    Connected { attempt: u32 },
+    /// Connected to the queue: the first time, or again after losing it
+    /// (`reconnect`), after `failed` unsuccessful tries.
+    Connected { reconnect: bool, failed: u32 },
     /// A statement or connection failed; the worker will reconnect.
     ConnectionLost { error: String },
     Claimed { job: JobId, kind: String, attempt: i32 },
@@ -90,7 +91,7 @@ pub enum WorkerEvent {
 }
 
 /// Counts of a worker's run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct WorkerStats {
     /// Proofs written as the job's.
     pub done: u64,
@@ -98,6 +99,11 @@ pub struct WorkerStats {
     pub failed: u64,
     /// Proofs finished after another worker's had been written (discarded).
     pub late: u64,
+    /// Seconds the runners spent proving, summed over jobs.
+    pub run_seconds: f64,
+    /// Seconds spent in the queue's statements for jobs (the claims that got
+    /// one, the write-backs), summed over jobs: the queue's own cost.
+    pub queue_seconds: f64,
 }
 
 type OnEvent = Arc<dyn Fn(&WorkerEvent) + Send + Sync>;
@@ -129,6 +135,12 @@ struct Shared {
     done: AtomicU64,
     failed: AtomicU64,
     late: AtomicU64,
+    run_ns: AtomicU64,
+    queue_ns: AtomicU64,
+}
+
+fn add_time(counter: &AtomicU64, since: Instant) {
+    counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
 }
 
 impl Worker {
@@ -163,6 +175,8 @@ impl Worker {
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            run_ns: AtomicU64::new(0),
+            queue_ns: AtomicU64::new(0),
         };
         std::thread::scope(|s| {
             let keeper = s.spawn(|| self.keep_leases(&shared));
@@ -182,6 +196,8 @@ impl Worker {
             done: shared.done.load(Ordering::SeqCst),
             failed: shared.failed.load(Ordering::SeqCst),
             late: shared.late.load(Ordering::SeqCst),
+            run_seconds: shared.run_ns.load(Ordering::SeqCst) as f64 * 1e-9,
+            queue_seconds: shared.queue_ns.load(Ordering::SeqCst) as f64 * 1e-9,
         }
     }
 
@@ -190,8 +206,9 @@ impl Worker {
     }
 
     /// A connection, made again as often as needed (backing off up to 2 s);
-    /// `None` once `stop` says to give up.
-    fn connect(&self, conn: &mut Option<Queue>, stop: &dyn Fn() -> bool) -> bool {
+    /// `false` once `stop` says to give up. `ever` says whether this thread had
+    /// one before (so the event says "reconnected").
+    fn connect(&self, conn: &mut Option<Queue>, ever: &mut bool, stop: &dyn Fn() -> bool) -> bool {
         if conn.as_ref().is_some_and(|q| !q.is_closed()) {
             return true;
         }
@@ -204,7 +221,11 @@ impl Worker {
             }
             match Queue::connect(&self.url) {
                 Ok(q) => {
-                    self.emit(WorkerEvent::Connected { attempt });
+                    self.emit(WorkerEvent::Connected {
+                        reconnect: *ever,
+                        failed: attempt,
+                    });
+                    *ever = true;
                     *conn = Some(q);
                     return true;
                 }
@@ -236,8 +257,9 @@ impl Worker {
         let cfg = &self.options.config;
         let stopping = || stop.load(Ordering::SeqCst);
         let mut conn: Option<Queue> = None;
+        let mut ever = false;
         while !stopping() {
-            if !self.connect(&mut conn, &stopping) {
+            if !self.connect(&mut conn, &mut ever, &stopping) {
                 return;
             }
             let q = conn.as_mut().expect("connected");
@@ -249,8 +271,12 @@ impl Worker {
                     continue;
                 }
             }
+            let claim_start = Instant::now();
             let job = match q.claim(&self.options.id, &kinds, cfg.lease()) {
-                Ok(Some(job)) => job,
+                Ok(Some(job)) => {
+                    add_time(&shared.queue_ns, claim_start);
+                    job
+                }
                 Ok(None) if self.options.drain => return,
                 Ok(None) => {
                     std::thread::sleep(Duration::from_millis(cfg.poll_ms));
@@ -280,7 +306,8 @@ impl Worker {
                     }),
                 None => Err(RunError(format!("no runner for kind {}", job.kind))),
             };
-            self.write_back(shared, &mut conn, &job, result, start);
+            add_time(&shared.run_ns, start);
+            self.write_back(shared, &mut conn, &mut ever, &job, result, start);
             shared.held.lock().expect("held").remove(&job.id);
         }
     }
@@ -291,13 +318,15 @@ impl Worker {
         &self,
         shared: &Shared,
         conn: &mut Option<Queue>,
+        ever: &mut bool,
         job: &ClaimedJob,
         result: Result<Vec<u8>, RunError>,
         start: Instant,
     ) {
         let never = || false;
+        let write_start = Instant::now();
         loop {
-            self.connect(conn, &never);
+            self.connect(conn, ever, &never);
             let q = conn.as_mut().expect("connected");
             let written = match &result {
                 Ok(proof) => q.complete(job.id, &self.options.id, proof).map(|c| {
@@ -321,7 +350,10 @@ impl Worker {
                 }),
             };
             match written {
-                Ok(event) => return self.emit(event),
+                Ok(event) => {
+                    add_time(&shared.queue_ns, write_start);
+                    return self.emit(event);
+                }
                 Err(e) if e.is_connection_lost() => self.lost(conn, e),
                 Err(e) => {
                     // The job is gone (deleted by hand) or the statement is
@@ -340,6 +372,7 @@ impl Worker {
         let cfg = &self.options.config;
         let stopping = || shared.stop.load(Ordering::SeqCst);
         let mut conn: Option<Queue> = None;
+        let mut ever = false;
         let mut lost: HashSet<JobId> = HashSet::new();
         loop {
             {
@@ -355,7 +388,7 @@ impl Worker {
             }
             let ids: Vec<JobId> = shared.held.lock().expect("held").iter().copied().collect();
             lost.retain(|id| ids.contains(id));
-            if ids.is_empty() || !self.connect(&mut conn, &stopping) {
+            if ids.is_empty() || !self.connect(&mut conn, &mut ever, &stopping) {
                 continue;
             }
             let q = conn.as_mut().expect("connected");
