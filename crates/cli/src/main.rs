@@ -12,9 +12,9 @@ mod progress;
 mod prove;
 mod queue_cmd;
 mod runtime;
+mod synthetic_job;
 mod table;
 mod tools;
-mod synthetic_job;
 mod worker;
 
 /// cuzk proves Groth16 (BLS12-381) circuits the way Filecoin's C2 does, stage by

@@ -115,17 +115,20 @@ impl SyntheticRunner {
             return Ok(s.clone());
         }
         let args = CircuitArgs { circuit, log };
-        let params: Parameters<Bls12> = load_params(None, &self.cache_dir, &args)
-            .map_err(|e| RunError(format!("parameters for {} at 2^{log}: {e:#}", circuit.name())))?;
+        let params: Parameters<Bls12> = load_params(None, &self.cache_dir, &args).map_err(|e| {
+            RunError(format!(
+                "parameters for {} at 2^{log}: {e:#}",
+                circuit.name()
+            ))
+        })?;
         let blank = AnyCircuit::new(circuit, log, Some(0)).map_err(|e| RunError::from_error(&e))?;
         let r1cs = Arc::new(
             cuzk_synth::compile(blank)
                 .map_err(|e| RunError::from_error(&e))?
                 .r1cs,
         );
-        let srs = Arc::new(
-            cuzk::srs_from_source(&&params, &r1cs).map_err(|e| RunError::from_error(&e))?,
-        );
+        let srs =
+            Arc::new(cuzk::srs_from_source(&&params, &r1cs).map_err(|e| RunError::from_error(&e))?);
         let shape = Arc::new(Shape {
             verifier: Arc::new(BellpersonVerifier::new(&params.vk)),
             r1cs,

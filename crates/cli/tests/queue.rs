@@ -35,10 +35,18 @@ fn cuzk() -> Command {
 fn cache() -> &'static (PathBuf, Parameters<Bls12>) {
     static C: OnceLock<(PathBuf, Parameters<Bls12>)> = OnceLock::new();
     C.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("cuzk-queue-test-cache-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("cuzk-queue-test-cache-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = cuzk()
-            .args(["prove", "--circuit", "mul", "--log", &LOG.to_string(), "--cache-dir"])
+            .args([
+                "prove",
+                "--circuit",
+                "mul",
+                "--log",
+                &LOG.to_string(),
+                "--cache-dir",
+            ])
             .arg(&dir)
             .arg("--out")
             .arg(dir.join("warmup.proof"))
@@ -72,7 +80,14 @@ impl WorkerProc {
         let child = cuzk()
             .args(["worker", "--queue", url, "--id", id])
             .args(["--lease-secs", &lease_secs.to_string(), "--poll-ms", "100"])
-            .args(["--jobs-in-flight", "1", "--synth-jobs", "1", "--synth-threads", "1"])
+            .args([
+                "--jobs-in-flight",
+                "1",
+                "--synth-jobs",
+                "1",
+                "--synth-threads",
+                "1",
+            ])
             .args(["--gpu-workers", "1", "--gpu-threads", "1"])
             .arg("--cache-dir")
             .arg(dir)
@@ -112,7 +127,12 @@ fn submit(url: &str, seed: u64, partitions: u32, count: u32, extra: &[&str]) -> 
         .args(["queue", "submit", "--queue", url])
         .args(extra)
         .args(["synthetic", "--circuit", "mul", "--log", &LOG.to_string()])
-        .args(["--seed", &seed.to_string(), "--partitions", &partitions.to_string()])
+        .args([
+            "--seed",
+            &seed.to_string(),
+            "--partitions",
+            &partitions.to_string(),
+        ])
         .args(["--count", &count.to_string()])
         .output()
         .unwrap();
@@ -134,7 +154,10 @@ fn wait_all(q: &mut Queue, ids: &[i64], workers: &[&WorkerProc]) -> Vec<JobStatu
         .unwrap()
         .unwrap_or_else(|| {
             let logs: Vec<String> = workers.iter().map(|w| w.log()).collect();
-            panic!("jobs not finished after {PATIENCE:?}; worker logs:\n{}", logs.join("\n---\n"))
+            panic!(
+                "jobs not finished after {PATIENCE:?}; worker logs:\n{}",
+                logs.join("\n---\n")
+            )
         })
 }
 
@@ -152,7 +175,10 @@ fn check_proof(bytes: &[u8], seed: u64, partitions: u32) {
                 .unwrap()
         };
         let s = seed + p as u64;
-        assert!(cuzk::verify(&params.vk, &proof, &inputs(s)).unwrap(), "seed {s}");
+        assert!(
+            cuzk::verify(&params.vk, &proof, &inputs(s)).unwrap(),
+            "seed {s}"
+        );
         assert!(!cuzk::verify(&params.vk, &proof, &inputs(s + 1_000_000)).unwrap());
     }
 }
@@ -181,11 +207,7 @@ fn three_workers_prove_thirty_jobs_each_once() {
         // Done once: one claim, one write, no errors.
         assert_eq!((s.attempts, s.writes), (1, 1), "job {}", s.id);
         assert!(s.errors.is_empty(), "{:?}", s.errors);
-        check_proof(
-            s.proof.as_ref().unwrap(),
-            job_seed(s, 1, ids[0], 1),
-            1,
-        );
+        check_proof(s.proof.as_ref().unwrap(), job_seed(s, 1, ids[0], 1), 1);
         *by_worker.entry(s.done_by.clone().unwrap()).or_default() += 1;
     }
     eprintln!("jobs per worker: {by_worker:?}");
@@ -201,7 +223,11 @@ fn three_workers_prove_thirty_jobs_each_once() {
         .args(ids.iter().map(|i| i.to_string()))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for s in &all {
         let written = std::fs::read(out_dir.join(format!("{}.proof", s.id))).unwrap();
         assert_eq!(Some(&written), s.proof.as_ref());
@@ -228,7 +254,11 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
             assert_eq!(s.worker.as_deref(), Some("doomed"));
             break;
         }
-        assert!(start.elapsed() < PATIENCE, "never claimed: {}", doomed.log());
+        assert!(
+            start.elapsed() < PATIENCE,
+            "never claimed: {}",
+            doomed.log()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // Mid-job: claimed, proving, not finished.
@@ -251,7 +281,11 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
     let s = &wait_all(&mut q, &[long], &refs)[0];
     assert_eq!(s.state, JobState::Done, "{:?}", s.errors);
     assert_eq!(s.attempts, 2);
-    assert!(matches!(s.done_by.as_deref(), Some("w1" | "w2")), "{:?}", s.done_by);
+    assert!(
+        matches!(s.done_by.as_deref(), Some("w1" | "w2")),
+        "{:?}",
+        s.done_by
+    );
     assert_eq!(s.writes, 1);
     assert_eq!(s.errors.len(), 1);
     assert!(
@@ -287,16 +321,32 @@ fn a_bad_job_fails_with_its_error_after_its_retries() {
         .arg(&bad_input)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let bad: i64 = String::from_utf8(out.stdout).unwrap().trim().parse().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad: i64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let good = submit(&url, 77, 2, 1, &[])[0];
     let all = wait_all(&mut q, &[bad, good], &[&w]);
     let (b, g) = (&all[0], &all[1]);
-    assert_eq!((b.state, b.attempts), (JobState::Failed, 3), "{:?}", b.errors);
+    assert_eq!(
+        (b.state, b.attempts),
+        (JobState::Failed, 3),
+        "{:?}",
+        b.errors
+    );
     assert_eq!(b.errors.len(), 3);
     for (i, e) in b.errors.iter().enumerate() {
         assert!(
-            e.starts_with(&format!("attempt {} on w: the synthetic job's circuit", i + 1)),
+            e.starts_with(&format!(
+                "attempt {} on w: the synthetic job's circuit",
+                i + 1
+            )),
             "{e}"
         );
         assert!(e.contains("10"), "the circuit's error names its range: {e}");
@@ -306,7 +356,14 @@ fn a_bad_job_fails_with_its_error_after_its_retries() {
     check_proof(g.proof.as_ref().unwrap(), 77, 2);
     // `cuzk queue wait` reports the failure with a non-zero exit.
     let out = cuzk()
-        .args(["queue", "wait", "--queue", &url, &bad.to_string(), &good.to_string()])
+        .args([
+            "queue",
+            "wait",
+            "--queue",
+            &url,
+            &bad.to_string(),
+            &good.to_string(),
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -402,7 +459,11 @@ fn workers_ride_out_a_postgres_restart() {
     assert!(
         reconnected >= 1,
         "no worker reconnected: {}",
-        workers.iter().map(|w| w.log()).collect::<Vec<_>>().join("\n---\n")
+        workers
+            .iter()
+            .map(|w| w.log())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
     );
     drop(workers);
 }

@@ -12,11 +12,8 @@ use postgres::Client;
 use crate::QueueError;
 
 /// Every migration this build knows: (version, name, SQL), in order.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "jobs",
-    include_str!("../migrations/0001_jobs.sql"),
-)];
+pub const MIGRATIONS: &[(i32, &str, &str)] =
+    &[(1, "jobs", include_str!("../migrations/0001_jobs.sql"))];
 
 /// The advisory-lock key the migrations serialise on ("cuzkq" in ASCII).
 const LOCK_KEY: i64 = 0x63_75_7a_6b_71;
@@ -37,10 +34,7 @@ pub fn migrate(client: &mut Client) -> Result<Vec<i32>, QueueError> {
     )
     .map_err(QueueError::db("creating the migrations table"))?;
     let found: i32 = tx
-        .query_one(
-            "SELECT COALESCE(max(version), 0) FROM cuzk_migrations",
-            &[],
-        )
+        .query_one("SELECT COALESCE(max(version), 0) FROM cuzk_migrations", &[])
         .map_err(QueueError::db("reading the applied migrations"))?
         .get(0);
     let known = MIGRATIONS.last().map_or(0, |m| m.0);

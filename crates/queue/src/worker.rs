@@ -71,7 +71,11 @@ pub enum WorkerEvent {
     Connected { reconnect: bool, failed: u32 },
     /// A statement or connection failed; the worker will reconnect.
     ConnectionLost { error: String },
-    Claimed { job: JobId, kind: String, attempt: i32 },
+    Claimed {
+        job: JobId,
+        kind: String,
+        attempt: i32,
+    },
     /// The proof was written (or, after a lost lease, found already written).
     Done {
         job: JobId,
@@ -295,15 +299,19 @@ impl Worker {
             shared.held.lock().expect("held").insert(job.id);
             let start = Instant::now();
             let result = match self.runners.get(&job.kind) {
-                Some(runner) => catch_unwind(AssertUnwindSafe(|| runner.run(&job)))
-                    .unwrap_or_else(|panic| {
+                Some(runner) => {
+                    catch_unwind(AssertUnwindSafe(|| runner.run(&job))).unwrap_or_else(|panic| {
                         let what = panic
                             .downcast_ref::<&str>()
                             .map(|s| s.to_string())
                             .or_else(|| panic.downcast_ref::<String>().cloned())
                             .unwrap_or_else(|| "a panic".into());
-                        Err(RunError(format!("the {} runner panicked: {what}", job.kind)))
-                    }),
+                        Err(RunError(format!(
+                            "the {} runner panicked: {what}",
+                            job.kind
+                        )))
+                    })
+                }
                 None => Err(RunError(format!("no runner for kind {}", job.kind))),
             };
             add_time(&shared.run_ns, start);

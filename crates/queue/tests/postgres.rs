@@ -14,8 +14,8 @@ use std::{
 };
 
 use cuzk_queue::{
-    ClaimedJob, Completion, JobRunner, JobState, Queue, QueueConfig, RunError, Submission,
-    Worker, WorkerEvent, WorkerOptions, MIGRATIONS,
+    ClaimedJob, Completion, JobRunner, JobState, Queue, QueueConfig, RunError, Submission, Worker,
+    WorkerEvent, WorkerOptions, MIGRATIONS,
 };
 
 fn kinds(k: &[&str]) -> Vec<String> {
@@ -49,13 +49,13 @@ fn workers_starting_together_apply_each_migration_once() {
     }
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let rows = c
-        .query("SELECT version, name FROM cuzk_migrations ORDER BY version", &[])
+        .query(
+            "SELECT version, name FROM cuzk_migrations ORDER BY version",
+            &[],
+        )
         .unwrap();
     let got: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let want: Vec<(i32, String)> = MIGRATIONS
-        .iter()
-        .map(|m| (m.0, m.1.to_string()))
-        .collect();
+    let want: Vec<(i32, String)> = MIGRATIONS.iter().map(|m| (m.0, m.1.to_string())).collect();
     assert_eq!(got, want);
     // And again: nothing to apply.
     assert!(cuzk_queue::migrate(&mut c).unwrap().is_empty());
@@ -159,7 +159,10 @@ fn an_expired_lease_is_claimed_again_and_completion_is_idempotent() {
     );
 
     // w1 finishes anyway and writes first: its verified proof is the job's.
-    assert_eq!(q.complete(id, "w1", b"proof-1").unwrap(), Completion::Written);
+    assert_eq!(
+        q.complete(id, "w1", b"proof-1").unwrap(),
+        Completion::Written
+    );
     // w2's write of the same bytes is harmless; of other bytes, discarded.
     assert_eq!(
         q.complete(id, "w2", b"proof-1").unwrap(),
@@ -190,7 +193,9 @@ fn a_job_fails_for_good_after_its_attempts_with_every_error() {
     for attempt in 1..=3 {
         let j = q.claim("w", &kinds(&["k"]), LEASE).unwrap().unwrap();
         assert_eq!((j.id, j.attempt), (id, attempt));
-        let after = q.fail(id, "w", &format!("input is bad ({attempt})")).unwrap();
+        let after = q
+            .fail(id, "w", &format!("input is bad ({attempt})"))
+            .unwrap();
         let want = if attempt < 3 {
             JobState::Queued
         } else {
@@ -210,7 +215,10 @@ fn a_job_fails_for_good_after_its_attempts_with_every_error() {
         ]
     );
     // A proof arriving after the job failed is discarded.
-    assert_eq!(q.complete(id, "w", b"p").unwrap(), Completion::AlreadyFailed);
+    assert_eq!(
+        q.complete(id, "w", b"p").unwrap(),
+        Completion::AlreadyFailed
+    );
 
     // A job whose worker dies on its last attempt is failed, not held for ever.
     let id = q.submit(&job("k", b"x", 0, 1)).unwrap();
@@ -223,7 +231,11 @@ fn a_job_fails_for_good_after_its_attempts_with_every_error() {
     assert_eq!(q.fail_expired().unwrap(), 1);
     let s = q.status(id).unwrap();
     assert_eq!(s.state, JobState::Failed);
-    assert!(s.errors[0].contains("on dead: lease expired"), "{:?}", s.errors);
+    assert!(
+        s.errors[0].contains("on dead: lease expired"),
+        "{:?}",
+        s.errors
+    );
 }
 
 /// Reverses its input after `delay`; fails on input "bad"; panics on "panic".
