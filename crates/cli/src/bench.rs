@@ -17,7 +17,7 @@ use cuzk::pipeline::{job, BellpersonVerifier, PartitionInput};
 use cuzk::{Parameters, R1cs, Srs};
 use cuzk_circuits::{AnyCircuit, Builtin, PorepLike};
 use cuzk_plugin_host::BackendNeeds;
-use cuzk_scheduler::Engine;
+use cuzk_scheduler::PipelineEngine;
 use cuzk_timeline::{analyse, Analysis, Recorder};
 use sha2::{Digest, Sha256};
 
@@ -283,7 +283,7 @@ pub fn run_once(
             .with_timeline_stderr(timeline_stderr),
     );
     let backend_caps = policies.backend.capabilities();
-    let engine = Engine::start(cfg.engine.clone(), policies, recorder.clone())?;
+    let engine = PipelineEngine::start(cfg.engine.clone(), policies, recorder.clone())?;
 
     let verifier = (!prep.timing_only).then(|| Arc::new(BellpersonVerifier::new(&prep.params.vk)));
     // Partition witnesses are built up front so the run measures proving only.

@@ -1,5 +1,5 @@
 //! A run's configuration: `cuzk.toml` (engine knobs and plugins) with command-line
-//! overrides, turned into the scheduler's `EngineConfig` and `Policies`.
+//! overrides, turned into the scheduler's `PipelineConfig` and `Policies`.
 
 use std::{path::PathBuf, sync::Arc};
 
@@ -8,7 +8,7 @@ use clap::Args;
 use cuzk_alloc::{DeallocPolicy, InlineDealloc};
 use cuzk_gpu_backend::{lock::GpuLock, lock::SingleLock, CpuBackend, GpuBackend};
 use cuzk_plugin_host::{BackendNeeds, Config, PluginSpec, SearchPath};
-use cuzk_scheduler::{EngineConfig, Policies, ThrottlePolicy, Unthrottled};
+use cuzk_scheduler::{PipelineConfig, Policies, ThrottlePolicy, Unthrottled};
 use serde::Deserialize;
 
 /// Flags shared by every command that runs the engine. Each overrides the same
@@ -77,7 +77,7 @@ struct EngineFile {
 /// A fully resolved run configuration.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
-    pub engine: EngineConfig,
+    pub engine: PipelineConfig,
     pub plugins: Config,
     /// The config file, if any (recorded in manifests).
     pub source: Option<PathBuf>,
@@ -114,8 +114,8 @@ impl RunArgs {
         if let Some(d) = &self.plugin_dir {
             plugins.plugin_dir = Some(d.clone());
         }
-        let d = EngineConfig::default();
-        let engine = EngineConfig {
+        let d = PipelineConfig::default();
+        let engine = PipelineConfig {
             synth_jobs: self.synth_jobs.or(table.synth_jobs).unwrap_or(d.synth_jobs),
             synth_threads: self
                 .synth_threads

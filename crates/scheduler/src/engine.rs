@@ -68,7 +68,7 @@ impl ThrottleControl for Unthrottled {
 
 /// The engine's knobs.
 #[derive(Clone, Debug)]
-pub struct EngineConfig {
+pub struct PipelineConfig {
     /// Partitions in synthesis at once.
     pub synth_jobs: usize,
     /// Threads of the synthesis pool (spmv, prep_msm); 0: all cores.
@@ -87,7 +87,7 @@ pub struct EngineConfig {
     pub b_g2_on_backend: bool,
 }
 
-impl Default for EngineConfig {
+impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
             synth_jobs: 2,
@@ -339,7 +339,7 @@ struct FinishItem {
 }
 
 struct Shared {
-    cfg: EngineConfig,
+    cfg: PipelineConfig,
     policies: Policies,
     recorder: Arc<Recorder>,
     budget: Arc<MemoryBudget>,
@@ -443,15 +443,15 @@ impl Shared {
 
 /// The pipelined engine. Dropping it finishes the partitions in flight, fails the
 /// jobs still queued with [`JobError::ShutDown`] and joins its threads.
-pub struct Engine {
+pub struct PipelineEngine {
     shared: Arc<Shared>,
     threads: Vec<(&'static str, JoinHandle<()>)>,
     finish_tx: Option<Sender<FinishItem>>,
 }
 
-impl std::fmt::Debug for Engine {
+impl std::fmt::Debug for PipelineEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
+        f.debug_struct("PipelineEngine")
             .field("config", &self.shared.cfg)
             .field("backend", &self.shared.policies.backend.capabilities().name)
             .field("budget", &self.shared.budget.total())
@@ -461,7 +461,7 @@ impl std::fmt::Debug for Engine {
 
 /// The engine could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum EngineError {
+pub enum PipelineError {
     #[error("could not build the {pool} thread pool: {message}")]
     ThreadPool { pool: &'static str, message: String },
     #[error("could not start a {what} thread: {source}")]
@@ -473,27 +473,27 @@ pub enum EngineError {
     Config(String),
 }
 
-fn pool(threads: usize, name: &'static str) -> Result<Arc<ThreadPool>, EngineError> {
+fn pool(threads: usize, name: &'static str) -> Result<Arc<ThreadPool>, PipelineError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(move |i| format!("cuzk-{name}-{i}"))
         .build()
         .map(Arc::new)
-        .map_err(|e| EngineError::ThreadPool {
+        .map_err(|e| PipelineError::ThreadPool {
             pool: name,
             message: e.to_string(),
         })
 }
 
-impl Engine {
+impl PipelineEngine {
     /// Starts the engine's threads.
     pub fn start(
-        cfg: EngineConfig,
+        cfg: PipelineConfig,
         policies: Policies,
         recorder: Arc<Recorder>,
-    ) -> Result<Self, EngineError> {
+    ) -> Result<Self, PipelineError> {
         if cfg.synth_jobs == 0 || cfg.gpu_workers_per_device == 0 {
-            return Err(EngineError::Config(
+            return Err(PipelineError::Config(
                 "synth_jobs and gpu_workers_per_device must be at least 1".into(),
             ));
         }
@@ -515,7 +515,7 @@ impl Engine {
             b_g2_running: Arc::new(AtomicUsize::new(0)),
         });
         let (finish_tx, finish_rx) = unbounded::<FinishItem>();
-        let mut engine = Engine {
+        let mut engine = PipelineEngine {
             shared: shared.clone(),
             threads: Vec::new(),
             finish_tx: Some(finish_tx.clone()),
@@ -524,7 +524,7 @@ impl Engine {
             std::thread::Builder::new()
                 .name(name)
                 .spawn(f)
-                .map_err(|source| EngineError::Thread {
+                .map_err(|source| PipelineError::Thread {
                     what: "worker",
                     source,
                 })
@@ -639,7 +639,7 @@ impl Engine {
     }
 }
 
-impl Drop for Engine {
+impl Drop for PipelineEngine {
     fn drop(&mut self) {
         let sh = &self.shared;
         // Jobs still waiting for synthesis will not run.

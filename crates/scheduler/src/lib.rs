@@ -20,8 +20,9 @@ mod stages;
 
 pub use budget::{BudgetError, MemoryBudget, Permit};
 pub use engine::{
-    partition_bytes, Engine, EngineConfig, EngineError, JobError, JobHandle, JobOutput, JobSpec,
-    PartitionSpec, Policies, ProofVerifier, ThrottlePolicy, Unthrottled, WitnessSource,
+    partition_bytes, JobError, JobHandle, JobOutput, JobSpec, PartitionSpec, PipelineConfig,
+    PipelineEngine, PipelineError, Policies, ProofVerifier, ThrottlePolicy, Unthrottled,
+    WitnessSource,
 };
 
 pub use srs::{Bases, Srs, SrsError};
