@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use cuzk_plugin_host::BackendNeeds;
 use cuzk_queue::{Completion, JobRunner, QueueConfig, Worker, WorkerEvent, WorkerOptions};
-use cuzk_scheduler::Engine;
+use cuzk_scheduler::PipelineEngine;
 use cuzk_timeline::Recorder;
 use serde::Deserialize;
 
@@ -118,7 +118,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         resident_bases: false,
     };
     let Loaded { policies, sources } = load_policies(&run, &needs)?;
-    let engine = Arc::new(Engine::start(
+    let engine = Arc::new(PipelineEngine::start(
         run.engine.clone(),
         policies,
         Arc::new(Recorder::new(Instant::now())),
