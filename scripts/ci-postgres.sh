@@ -73,6 +73,11 @@ case "$cmd" in
       echo "$port" >"$dir/port"
     fi
     port=$(cat "$dir/port")
+    # Already running (a run that did not stop it): reuse it.
+    if as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+      echo "postgres://postgres@127.0.0.1:$port/postgres"
+      exit 0
+    fi
     # fsync off: a test cluster loses nothing worth keeping in a crash, and the
     # CI machine's disk is shared.
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \

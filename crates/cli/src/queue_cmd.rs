@@ -94,7 +94,7 @@ pub struct WaitArgs {
     /// How often to look, in ms.
     #[arg(long, default_value_t = 200)]
     poll_ms: u64,
-    /// Write each done job's proof to DIR/<id>.proof.
+    /// Write each done job's proof to DIR/ID.proof.
     #[arg(long)]
     out: Option<PathBuf>,
 }
