@@ -39,6 +39,10 @@ pub use cuzk_gpu_backend::{CpuBackend, GpuBackend};
 pub use cuzk_scheduler::{ProveError, Proved, Prover, ProverConfig, Srs, StageTimes};
 pub use cuzk_synth::{Compiled, NoThrottle, R1cs, SynthError, Throttle};
 
+/// `cuzk.toml`: the typed configuration and building the strategies it names
+/// (the `cuzk-config` crate).
+pub use cuzk_config as config;
+
 mod ec_source;
 pub mod pipeline;
 

@@ -108,7 +108,7 @@ fn check_proofs(j: usize, proofs: &[cuzk::ProofPoints]) {
 
 fn small_config() -> PipelineConfig {
     PipelineConfig {
-        synth_jobs: 2,
+        synth_jobs: Some(2),
         synth_threads: 2,
         gpu_workers_per_device: 2,
         gpu_threads: 1,
@@ -250,7 +250,7 @@ fn every_combination_of_shipped_plugins_proves_the_same() {
 #[test]
 fn cancelling_a_job_leaves_the_others_alone() {
     let mut cfg = small_config();
-    cfg.synth_jobs = 1;
+    cfg.synth_jobs = Some(1);
     cfg.gpu_workers_per_device = 1;
     let rec = recorder();
     let engine =

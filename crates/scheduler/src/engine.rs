@@ -69,8 +69,9 @@ impl ThrottleControl for Unthrottled {
 /// The engine's knobs.
 #[derive(Clone, Debug)]
 pub struct PipelineConfig {
-    /// Partitions in synthesis at once.
-    pub synth_jobs: usize,
+    /// Partitions in synthesis at once; `None`: chosen from the cores and the work
+    /// (see [`PipelineConfig::synth_jobs`]'s resolution in the engine).
+    pub synth_jobs: Option<usize>,
     /// Threads of the synthesis pool (spmv, prep_msm); 0: all cores.
     pub synth_threads: usize,
     /// GPU workers per device (the C2 history settled on 2).
@@ -83,21 +84,23 @@ pub struct PipelineConfig {
     pub verify: bool,
     /// Check `a·b = c` before the MSMs.
     pub check_witness: bool,
-    /// B in G2 on the backend (if it offers it) instead of the CPU pool.
-    pub b_g2_on_backend: bool,
+    /// B in G2 on the backend instead of the CPU pool: `Some(true)` where the
+    /// backend offers it, `Some(false)` never, `None` by the backend's capabilities
+    /// ([`b_g2_on_backend`](crate::b_g2_on_backend)).
+    pub b_g2_on_backend: Option<bool>,
 }
 
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
-            synth_jobs: 2,
+            synth_jobs: None,
             synth_threads: 0,
             gpu_workers_per_device: 2,
             gpu_threads: 0,
             memory_budget: None,
             verify: true,
             check_witness: false,
-            b_g2_on_backend: false,
+            b_g2_on_backend: None,
         }
     }
 }
@@ -473,6 +476,18 @@ pub enum PipelineError {
     Config(String),
 }
 
+/// Partitions in synthesis at once when not set: half the synthesis pool's cores.
+/// A partition's witness is one thread, its spmv and prep_msm use the whole pool,
+/// so about two partitions per core pair keep the cores busy without thrashing
+/// caches (the H200 machine's 16 vCPUs measured 6-8 best, BENCHMARKS.md).
+fn auto_synth_jobs(synth_threads: usize) -> usize {
+    let cores = match synth_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    (cores / 2).max(1)
+}
+
 fn pool(threads: usize, name: &'static str) -> Result<Arc<ThreadPool>, PipelineError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -492,12 +507,15 @@ impl PipelineEngine {
         policies: Policies,
         recorder: Arc<Recorder>,
     ) -> Result<Self, PipelineError> {
-        if cfg.synth_jobs == 0 || cfg.gpu_workers_per_device == 0 {
+        if cfg.synth_jobs == Some(0) || cfg.gpu_workers_per_device == 0 {
             return Err(PipelineError::Config(
                 "synth_jobs and gpu_workers_per_device must be at least 1".into(),
             ));
         }
         let devices = policies.backend.capabilities().devices.len().max(1);
+        let synth_jobs = cfg
+            .synth_jobs
+            .unwrap_or_else(|| auto_synth_jobs(cfg.synth_threads));
         let shared = Arc::new(Shared {
             budget: MemoryBudget::new(
                 cfg.memory_budget
@@ -529,7 +547,7 @@ impl PipelineEngine {
                     source,
                 })
         };
-        for w in 0..shared.cfg.synth_jobs {
+        for w in 0..synth_jobs {
             let sh = shared.clone();
             let h = spawn(
                 format!("cuzk-synth-worker-{w}"),
@@ -825,7 +843,8 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
             continue;
         }
         sh.rec(Ev::GpuPickup, job.id, p, wk, dev, None, "");
-        let g2_on_backend = sh.cfg.b_g2_on_backend && sh.policies.backend.capabilities().g2;
+        let g2_on_backend =
+            crate::b_g2_on_backend(sh.cfg.b_g2_on_backend, &sh.policies.backend.capabilities());
 
         // b_g2_msm starts now on its own pool and overlaps this partition's GPU work
         // and the next one's.

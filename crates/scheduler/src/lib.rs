@@ -27,6 +27,7 @@ pub use engine::{
 
 pub use srs::{Bases, Srs, SrsError};
 pub use stages::{
-    assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, prep_stage, query_bases, spmv_stage,
-    stage_abc, ProveError, Proved, Prover, ProverConfig, QueryBases, Splits, StageTimes,
+    assembly_stage, b_g2_msm, b_g2_on_backend, gpu_stage, gpu_stage_ref, prep_stage, query_bases,
+    spmv_stage, stage_abc, ProveError, Proved, Prover, ProverConfig, QueryBases, Splits,
+    StageTimes,
 };
