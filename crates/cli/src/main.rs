@@ -10,9 +10,12 @@ mod bench;
 mod demo;
 mod progress;
 mod prove;
+mod queue_cmd;
 mod runtime;
+mod synthetic_job;
 mod table;
 mod tools;
+mod worker;
 
 /// cuzk proves Groth16 (BLS12-381) circuits the way Filecoin's C2 does, stage by
 /// stage, and prints what each stage cost. Its proofs are byte-identical to
@@ -55,6 +58,14 @@ enum Command {
     Plugins {
         #[command(subcommand)]
         command: tools::PluginsCommand,
+    },
+    /// Claim proof jobs from a PostgreSQL queue and prove them on this machine's
+    /// engine (the same `--config`, backend and plugins as `bench`).
+    Worker(worker::WorkerArgs),
+    /// The PostgreSQL queue: submit jobs, show them, wait for their proofs.
+    Queue {
+        #[command(subcommand)]
+        command: queue_cmd::QueueCommand,
     },
 }
 
@@ -132,6 +143,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Ab(args) => bench::ab(args),
         Command::Timeline(args) => tools::timeline(args),
         Command::Plugins { command } => tools::plugins(command),
+        Command::Worker(args) => worker::worker(args),
+        Command::Queue { command } => queue_cmd::run(command),
     }
 }
 

@@ -19,7 +19,7 @@ use cuzk_filecoin::{
     RegisteredSealProof, SealedSector,
 };
 use cuzk_gpu_backend::{lock::SingleLock, CpuBackend};
-use cuzk_scheduler::{Engine, EngineConfig, Policies, Unthrottled};
+use cuzk_scheduler::{PipelineConfig, PipelineEngine, Policies, Unthrottled};
 use cuzk_timeline::Recorder;
 use ff::Field;
 use rand_chacha::ChaCha20Rng;
@@ -74,22 +74,22 @@ fn envelope_bytes() -> Vec<u8> {
     serde_json::to_vec(&Envelope::wrap(&s.c1_json, SECTOR, 2048)).unwrap()
 }
 
-fn engine() -> Engine {
+fn engine() -> PipelineEngine {
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap(),
     );
-    Engine::start(
-        EngineConfig {
-            synth_jobs: 1,
+    PipelineEngine::start(
+        PipelineConfig {
+            synth_jobs: Some(1),
             synth_threads: 2,
             gpu_workers_per_device: 1,
             gpu_threads: 2,
             memory_budget: Some(4 << 30),
             verify: false,
-            ..EngineConfig::default()
+            ..PipelineConfig::default()
         },
         Policies {
             backend: Arc::new(CpuBackend::new(pool)),
@@ -298,18 +298,16 @@ fn bad_parameter_files_are_typed_errors() {
     let input = || request(&envelope_bytes(), Blinding::Random);
     let engine = engine();
     let dir = tempfile::tempdir().unwrap();
-    let prover = |dir: &Path| {
-        FilecoinProver::new(ProverConfig {
-            parameter_dir: dir.to_path_buf(),
-            verify: false,
-            check_digest: false,
-        })
-    };
+    // One prover throughout: a failed load leaves nothing cached, so each bad file is
+    // seen afresh (and the circuit is compiled once).
+    let prover = FilecoinProver::new(ProverConfig {
+        parameter_dir: dir.path().to_path_buf(),
+        verify: false,
+        check_digest: false,
+    });
 
     // Missing: the error names the file and the variable.
-    let e = prover(dir.path())
-        .submit_porep(&engine, input(), 0)
-        .unwrap_err();
+    let e = prover.submit_porep(&engine, input(), 0).unwrap_err();
     assert!(matches!(e, FilecoinError::ParamsMissing { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(
@@ -323,9 +321,7 @@ fn bad_parameter_files_are_typed_errors() {
     // Corrupted: not a parameter file at all.
     let path = dir.path().join(kind.params_file());
     std::fs::write(&path, vec![0x5a; 4096]).unwrap();
-    let e = prover(dir.path())
-        .submit_porep(&engine, input(), 0)
-        .unwrap_err();
+    let e = prover.submit_porep(&engine, input(), 0).unwrap_err();
     assert!(matches!(e, FilecoinError::ParamsRead { .. }), "{e:?}");
     assert!(e.to_string().contains(&kind.params_file()));
 
@@ -336,9 +332,7 @@ fn bad_parameter_files_are_typed_errors() {
     )
     .unwrap();
     cuzk_params::write_params(&other, &path).unwrap();
-    let e = prover(dir.path())
-        .submit_porep(&engine, input(), 0)
-        .unwrap_err();
+    let e = prover.submit_porep(&engine, input(), 0).unwrap_err();
     assert!(matches!(e, FilecoinError::ParamsMismatch { .. }), "{e:?}");
 
     // Test parameters are not Filecoin's: the digest check says so.
