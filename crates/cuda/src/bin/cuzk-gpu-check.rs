@@ -24,13 +24,13 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
 use cuzk_cuda::gpu::{
-    fq_inverse_gcd_by_default, g2_points_as_bytes, grid, points_as_bytes, scalar_from_repr,
-    scalars_as_bytes, xyzz2_to_projective, xyzz_to_projective, Affine2Repr, AffineRepr,
-    DeviceCurve, FqRepr, FrRepr, Gpu, Xyzz2Repr, XyzzRepr, G1, G2,
+    g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalars_as_bytes, xyzz2_to_projective,
+    xyzz_to_projective, Affine2Repr, AffineRepr, DeviceCurve, FqRepr, FrRepr, Gpu, Xyzz2Repr,
+    XyzzRepr, G1, G2,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
 use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
-use cuzk_cuda::{BasePlacement, CudaBackend, CudaConfig, CudaError};
+use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm, SplitScalars};
 use ff::{Field, PrimeField};
 use group::{Curve, Group};
@@ -216,8 +216,7 @@ fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     let da = gpu.upload::<FrRepr>(scalars_as_bytes(&a))?;
     let db = gpu.upload::<FrRepr>(scalars_as_bytes(&b))?;
     let mut out = gpu.alloc_poisoned::<FrRepr>(4 * n)?;
-    let nn = n as u32;
-    cuzk_cuda::launch!(gpu, "fr_ops_test", grid(n, 256), &da, &db, &mut out, &nn)?;
+    gpu.fr_ops_test(&da, &db, &mut out, n)?;
     let got = gpu.download(&out, 4 * n)?;
     let mut bad = 0;
     for i in 0..n {
@@ -250,8 +249,7 @@ fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     let dpa = gpu.upload::<AffineRepr>(points_as_bytes(&pa2))?;
     let dpb = gpu.upload::<AffineRepr>(points_as_bytes(&pb))?;
     let mut out = gpu.alloc_poisoned::<XyzzRepr>(4 * m)?;
-    let mm = m as u32;
-    cuzk_cuda::launch!(gpu, "g1_ops_test", grid(m, 64), &dpa, &dpb, &mut out, &mm)?;
+    gpu.g1_ops_test(&dpa, &dpb, &mut out, m)?;
     let got = gpu.download(&out, 4 * m)?;
     let mut bad = 0;
     for i in 0..m {
@@ -272,11 +270,11 @@ fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
 
 /// Field product throughput (`field-bench`): Fr::mul, fr_mul_nt, and Fq's called and
 /// inlined products, each thread two independent chains of products; the row for the
-/// variant the modules were compiled with (`CUZK_FIELD_MUL`). The chains' ends are
+/// even/odd product rows (the only ones since the CIOS rows were removed). The chains' ends are
 /// checked on the host for the first 64 threads (x * y^iters).
 fn bench_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     use blst::{blst_fp, blst_fp_mul};
-    let variant = cuzk_cuda::kernels::field_mul_variant();
+    let variant = "eo";
     let mut r = rng(11);
     let threads = 132 * 8 * 256; // 8 blocks of 256 per SM of the H200
     let (block, blocks) = (256u32, (threads / 256) as u32);
@@ -306,9 +304,7 @@ fn bench_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     let fr: Vec<Scalar> = (0..3 * threads).map(|_| Scalar::random(&mut r)).collect();
     for (which, name) in [(0u32, "Fr::mul"), (1, "fr_mul_nt")] {
         let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&fr))?;
-        let ms = time5(gpu, || {
-            cuzk_cuda::launch!(gpu, "fr_mul_bench", cfg, &mut d, &iters_fr, &which)
-        })?;
+        let ms = time5(gpu, || gpu.fr_mul_bench(cfg, &mut d, iters_fr, which))?;
         // 6 launches so far (warm-up and 5): x * y^(6 iters).
         let got = download_scalars(gpu, &d, 3 * checked)?;
         let e = [6 * iters_fr as u64];
@@ -335,9 +331,7 @@ fn bench_fields(gpu: &Gpu, log: &Log) -> Result<()> {
     };
     for (which, name) in [(0u32, "Fq::mul (call)"), (1, "Fq::mul_inl")] {
         let mut d = gpu.upload::<FqRepr>(fq_bytes)?;
-        let ms = time5(gpu, || {
-            cuzk_cuda::launch!(gpu, "fq_mul_bench", cfg, &mut d, &iters_fq, &which)
-        })?;
+        let ms = time5(gpu, || gpu.fq_mul_bench(cfg, &mut d, iters_fq, which))?;
         let got = gpu.download(&d, 3 * checked)?;
         let as_fp = |x: &FqRepr| {
             let mut f = blst_fp::default();
@@ -395,8 +389,7 @@ fn check_fq2_and_g2(gpu: &Gpu, log: &Log, r: &mut ChaCha20Rng) -> Result<()> {
     };
     let (da, db) = (up(&a)?, up(&b)?);
     let mut out = gpu.alloc_poisoned::<AffineRepr>(4 * n)?;
-    let nn = n as u32;
-    cuzk_cuda::launch!(gpu, "fq2_ops_test", grid(n, 128), &da, &db, &mut out, &nn)?;
+    gpu.fq2_ops_test(&da, &db, &mut out, n)?;
     let got = gpu.download(&out, 4 * n)?;
     let to_fp2 = |x: &AffineRepr| {
         let mut f = blst_fp2::default();
@@ -438,8 +431,7 @@ fn check_fq2_and_g2(gpu: &Gpu, log: &Log, r: &mut ChaCha20Rng) -> Result<()> {
     let dpa = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&pa2))?;
     let dpb = gpu.upload::<Affine2Repr>(g2_points_as_bytes(&pb))?;
     let mut out = gpu.alloc_poisoned::<Xyzz2Repr>(4 * m)?;
-    let mm = m as u32;
-    cuzk_cuda::launch!(gpu, "g2_ops_test", grid(m, 64), &dpa, &dpb, &mut out, &mm)?;
+    gpu.g2_ops_test(&dpa, &dpb, &mut out, m)?;
     let got = gpu.download(&out, 4 * m)?;
     let mut bad = 0;
     for i in 0..m {
@@ -508,7 +500,7 @@ fn check_ntt(
                 ntt.set_kernel(kernel);
                 let mut d = gpu.upload::<FrRepr>(scalars_as_bytes(&input))?;
                 let r = ntt.ntt(gpu, &mut d, lg, dir, coset);
-                ntt.set_kernel(NttKernel::from_env());
+                ntt.set_kernel(NttKernel::DEFAULT);
                 r?;
                 let got = download_scalars(gpu, &d, n)?;
                 let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
@@ -555,7 +547,7 @@ fn check_h(gpu: &Gpu, ntt: &Ntt, log: &Log, pool: &rayon::ThreadPool, max_log: u
         for kernel in KERNELS {
             ntt.set_kernel(kernel);
             let h = ntt.compute_h(gpu, &a, &b, &c);
-            ntt.set_kernel(NttKernel::from_env());
+            ntt.set_kernel(NttKernel::DEFAULT);
             let h = h?;
             got_all.push((kernel, download_scalars(gpu, &h, h.len())?));
         }
@@ -707,16 +699,13 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
             // give every window one bucket of n points (log2 n rounds in one bucket).
             // And in window groups of 2^10 entries (a window per group), as the
             // large MSMs go.
-            // The rounds invert by the binary GCD (the default) but for the last
-            // variant, Fermat's (CUZK_FQ_INV=fermat).
             let variants = [
-                (SumVariant::CalledProducts, 1, 1u64 << 30, true),
-                (SumVariant::BatchAffine, 1, 1 << 30, true),
-                (SumVariant::BatchAffine, 2, 1 << 30, true),
-                (SumVariant::BatchAffine, 2, 1 << 10, true),
-                (SumVariant::BatchAffine, 1, 1 << 30, false),
+                (SumVariant::CalledProducts, 1, 1u64 << 30),
+                (SumVariant::BatchAffine, 1, 1 << 30),
+                (SumVariant::BatchAffine, 2, 1 << 30),
+                (SumVariant::BatchAffine, 2, 1 << 10),
             ];
-            for (plan, (v, min_per, group, gcd)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
+            for (plan, (v, min_per, group)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
                 let before = (
                     msm::sum_variant(),
                     msm::batch_affine_min_per(),
@@ -725,19 +714,16 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
                 msm::set_sum_variant(v);
                 msm::set_batch_affine_min_per(min_per);
                 msm::set_batch_affine_group_entries(group);
-                gpu.set_device_flag("cuzk_fq_inv_gcd", gcd.into())?;
                 let t = Instant::now();
                 let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
                     .and_then(|p| p.finish(gpu));
                 let took = t.elapsed();
-                gpu.set_device_flag("cuzk_fq_inv_gcd", fq_inverse_gcd_by_default().into())?;
                 msm::set_sum_variant(before.0);
                 msm::set_batch_affine_min_per(before.1);
                 msm::set_batch_affine_group_entries(before.2);
                 log.check(
                     &format!(
-                        "msm {kind} {v:?} (min {min_per}, groups {group}, {} inverse) c={} piece={}{} n={n}",
-                        if gcd { "gcd" } else { "Fermat" },
+                        "msm {kind} {v:?} (min {min_per}, groups {group}) c={} piece={}{} n={n}",
                         plan.c,
                         plan.piece,
                         if plan.balanced { " balanced" } else { "" }
@@ -778,13 +764,7 @@ fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Re
         let scalars = fast_scalars(n, r.next_u64());
         let want = cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?;
         let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
-        for v in [
-            SumVariant::Inline,
-            SumVariant::CalledProducts,
-            SumVariant::CalledFormula,
-            SumVariant::CalledProductsByRef,
-            SumVariant::BatchAffine,
-        ] {
+        for v in [SumVariant::CalledProducts, SumVariant::BatchAffine] {
             msm::set_sum_variant(v);
             let got = msm::msm(
                 gpu,
@@ -1189,20 +1169,7 @@ fn bench_msm(
     let sweeps = if table_only { vec![] } else { vec![24u32, 26] };
     for lg in sweeps.into_iter().map(|l| l.min(max_msm)) {
         let n = 1usize << lg;
-        // The all-inlined and called-formula kernels, 1.3x and 2x slower in every
-        // visit so far, only with --sweeps.
-        let variants = [
-            SumVariant::CalledProducts,
-            SumVariant::CalledProductsByRef,
-            SumVariant::BatchAffine,
-        ]
-        .into_iter()
-        .chain(
-            [SumVariant::Inline, SumVariant::CalledFormula]
-                .into_iter()
-                .filter(|_| tuning),
-        );
-        for v in variants {
+        for v in [SumVariant::CalledProducts, SumVariant::BatchAffine] {
             msm::set_sum_variant(v);
             for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
                 let ms = timed(n, plan)?;
@@ -1234,21 +1201,6 @@ fn bench_msm(
                 plan.c
             ));
         }
-        msm::set_batch_affine_min_per(min_default);
-        // The rounds' inversion by Fermat instead of the binary GCD
-        // (CUZK_FQ_INV=fermat), at the default round limit and at 64 and 128 (where
-        // Fermat was best).
-        gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
-        for min_per in [min_default, 64, 128] {
-            msm::set_batch_affine_min_per(min_per);
-            let plan = MsmPlan::for_size(n);
-            let ms = timed(n, plan)?;
-            log.line(&format!(
-                "BENCH msm batch-affine 2^{lg} c={} min {min_per} pairs/thread, Fermat inverse: {ms:.2} ms",
-                plan.c
-            ));
-        }
-        gpu.set_device_flag("cuzk_fq_inv_gcd", fq_inverse_gcd_by_default().into())?;
         msm::set_batch_affine_min_per(min_default);
         msm::set_sum_variant(default_variant);
         for c in [16u32, 19, 20].into_iter().filter(|_| tuning) {
@@ -1379,7 +1331,7 @@ fn bench_ntt(
     {
         // The table rows are the default kernel; BENCH lines compare all of them.
         for kernel in KERNELS {
-            if table_only && kernel != NttKernel::from_env() {
+            if table_only && kernel != NttKernel::DEFAULT {
                 continue;
             }
             ntt.set_kernel(kernel);
@@ -1405,13 +1357,13 @@ fn bench_ntt(
                 }
                 Ok((full, dif, dit, per_pass))
             })();
-            ntt.set_kernel(NttKernel::from_env());
+            ntt.set_kernel(NttKernel::DEFAULT);
             let (ms, dif, dit, per_pass) = r?;
             let kn = kernel_name(kernel);
             log.line(&format!(
                 "BENCH ntt {kn} 2^{lg}: fwd {ms:.3} ms, dif-only {dif:.3} ms, dit-only {dit:.3} ms"
             ));
-            if kernel == NttKernel::from_env() {
+            if kernel == NttKernel::DEFAULT {
                 log.row(
                     &format!("NTT fwd ({kn} kernel)"),
                     &format!("2^{lg}"),
@@ -1823,7 +1775,7 @@ fn main() -> Result<()> {
         }
         if on("partition") {
             let streamed = CudaBackend::new(CudaConfig {
-                bases: BasePlacement::Streamed { chunk_bases: 1000 },
+                stream_chunk: 1000,
                 ..CudaConfig::default()
             })?;
             section(
@@ -1854,9 +1806,7 @@ fn main() -> Result<()> {
         // Streamed bases timed at the smaller size only (pageable uploads of the
         // whole 39 GiB set per 2^27 partition would take most of a visit).
         let streamed = CudaBackend::new(CudaConfig {
-            bases: BasePlacement::Streamed {
-                chunk_bases: 1 << 22,
-            },
+            stream_chunk: 1 << 22,
             ..CudaConfig::default()
         })?;
         for lg in if quick { vec![20u32] } else { vec![24u32, 27] } {
