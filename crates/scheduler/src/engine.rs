@@ -1245,7 +1245,7 @@ fn b_g2_worker(sh: &Shared) {
         let took = t.elapsed();
         sh.rec(Ev::BG2End, job.id, p, None, None, None, "");
         let lowered = catch("throttle", || throttle.lower());
-        let result = lowered.and_then(|()| result);
+        let result = lowered.and(result);
         // The splits go back before the result, so the finisher owns them alone
         // and hands them to the deallocation policy.
         drop(splits);
