@@ -8,6 +8,7 @@
 #   3. the benchmark table (cuzk-gpu-check --table-only), to compare with
 #      BENCHMARKS.md's GPU table;
 #   4. the demo through the cuda plugin (SKIP_DEMO=1 leaves it out);
+#   SKIP_TESTS=1 / SKIP_TABLE=1 leave out 1-2 / 3 (to split a visit into two calls);
 #   and optionally SWEEP=/AB= engine runs (see below). Full logs go to OUT; a short
 #   table is printed last and kept in OUT/summary.txt. Exit status 1 if a step failed.
 #
@@ -44,6 +45,7 @@ step() {
 say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
 say "== cpus $(nproc), ram $(free -g | awk '/Mem:/{print $2}') GiB"
 
+if [ -z "${SKIP_TESTS:-}" ]; then
 # 1. The bug's test (its output says whether the upload was in flight at the fault).
 step upload-wait "${BUG_TIMEOUT:-120}" $d/tests/lib --exact \
     backend::tests::a_failure_after_the_upload_returns_only_once_the_copies_are_done --nocapture --test-threads=1
@@ -55,9 +57,12 @@ grep -E "checks,|skipped|panicked|test result" "$work/device-tests.log" >>"$sum"
 cp -r /tmp/cuzk-device-checks "$work/device-checks" 2>/dev/null
 step gpu-tests "${TESTS_TIMEOUT:-120}" $d/tests/gpu --nocapture --test-threads=1
 grep -E "skipped|panicked|test result" "$work/gpu-tests.log" >>"$sum"
+fi
 
 # 3. The benchmark table (BENCHMARKS.md's GPU rows).
-step bench-table "${TABLE_TIMEOUT:-180}" $d/cuzk-gpu-check "$work/table" --table-only "$@"
+if [ -z "${SKIP_TABLE:-}" ]; then
+    step bench-table "${TABLE_TIMEOUT:-180}" $d/cuzk-gpu-check "$work/table" --table-only "$@"
+fi
 
 # 4. The demo through the plugin.
 if [ -z "${SKIP_DEMO:-}" ]; then
