@@ -304,7 +304,18 @@ pub fn run_once(
 
     if let Some(fc) = &prep.filecoin {
         let wall = crate::filecoin::bench_run(fc, &engine, w.jobs, show_progress, label)?;
-        return finish_run(prep, &cfg, engine, recorder, wall, true, &dir, &sources, &backend_caps, &timeline_path);
+        return finish_run(
+            prep,
+            &cfg,
+            engine,
+            recorder,
+            wall,
+            true,
+            &dir,
+            &sources,
+            &backend_caps,
+            &timeline_path,
+        );
     }
     let verifier = prep
         .params
@@ -357,7 +368,18 @@ pub fn run_once(
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    finish_run(prep, &cfg, engine, recorder, wall, verified, &dir, &sources, &backend_caps, &timeline_path)
+    finish_run(
+        prep,
+        &cfg,
+        engine,
+        recorder,
+        wall,
+        verified,
+        &dir,
+        &sources,
+        &backend_caps,
+        &timeline_path,
+    )
 }
 
 /// After the jobs: the analysis, waterfall pictures and manifest of a run.
@@ -530,9 +552,16 @@ fn print_result(label: &str, prep: &Prepared, r: &RunResult) {
         Some(f) => (
             f.label(),
             f.partitions,
-            prep.r1cs.num_constraints().next_power_of_two().trailing_zeros(),
+            prep.r1cs
+                .num_constraints()
+                .next_power_of_two()
+                .trailing_zeros(),
         ),
-        None => (WorkCircuit::name(w.circuit).to_string(), w.partitions, w.log),
+        None => (
+            WorkCircuit::name(w.circuit).to_string(),
+            w.partitions,
+            w.log,
+        ),
     };
     println!(
         "{label}: {} jobs x {} partitions of {} at 2^{}{}",

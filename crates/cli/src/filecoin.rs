@@ -116,11 +116,7 @@ pub fn c1(args: C1Args) -> Result<()> {
         sealed.c1_json.len()
     );
     if let Some(path) = &args.envelope {
-        let env = Envelope::wrap(
-            &sealed.c1_json,
-            args.sector,
-            u64::from(proof.sector_size()),
-        );
+        let env = Envelope::wrap(&sealed.c1_json, args.sector, u64::from(proof.sector_size()));
         fs::write(path, serde_json::to_vec(&env)?)
             .with_context(|| format!("writing {}", path.display()))?;
         println!("envelope: {}", path.display());

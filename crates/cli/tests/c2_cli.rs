@@ -47,26 +47,80 @@ fn c1_then_c2_on_the_envelope_then_verify() {
     let p = |name: &str| work.path().join(name).display().to_string();
     let (c1, env, proof) = (p("c1.json"), p("env.json"), p("proof.bin"));
 
-    let o = cuzk(&["c1", "--miner-id", "f01000", "--sector", "3", "-o", &c1, "--envelope", &env]);
+    let o = cuzk(&[
+        "c1",
+        "--miner-id",
+        "f01000",
+        "--sector",
+        "3",
+        "-o",
+        &c1,
+        "--envelope",
+        &env,
+    ]);
     assert!(o.status.success());
 
     let o = cuzk(&[
-        "c2", &env, "--miner-id", "f01000", "-o", &proof, "--synth-threads", "2", "--gpu-threads",
-        "2", "--synth-jobs", "1", "--gpu-workers", "1",
+        "c2",
+        &env,
+        "--miner-id",
+        "f01000",
+        "-o",
+        &proof,
+        "--synth-threads",
+        "2",
+        "--gpu-threads",
+        "2",
+        "--synth-jobs",
+        "1",
+        "--gpu-workers",
+        "1",
     ]);
     assert!(o.status.success());
     let out = text(&o);
     assert!(out.contains("partition 1/1 proven"), "{out}");
-    assert!(out.contains("verified by filecoin-proofs' verify_seal"), "{out}");
-    assert!(out.contains("synthesis"), "the per-stage table is missing: {out}");
+    assert!(
+        out.contains("verified by filecoin-proofs' verify_seal"),
+        "{out}"
+    );
+    assert!(
+        out.contains("synthesis"),
+        "the per-stage table is missing: {out}"
+    );
     assert_eq!(std::fs::read(&proof).unwrap().len(), 192);
 
     // The bare C1 output needs the sector number; the envelope carries it.
-    let o = cuzk(&["c2", "verify", &c1, "--miner-id", "1000", "--sector", "3", "--proof", &proof]);
+    let o = cuzk(&[
+        "c2",
+        "verify",
+        &c1,
+        "--miner-id",
+        "1000",
+        "--sector",
+        "3",
+        "--proof",
+        &proof,
+    ]);
     assert!(o.status.success());
-    let o = cuzk(&["c2", "verify", &env, "--miner-id", "1000", "--proof", &proof]);
+    let o = cuzk(&[
+        "c2",
+        "verify",
+        &env,
+        "--miner-id",
+        "1000",
+        "--proof",
+        &proof,
+    ]);
     assert!(o.status.success());
-    let o = cuzk(&["c2", "verify", &env, "--miner-id", "1001", "--proof", &proof]);
+    let o = cuzk(&[
+        "c2",
+        "verify",
+        &env,
+        "--miner-id",
+        "1001",
+        "--proof",
+        &proof,
+    ]);
     assert!(!o.status.success());
     assert!(text(&o).contains("does not verify"), "{}", text(&o));
 
@@ -74,8 +128,21 @@ fn c1_then_c2_on_the_envelope_then_verify() {
     let bad = p("bad.json");
     let json = std::fs::read(&c1).unwrap();
     std::fs::write(&bad, &json[..json.len() / 3]).unwrap();
-    let o = cuzk(&["c2", &bad, "--miner-id", "1000", "--sector", "3", "-o", &p("none.bin")]);
+    let o = cuzk(&[
+        "c2",
+        &bad,
+        "--miner-id",
+        "1000",
+        "--sector",
+        "3",
+        "-o",
+        &p("none.bin"),
+    ]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("the C1 output is not valid"), "{}", text(&o));
+    assert!(
+        text(&o).contains("the C1 output is not valid"),
+        "{}",
+        text(&o)
+    );
     assert!(!work.path().join("none.bin").exists());
 }

@@ -11,7 +11,9 @@ use filecoin_proofs_api::RegisteredSealProof;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use storage_proofs_core::api_version::ApiFeature;
-use storage_proofs_core::parameter_cache::{get_parameter_data, get_verifying_key_data, parameter_id, verifying_key_id};
+use storage_proofs_core::parameter_cache::{
+    get_parameter_data, get_verifying_key_data, parameter_id, verifying_key_id,
+};
 
 use crate::shape::{self, BlankUser};
 use crate::{proof_name, FilecoinError};
@@ -168,11 +170,12 @@ pub fn generate_params(kind: &PorepKind, dir: &Path, seed: u64) -> Result<PathBu
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| FilecoinError::io("creating", dir, e))?;
-    let params = shape::with_blank_circuit(&kind.config, kind.name.clone(), Gen(seed))?
-        .map_err(|source| FilecoinError::ParamsRead {
+    let params = shape::with_blank_circuit(&kind.config, kind.name.clone(), Gen(seed))?.map_err(
+        |source| FilecoinError::ParamsRead {
             path: dir.join(kind.params_file()),
             source,
-        })?;
+        },
+    )?;
     let params_path = dir.join(kind.params_file());
     let tmp = dir.join(format!("{}.partial", kind.params_file()));
     cuzk_params::write_params(&params, &tmp).map_err(|source| FilecoinError::ParamsRead {

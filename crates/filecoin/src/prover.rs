@@ -147,11 +147,12 @@ impl FilecoinProver {
             }
         }
         let t = Instant::now();
-        let r1cs = shape::with_blank_circuit(&kind.config, kind.name.clone(), Compile)?
-            .map_err(|source| FilecoinError::Compile {
+        let r1cs = shape::with_blank_circuit(&kind.config, kind.name.clone(), Compile)?.map_err(
+            |source| FilecoinError::Compile {
                 proof: kind.name.clone(),
                 source,
-            })?;
+            },
+        )?;
         let r1cs = Arc::new(r1cs);
         let took = t.elapsed();
         tracing::info!(proof = %kind.name, constraints = r1cs.num_constraints(), ?took, "compiled the circuit");
@@ -328,11 +329,12 @@ impl FilecoinProver {
             })?
             .into_params();
         let bytes = params_bytes(&params);
-        let srs = cuzk::srs_from_source(&&params, &r1cs).map_err(|e| FilecoinError::ParamsMismatch {
-            path: path.clone(),
-            proof: kind.name.clone(),
-            detail: e.to_string(),
-        })?;
+        let srs =
+            cuzk::srs_from_source(&&params, &r1cs).map_err(|e| FilecoinError::ParamsMismatch {
+                path: path.clone(),
+                proof: kind.name.clone(),
+                detail: e.to_string(),
+            })?;
         let loaded = Arc::new(LoadedParams {
             path,
             srs: Arc::new(srs),
@@ -402,12 +404,13 @@ fn load_params(
         crate::check_digest(kind, &config.parameter_dir, false)?;
     }
     let t = Instant::now();
-    let params = cuzk_params::read_params(&path, cuzk_params::Validation::None).map_err(|source| {
-        FilecoinError::ParamsRead {
-            path: path.clone(),
-            source,
-        }
-    })?;
+    let params =
+        cuzk_params::read_params(&path, cuzk_params::Validation::None).map_err(|source| {
+            FilecoinError::ParamsRead {
+                path: path.clone(),
+                source,
+            }
+        })?;
     let mismatch = |detail: String| FilecoinError::ParamsMismatch {
         path: path.clone(),
         proof: kind.name.clone(),

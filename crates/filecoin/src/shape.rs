@@ -202,9 +202,8 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
     }
 
     let comm_r_safe = as_safe_commitment(&comm_r, "comm_r").map_err(|e| fail(text(e)))?;
-    let comm_d_safe =
-        <DefaultPieceDomain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
-            .map_err(|e| fail(text(e)))?;
+    let comm_d_safe = <DefaultPieceDomain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
+        .map_err(|e| fail(text(e)))?;
     let public_inputs = stacked::PublicInputs {
         replica_id,
         tau: Some(Tau {

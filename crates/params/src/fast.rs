@@ -51,13 +51,20 @@ pub fn generate_params_fast<C: Circuit<Scalar> + Clone>(
 
     // Pass 1: the counts, hence the domain.
     let mut count = Count::default();
-    count.alloc_input(|| "", || Ok(Scalar::ONE)).map_err(ParamsError::Synthesis)?;
-    circuit.clone().synthesize(&mut count).map_err(ParamsError::Synthesis)?;
+    count
+        .alloc_input(|| "", || Ok(Scalar::ONE))
+        .map_err(ParamsError::Synthesis)?;
+    circuit
+        .clone()
+        .synthesize(&mut count)
+        .map_err(ParamsError::Synthesis)?;
     let rows = count.constraints + count.inputs;
     let n = rows.max(1).next_power_of_two();
     let log_n = n.trailing_zeros();
     if log_n > Scalar::S {
-        return Err(ParamsError::Synthesis(SynthesisError::PolynomialDegreeTooLarge));
+        return Err(ParamsError::Synthesis(
+            SynthesisError::PolynomialDegreeTooLarge,
+        ));
     }
     let lagrange = lagrange_at(tau, n);
 
@@ -68,8 +75,11 @@ pub fn generate_params_fast<C: Circuit<Scalar> + Clone>(
         inputs: Vec::with_capacity(count.inputs),
         aux: Vec::with_capacity(count.aux),
     };
-    eval.alloc_input(|| "", || Ok(Scalar::ONE)).map_err(ParamsError::Synthesis)?;
-    circuit.synthesize(&mut eval).map_err(ParamsError::Synthesis)?;
+    eval.alloc_input(|| "", || Ok(Scalar::ONE))
+        .map_err(ParamsError::Synthesis)?;
+    circuit
+        .synthesize(&mut eval)
+        .map_err(ParamsError::Synthesis)?;
     let Eval {
         constraint,
         mut inputs,
@@ -107,7 +117,9 @@ pub fn generate_params_fast<C: Circuit<Scalar> + Clone>(
     let ic = g1.mul_all(&ext(&inputs, gamma_inv));
     let l_scalars = ext(&aux, delta_inv);
     if l_scalars.iter().any(|s| s.is_zero_vartime()) {
-        return Err(ParamsError::Synthesis(SynthesisError::UnconstrainedVariable));
+        return Err(ParamsError::Synthesis(
+            SynthesisError::UnconstrainedVariable,
+        ));
     }
     let l = g1.mul_all(&l_scalars);
     drop(l_scalars);

@@ -44,14 +44,25 @@ impl Circuit<Scalar> for Powers {
             let next = cs.alloc(|| "p", || v.ok_or(SynthesisError::AssignmentMissing))?;
             cs.enforce(|| "mul", |lc| lc + acc, |lc| lc + x, |lc| lc + next);
             let k = Scalar::from(0x1234_5678_9abc_def1u64);
-            cs.enforce(|| "lin", |lc| lc + (k, next), |lc| lc + CS::one(), |lc| lc + (k, next));
+            cs.enforce(
+                || "lin",
+                |lc| lc + (k, next),
+                |lc| lc + CS::one(),
+                |lc| lc + (k, next),
+            );
             vars.push(next);
             vals.push(v);
             (acc, acc_val) = (next, v);
         }
         for (var, val) in vars.iter().rev().zip(vals.iter().rev()).take(self.publics) {
-            let input = cs.alloc_input(|| "out", || val.ok_or(SynthesisError::AssignmentMissing))?;
-            cs.enforce(|| "pub", |lc| lc + *var, |lc| lc + CS::one(), |lc| lc + input);
+            let input =
+                cs.alloc_input(|| "out", || val.ok_or(SynthesisError::AssignmentMissing))?;
+            cs.enforce(
+                || "pub",
+                |lc| lc + *var,
+                |lc| lc + CS::one(),
+                |lc| lc + input,
+            );
         }
         Ok(())
     }
@@ -61,11 +72,19 @@ impl Circuit<Scalar> for Powers {
 fn fast_parameters_prove_and_verify() {
     let mut rng = ChaCha20Rng::seed_from_u64(9);
     for (len, publics) in [(1, 1), (5, 2), (100, 3), (700, 4)] {
-        let blank = Powers { x: None, len, publics };
+        let blank = Powers {
+            x: None,
+            len,
+            publics,
+        };
         let params = generate_params_fast(blank, &mut rng).unwrap();
         assert_eq!(params.vk.ic.len(), publics + 1);
         let pvk = prepare_verifying_key(&params.vk);
-        let c = Powers { x: Some(Scalar::random(&mut rng)), len, publics };
+        let c = Powers {
+            x: Some(Scalar::random(&mut rng)),
+            len,
+            publics,
+        };
         let inputs = c.outputs();
         let proof = create_random_proof(c, &params, &mut rng).unwrap();
         assert!(verify_proof(&pvk, &proof, &inputs).unwrap(), "len {len}");
