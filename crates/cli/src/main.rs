@@ -11,9 +11,12 @@ mod demo;
 mod filecoin;
 mod progress;
 mod prove;
+mod queue_cmd;
 mod runtime;
+mod synthetic_job;
 mod table;
 mod tools;
+mod worker;
 
 /// cuzk proves Groth16 (BLS12-381) circuits the way Filecoin's C2 does, stage by
 /// stage, and prints what each stage cost. Its proofs are byte-identical to
@@ -63,6 +66,14 @@ enum Command {
     Plugins {
         #[command(subcommand)]
         command: tools::PluginsCommand,
+    },
+    /// Claim proof jobs from a PostgreSQL queue and prove them on this machine's
+    /// engine (the same `--config`, backend and plugins as `bench`).
+    Worker(worker::WorkerArgs),
+    /// The PostgreSQL queue: submit jobs, show them, wait for their proofs.
+    Queue {
+        #[command(subcommand)]
+        command: queue_cmd::QueueCommand,
     },
 }
 
@@ -143,6 +154,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::C1(args) => filecoin::c1(args),
         Command::C2(args) => filecoin::c2(args),
         Command::Plugins { command } => tools::plugins(command),
+        Command::Worker(args) => worker::worker(args),
+        Command::Queue { command } => queue_cmd::run(command),
     }
 }
 

@@ -231,7 +231,7 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
             StackedCircuit<Tree, DefaultPieceHasher>,
         >>::circuit(
             &public_inputs,
-            Default::default(),
+            (), // StackedCircuit's component private inputs are ()
             vanilla,
             &pp.vanilla_params,
             Some(k),

@@ -83,7 +83,7 @@ fn engine() -> PipelineEngine {
     );
     PipelineEngine::start(
         PipelineConfig {
-            synth_jobs: 1,
+            synth_jobs: Some(1),
             synth_threads: 2,
             gpu_workers_per_device: 1,
             gpu_threads: 2,
