@@ -296,7 +296,7 @@ fn c2_prove(args: C2ProveArgs) -> Result<()> {
             sector: Some(sector),
             blinding: Default::default(),
         },
-        0,
+        cuzk_filecoin::Priority::Normal,
     )?;
     let id = job.id();
     let n = kind.partitions();
@@ -500,7 +500,10 @@ pub fn bench_run(
     }
     let pb = show_progress.then(|| progress::bar(jobs as u64, format!("{label}: sectors")));
     let start = Instant::now();
-    let handles: Vec<_> = prepared.into_iter().map(|p| p.submit(engine, 0)).collect();
+    let handles: Vec<_> = prepared
+        .into_iter()
+        .map(|p| p.submit(engine, cuzk_filecoin::Priority::Normal))
+        .collect();
     for h in handles {
         let id = h.id();
         h.wait_output()

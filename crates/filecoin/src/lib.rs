@@ -42,6 +42,7 @@ pub mod reference;
 mod seal;
 mod shape_only;
 
+pub use cuzk_scheduler::Priority;
 pub use error::{FilecoinError, PARAMETER_CACHE_VAR};
 pub use filecoin_proofs_api::seal::SealCommitPhase1Output;
 pub use filecoin_proofs_api::RegisteredSealProof;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use cuzk::pipeline::{job, to_bellperson, JobHandle, JobOutput, PartitionInput, PipelineEngine};
 use cuzk::R1cs;
-use cuzk_scheduler::Srs;
+use cuzk_scheduler::{Priority, Srs};
 use ff::Field;
 use filecoin_proofs_api::RegisteredSealProof;
 use rand::rngs::OsRng;
@@ -216,13 +216,13 @@ impl FilecoinProver {
     }
 
     /// Builds a sector's partitions exactly as filecoin-proofs' `seal_commit_phase2`
-    /// does and submits them to `engine` as one job. `priority` is the job's priority
-    /// in the engine's queues (higher first), where the engine has priorities.
+    /// does and submits them to `engine` as one job, at `priority` in the engine's
+    /// queues.
     pub fn submit_porep(
         &self,
         engine: &PipelineEngine,
         request: PorepRequest,
-        priority: i32,
+        priority: Priority,
     ) -> Result<PorepJob, FilecoinError> {
         Ok(self.prepare_porep(request)?.submit(engine, priority))
     }
@@ -368,10 +368,10 @@ impl std::fmt::Debug for PreparedPorep {
 }
 
 impl PreparedPorep {
-    /// Submits the job to `engine` (`priority`: higher first, where the engine has
-    /// priorities).
-    pub fn submit(self, engine: &PipelineEngine, priority: i32) -> PorepJob {
-        let _ = priority;
+    /// Submits the job to `engine` at `priority` (every engine queue serves a higher
+    /// priority first).
+    pub fn submit(mut self, engine: &PipelineEngine, priority: Priority) -> PorepJob {
+        self.spec.priority = priority;
         let handle = engine.submit(self.spec);
         PorepJob {
             handle,

@@ -15,7 +15,7 @@ use cuzk_alloc::InlineDealloc;
 use cuzk_filecoin::reference::prove_with_bellperson;
 use cuzk_filecoin::{
     ensure_params, parse_c1, prover_id_from_miner, seal_test_sector, verify_proof, Blinding,
-    Envelope, FilecoinError, FilecoinProver, PorepKind, PorepRequest, ProverConfig,
+    Envelope, FilecoinError, FilecoinProver, PorepKind, PorepRequest, Priority, ProverConfig,
     RegisteredSealProof, SealedSector,
 };
 use cuzk_gpu_backend::{lock::SingleLock, CpuBackend};
@@ -128,7 +128,11 @@ fn c2_of_a_sealed_2kib_sector_verifies_and_matches_bellperson() {
     let env = envelope_bytes();
     let t = Instant::now();
     let job = prover
-        .submit_porep(&engine, request(&env, Blinding::Fixed(blinding.clone())), 0)
+        .submit_porep(
+            &engine,
+            request(&env, Blinding::Fixed(blinding.clone())),
+            Priority::Normal,
+        )
         .unwrap();
     assert_eq!(job.sector(), SECTOR);
     // `wait` verifies with filecoin-proofs' verify_seal before returning.
@@ -185,7 +189,10 @@ fn c2_of_a_sealed_2kib_sector_verifies_and_matches_bellperson() {
     // the bytes never come back.
     let mut wrong = request(&env, Blinding::Random);
     wrong.prover_id = prover_id_from_miner(MINER + 1);
-    let e = prover.submit_porep(&engine, wrong, 0).unwrap().wait();
+    let e = prover
+        .submit_porep(&engine, wrong, Priority::Normal)
+        .unwrap()
+        .wait();
     assert!(matches!(e, Err(FilecoinError::NotVerified { .. })), "{e:?}");
 
     // And the prover goes on: that second job reused the compiled circuit and the
@@ -270,7 +277,11 @@ fn bad_c1_inputs_are_typed_errors() {
     let prover = FilecoinProver::new(ProverConfig::default());
     let engine = engine();
     let e = prover
-        .submit_porep(&engine, request(ni.as_bytes(), Blinding::Random), 0)
+        .submit_porep(
+            &engine,
+            request(ni.as_bytes(), Blinding::Random),
+            Priority::Normal,
+        )
         .unwrap_err();
     assert!(matches!(e, FilecoinError::Unsupported { .. }), "{e:?}");
     let unknown = text.replace("\"StackedDrg2KiBV1_1\"", "\"StackedDrg4KiBV1_1\"");
@@ -281,7 +292,11 @@ fn bad_c1_inputs_are_typed_errors() {
     // Vanilla proofs of another shape than the registered proof says.
     let shape = text.replace("\"StackedDrg2KiBV1_1\"", "\"StackedDrg8MiBV1_1\"");
     let e = prover
-        .submit_porep(&engine, request(shape.as_bytes(), Blinding::Random), 0)
+        .submit_porep(
+            &engine,
+            request(shape.as_bytes(), Blinding::Random),
+            Priority::Normal,
+        )
         .err();
     assert!(e.is_some());
 }
@@ -301,7 +316,9 @@ fn bad_parameter_files_are_typed_errors() {
     });
 
     // Missing: the error names the file and the variable.
-    let e = prover.submit_porep(&engine, input(), 0).unwrap_err();
+    let e = prover
+        .submit_porep(&engine, input(), Priority::Normal)
+        .unwrap_err();
     assert!(matches!(e, FilecoinError::ParamsMissing { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(
@@ -315,7 +332,9 @@ fn bad_parameter_files_are_typed_errors() {
     // Corrupted: not a parameter file at all.
     let path = dir.path().join(kind.params_file());
     std::fs::write(&path, vec![0x5a; 4096]).unwrap();
-    let e = prover.submit_porep(&engine, input(), 0).unwrap_err();
+    let e = prover
+        .submit_porep(&engine, input(), Priority::Normal)
+        .unwrap_err();
     assert!(matches!(e, FilecoinError::ParamsRead { .. }), "{e:?}");
     assert!(e.to_string().contains(&kind.params_file()));
 
@@ -326,7 +345,9 @@ fn bad_parameter_files_are_typed_errors() {
     )
     .unwrap();
     cuzk_params::write_params(&other, &path).unwrap();
-    let e = prover.submit_porep(&engine, input(), 0).unwrap_err();
+    let e = prover
+        .submit_porep(&engine, input(), Priority::Normal)
+        .unwrap_err();
     assert!(matches!(e, FilecoinError::ParamsMismatch { .. }), "{e:?}");
 
     // Test parameters are not Filecoin's: the digest check says so.
