@@ -28,7 +28,7 @@ use ff::Field;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 
-const LOG: u32 = 9;
+const LOG: u32 = 10;
 
 struct Fixture {
     params: Parameters<Bls12>,
@@ -227,6 +227,7 @@ fn two_devices_prove_every_job_identically_and_both_work() {
         set(vec![(2, Arc::new(first)), (5, Arc::new(second))]),
         rec.clone(),
     );
+    assert_eq!(two.devices(), [2, 5]);
     let got = prove_all(&two, 3, 4);
     drop(two);
     assert_eq!(got, want, "two devices must give the one-device proofs, byte for byte");
@@ -319,4 +320,72 @@ fn a_partition_every_device_fails_fails_its_job_with_the_device_error() {
         recorder(),
     );
     prove_all(&ok, 1, 2);
+}
+
+/// Builds the CPU backend plugin if this test run has not (a no-op after `cargo
+/// build --workspace`); the folder it is in.
+fn plugin_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "release") {
+        let status = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .args(["build", "--release", "--quiet", "-p", "cuzk-plugin-backend-cpu"])
+            .status()
+            .expect("running cargo to build the plugin");
+        assert!(status.success(), "building the plugin failed");
+    }
+    dir
+}
+
+/// `[engine] devices` through cuzk.toml and the plugin ABI: the `cpu` plugin
+/// opened once per device, each instance its own lane, both proving.
+#[test]
+fn cuzk_toml_devices_open_the_plugin_once_per_device() {
+    let text = format!(
+        "plugin_dir = {:?}\n[engine]\ndevices = [3, 1]\n[backend]\nplugin = \"cpu\"\nparams = {{ threads = 1 }}\n",
+        plugin_dir().display().to_string()
+    );
+    let cfg = cuzk_config::Config::from_toml(&text, "cuzk.toml").unwrap();
+    let built = cfg
+        .build_policies(&cuzk_config::BackendNeeds::default())
+        .unwrap();
+    let mut policies = built.policies;
+    let lanes: Vec<u32> = policies.backend.device_lanes().iter().map(|l| l.ordinal).collect();
+    assert_eq!(lanes, [3, 1]);
+    // The first device waits for the second's first call: both are offered work.
+    let gate = Arc::new(AtomicUsize::new(0));
+    let wrapped = policies
+        .backend
+        .device_lanes()
+        .into_iter()
+        .enumerate()
+        .map(|(i, lane)| {
+            let mut d = TestDevice::new(Behaviour::Prove);
+            d.inner = lane.backend;
+            if i == 0 {
+                d.after = Some(gate.clone());
+            } else {
+                d.calls = gate.clone();
+            }
+            (lane.ordinal, Arc::new(d) as Arc<dyn GpuBackend>)
+        })
+        .collect();
+    policies.backend = set(wrapped);
+    let rec = recorder();
+    let cfg = PipelineConfig {
+        gpu_workers_per_device: 1,
+        memory_budget: Some(1 << 30),
+        ..cfg.pipeline_config()
+    };
+    let e = PipelineEngine::start(cfg, policies, rec.clone()).unwrap();
+    prove_all(&e, 2, 2);
+    drop(e);
+    let events = rec.events();
+    assert!(gpu_ends_on(&events, 3) > 0 && gpu_ends_on(&events, 1) > 0);
+    assert_eq!(gpu_ends_on(&events, 3) + gpu_ends_on(&events, 1), 4);
 }

@@ -847,6 +847,13 @@ impl PipelineEngine {
         &self.shared.budget
     }
 
+    /// The ordinals of the devices the GPU workers run on, in lane order (what a
+    /// status report lists; TIMELINE GPU events carry the same numbers, and
+    /// `cuzk_timeline::analyse` gives each one's busy %).
+    pub fn devices(&self) -> Vec<u32> {
+        self.shared.lanes.iter().map(|l| l.ordinal).collect()
+    }
+
     /// Queues a job. Its partitions start as synthesis workers and memory allow,
     /// in the order of [`JobSpec::priority`], then submission.
     pub fn submit(&self, job: JobSpec) -> JobHandle {
