@@ -142,7 +142,9 @@ impl GpuBackend for TestDevice {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match self.behaviour {
             Behaviour::Prove => self.inner.prove_partition(job),
-            Behaviour::DeviceError => Err(BackendError::Device("the device fell off the bus".into())),
+            Behaviour::DeviceError => {
+                Err(BackendError::Device("the device fell off the bus".into()))
+            }
             Behaviour::ShapeError => Err(BackendError::Rejected("the h query is too short".into())),
         }
     }
@@ -180,7 +182,11 @@ fn recorder() -> Arc<Recorder> {
 
 /// Proves `jobs` jobs of `partitions` each; every proof verified by the engine and
 /// again here.
-fn prove_all(engine: &PipelineEngine, jobs: usize, partitions: usize) -> Vec<Vec<cuzk::ProofPoints>> {
+fn prove_all(
+    engine: &PipelineEngine,
+    jobs: usize,
+    partitions: usize,
+) -> Vec<Vec<cuzk::ProofPoints>> {
     let handles: Vec<_> = (0..jobs)
         .map(|j| engine.submit(make_job(j, partitions)))
         .collect();
@@ -230,15 +236,26 @@ fn two_devices_prove_every_job_identically_and_both_work() {
     assert_eq!(two.devices(), [2, 5]);
     let got = prove_all(&two, 3, 4);
     drop(two);
-    assert_eq!(got, want, "two devices must give the one-device proofs, byte for byte");
+    assert_eq!(
+        got, want,
+        "two devices must give the one-device proofs, byte for byte"
+    );
 
     let events = rec.events();
     let (on2, on5) = (gpu_ends_on(&events, 2), gpu_ends_on(&events, 5));
     assert_eq!(on2 + on5, 12, "every partition ran once, on device 2 or 5");
-    assert!(on2 > 0 && on5 > 0, "both devices proved: {on2} on 2, {on5} on 5");
-    assert_eq!((c2.load(Ordering::SeqCst), c5.load(Ordering::SeqCst)), (on2, on5));
+    assert!(
+        on2 > 0 && on5 > 0,
+        "both devices proved: {on2} on 2, {on5} on 5"
+    );
+    assert_eq!(
+        (c2.load(Ordering::SeqCst), c5.load(Ordering::SeqCst)),
+        (on2, on5)
+    );
     // No event names a device outside the list (nothing assumes device 0).
-    assert!(events.iter().all(|e| matches!(e.device, None | Some(2) | Some(5))));
+    assert!(events
+        .iter()
+        .all(|e| matches!(e.device, None | Some(2) | Some(5))));
     // The analysis has a busy lane per device.
     let busy: Vec<Option<u32>> = analyse(&events).gpu_busy.iter().map(|d| d.device).collect();
     assert_eq!(busy, [Some(2), Some(5)]);
@@ -270,8 +287,16 @@ fn a_failing_device_fails_only_its_partitions_which_the_other_proves() {
         })
         .count();
     assert!(failed.load(Ordering::SeqCst) > 0);
-    assert_eq!(retried, failed.load(Ordering::SeqCst), "every failure on device 1 was retried");
-    assert_eq!(proved.load(Ordering::SeqCst), 6, "device 0 proved all six partitions");
+    assert_eq!(
+        retried,
+        failed.load(Ordering::SeqCst),
+        "every failure on device 1 was retried"
+    );
+    assert_eq!(
+        proved.load(Ordering::SeqCst),
+        6,
+        "device 0 proved all six partitions"
+    );
     assert_eq!(gpu_ends_on(&events, 0), 6);
     assert_eq!(gpu_ends_on(&events, 1), 0);
 }
@@ -292,10 +317,7 @@ fn an_input_the_backend_refuses_fails_the_job_without_a_retry() {
         "{err}"
     );
     drop(e);
-    assert!(!rec
-        .events()
-        .iter()
-        .any(|e| e.detail.contains("retried")));
+    assert!(!rec.events().iter().any(|e| e.detail.contains("retried")));
 }
 
 #[test]
@@ -315,10 +337,7 @@ fn a_partition_every_device_fails_fails_its_job_with_the_device_error() {
     );
     // The engine goes on: a later job on a working set proves.
     drop(e);
-    let ok = engine(
-        set(vec![(0, cpu()), (1, cpu())]),
-        recorder(),
-    );
+    let ok = engine(set(vec![(0, cpu()), (1, cpu())]), recorder());
     prove_all(&ok, 1, 2);
 }
 
@@ -334,7 +353,13 @@ fn plugin_dir() -> std::path::PathBuf {
     if dir.file_name().is_some_and(|n| n == "release") {
         let status = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
             .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-            .args(["build", "--release", "--quiet", "-p", "cuzk-plugin-backend-cpu"])
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "-p",
+                "cuzk-plugin-backend-cpu",
+            ])
             .status()
             .expect("running cargo to build the plugin");
         assert!(status.success(), "building the plugin failed");
@@ -355,7 +380,12 @@ fn cuzk_toml_devices_open_the_plugin_once_per_device() {
         .build_policies(&cuzk_config::BackendNeeds::default())
         .unwrap();
     let mut policies = built.policies;
-    let lanes: Vec<u32> = policies.backend.device_lanes().iter().map(|l| l.ordinal).collect();
+    let lanes: Vec<u32> = policies
+        .backend
+        .device_lanes()
+        .iter()
+        .map(|l| l.ordinal)
+        .collect();
     assert_eq!(lanes, [3, 1]);
     // The first device waits for the second's first call: both are offered work.
     let gate = Arc::new(AtomicUsize::new(0));

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use crate::{
-    AbcRef, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionJobRef,
-    PartitionResult, Staged,
+    AbcRef, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionJobRef, PartitionResult,
+    Staged,
 };
 
 /// One device's backend and the ordinal it was opened on.
@@ -64,14 +64,15 @@ impl DeviceSet {
             return Err(DeviceSetError::Empty);
         };
         let fc = first.backend.capabilities();
-        let describe =
-            |c: &Capabilities| format!("{} g2={} 2^{}", c.name, c.g2, c.max_log_domain);
+        let describe = |c: &Capabilities| format!("{} g2={} 2^{}", c.name, c.g2, c.max_log_domain);
         for (i, lane) in lanes.iter().enumerate() {
             if lanes[..i].iter().any(|l| l.ordinal == lane.ordinal) {
                 return Err(DeviceSetError::Duplicate(lane.ordinal));
             }
             let c = lane.backend.capabilities();
-            if (c.name.as_str(), c.g2, c.max_log_domain) != (fc.name.as_str(), fc.g2, fc.max_log_domain) {
+            if (c.name.as_str(), c.g2, c.max_log_domain)
+                != (fc.name.as_str(), fc.g2, fc.max_log_domain)
+            {
                 return Err(DeviceSetError::Mixed {
                     first: first.ordinal,
                     first_caps: describe(&fc),
@@ -161,7 +162,10 @@ mod tests {
         assert_eq!(ordinals, [3, 1]);
         assert_eq!(set.capabilities().name, "cpu");
         assert!(cpu().device_lanes().is_empty());
-        assert!(matches!(DeviceSet::new(Vec::new()), Err(DeviceSetError::Empty)));
+        assert!(matches!(
+            DeviceSet::new(Vec::new()),
+            Err(DeviceSetError::Empty)
+        ));
         let dup = DeviceSet::new(vec![
             DeviceLane {
                 ordinal: 2,

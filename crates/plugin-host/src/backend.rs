@@ -10,9 +10,8 @@ use cuzk_gpu_backend::{
 };
 use cuzk_plugin_api::abi_stable::std_types::{RResult, RSlice};
 use cuzk_plugin_api::{
-    ErrorCode,
-    AbcC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, Instance, PartitionJobC, PartitionJobRefC,
-    PartitionResultC, Repr, SplitMsmC, CURVE,
+    AbcC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, ErrorCode, Instance, PartitionJobC,
+    PartitionJobRefC, PartitionResultC, Repr, SplitMsmC, CURVE,
 };
 
 use crate::load::Library;

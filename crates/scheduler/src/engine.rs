@@ -1169,7 +1169,8 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
 
         // b_g2_msm starts now on its own pool and overlaps this partition's GPU work
         // and the next one's (a retried partition keeps the one it queued first).
-        let b_g2 = b_g2.or_else(|| (!g2_on_backend).then(|| queue_b_g2(sh, &job, p, &carry.splits)));
+        let b_g2 =
+            b_g2.or_else(|| (!g2_on_backend).then(|| queue_b_g2(sh, &job, p, &carry.splits)));
 
         // Staging (the CUDA backend pins a, b, c) runs before the lock is waited for,
         // so it overlaps another partition's GPU work instead of holding the device.
@@ -1195,16 +1196,18 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
         // A panicking lock policy holds nothing: the guard says it failed.
-        let guard = catch_unwind(AssertUnwindSafe(|| sh.policies.lock.partition(device as usize)))
-            .unwrap_or_else(|panic| {
-                LockGuard::failed(
-                    Duration::ZERO,
-                    format!(
-                        "the GPU lock policy panicked: {}",
-                        panic_message(panic.as_ref())
-                    ),
-                )
-            });
+        let guard = catch_unwind(AssertUnwindSafe(|| {
+            sh.policies.lock.partition(device as usize)
+        }))
+        .unwrap_or_else(|panic| {
+            LockGuard::failed(
+                Duration::ZERO,
+                format!(
+                    "the GPU lock policy panicked: {}",
+                    panic_message(panic.as_ref())
+                ),
+            )
+        });
         if let Some(why) = guard.failure() {
             let err = ProveError::Backend(cuzk_gpu_backend::BackendError::Device(format!(
                 "the GPU lock failed: {why}"
@@ -1255,13 +1258,15 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         // The device's fault, with a, b, c still here and a device left that has
         // not failed this partition: another device takes it.
         let retry = match (&gpu, &abc) {
-            (Err(ProveError::Backend(e)), Some(_)) if e.is_device() => {
-                failed_on.len() + 1 < lanes
-            }
+            (Err(ProveError::Backend(e)), Some(_)) if e.is_device() => failed_on.len() + 1 < lanes,
             _ => false,
         };
         if retry {
-            let why = gpu.as_ref().err().map(ToString::to_string).unwrap_or_default();
+            let why = gpu
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
             let detail = format!("device_error={why}; retried on another device");
             sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, &detail);
             tracing::warn!(target: "cuzk::engine", job = job.id, partition = p, device, error = %why, "device error; the partition goes to another device");
