@@ -3,22 +3,21 @@
 //! `cuzk.toml`, backend and plugins), until killed.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{atomic::AtomicBool, Arc},
     time::Instant,
 };
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use cuzk_plugin_host::BackendNeeds;
+use cuzk_config::QueueSection;
 use cuzk_queue::{Completion, JobRunner, QueueConfig, Worker, WorkerEvent, WorkerOptions};
 use cuzk_scheduler::PipelineEngine;
 use cuzk_timeline::Recorder;
-use serde::Deserialize;
 
 use crate::{
     prove::default_cache_dir,
-    runtime::{load_policies, Loaded, RunArgs},
+    runtime::{load_policies, RunArgs},
     synthetic_job::SyntheticRunner,
 };
 
@@ -39,37 +38,22 @@ pub struct QueueArgs {
     pub max_attempts: Option<u32>,
 }
 
-#[derive(Deserialize, Default)]
-struct QueueFile {
-    #[serde(default)]
-    queue: QueueConfig,
-}
-
 impl QueueArgs {
-    /// The `[queue]` table of `config` (if any) with these flags over it.
-    pub fn resolve(&self, config: Option<&Path>) -> Result<QueueConfig> {
-        let mut q = match config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                toml::from_str::<QueueFile>(&text)
-                    .with_context(|| format!("the [queue] table of {}", path.display()))?
-                    .queue
-            }
-            None => QueueConfig::default(),
+    /// Sets these flags over `section` (the `[queue]` table), then the unset
+    /// knobs take their defaults.
+    pub fn resolve(&self, section: &mut QueueSection) -> Result<QueueConfig> {
+        let s = section;
+        s.lease_secs = self.lease_secs.or(s.lease_secs);
+        s.poll_ms = self.poll_ms.or(s.poll_ms);
+        s.jobs_in_flight = self.jobs_in_flight.or(s.jobs_in_flight);
+        s.max_attempts = self.max_attempts.or(s.max_attempts);
+        let d = QueueConfig::default();
+        let q = QueueConfig {
+            lease_secs: s.lease_secs.unwrap_or(d.lease_secs),
+            poll_ms: s.poll_ms.unwrap_or(d.poll_ms),
+            jobs_in_flight: s.jobs_in_flight.unwrap_or(d.jobs_in_flight),
+            max_attempts: s.max_attempts.unwrap_or(d.max_attempts),
         };
-        if let Some(v) = self.lease_secs {
-            q.lease_secs = v;
-        }
-        if let Some(v) = self.poll_ms {
-            q.poll_ms = v;
-        }
-        if let Some(v) = self.jobs_in_flight {
-            q.jobs_in_flight = v;
-        }
-        if let Some(v) = self.max_attempts {
-            q.max_attempts = v;
-        }
         q.check().map_err(anyhow::Error::msg)?;
         Ok(q)
     }
@@ -109,15 +93,13 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     if args.run.no_verify {
         bail!("a worker always verifies: the queue stores only verified proofs (drop --no-verify)");
     }
-    let config = args.knobs.resolve(args.run.config.as_deref())?;
     let mut run = args.run.resolve()?;
+    let config = args
+        .knobs
+        .resolve(run.config.queue.get_or_insert_with(Default::default))?;
     run.engine.verify = true;
-    let needs = BackendNeeds {
-        log_domain: None,
-        g2: run.engine.b_g2_on_backend,
-        resident_bases: false,
-    };
-    let Loaded { policies, sources } = load_policies(&run, &needs)?;
+    let needs = run.config.backend_needs(None);
+    let cuzk_config::Built { policies, sources } = load_policies(&run, &needs)?;
     let engine = Arc::new(PipelineEngine::start(
         run.engine.clone(),
         policies,
@@ -139,7 +121,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         config.jobs_in_flight,
         sources
             .iter()
-            .map(|(slot, name, _)| format!("{slot}={name}"))
+            .map(|s| format!("{}={}", s.slot, s.name))
             .collect::<Vec<_>>()
             .join(" ")
     );

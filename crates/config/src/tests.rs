@@ -35,6 +35,7 @@ fn unknown_tables_and_keys_are_named() {
         ("[deamon]\nport = 1\n", "deamon"),
         ("plugin_dri = \"x\"\n", "plugin_dri"),
         ("[backend]\nplugn = \"cpu\"\n", "plugn"),
+        ("[queue]\nlease = 5\n", "lease"),
         (
             "[gpu_lock]\nplugin = \"single\"\nparam = { a = 1 }\n",
             "param",
@@ -232,4 +233,15 @@ fn devices_open_one_backend_per_device() {
     // A typed list: a name is a parse error.
     let e = Config::from_toml("[engine]\ndevices = [\"gpu0\"]\n", "t").unwrap_err();
     assert!(matches!(e, ConfigError::Parse { .. }), "{e}");
+}
+
+#[test]
+fn the_queue_section_parses_when_present_and_is_absent_otherwise() {
+    let c =
+        Config::from_toml("[queue]\nlease_secs = 5\njobs_in_flight = 1\n", "cuzk.toml").unwrap();
+    let q = c.queue.unwrap();
+    assert_eq!(q.lease_secs, Some(5.0));
+    assert_eq!(q.jobs_in_flight, Some(1));
+    assert_eq!(q.poll_ms, None);
+    assert!(Config::from_toml("", "cuzk.toml").unwrap().queue.is_none());
 }

@@ -1,14 +1,11 @@
-//! The `[queue]` knobs: how long a lease lasts, how often an idle worker looks,
+//! The queue's knobs: how long a lease lasts, how often an idle worker looks,
 //! how many jobs a worker holds, how often a job may fail.
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
-/// The `[queue]` table of `cuzk.toml` (every field optional there; unknown keys
-/// are an error).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// A worker's knobs. `cuzk.toml`'s `[queue]` table (`cuzk_config::QueueSection`)
+/// and the worker's flags set them; a knob left unset takes [`Default`]'s value.
+#[derive(Clone, Debug, PartialEq)]
 pub struct QueueConfig {
     /// How long a claim holds a job without renewal, in seconds. A worker renews
     /// at a third of it; a dead worker's job is claimed again this long after its
@@ -72,18 +69,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_partial_table_keeps_the_defaults_and_an_unknown_key_is_an_error() {
-        let c: QueueConfig = toml::from_str("lease_secs = 5\nmax_attempts = 2").unwrap();
-        assert_eq!(c.lease_secs, 5.0);
-        assert_eq!(c.max_attempts, 2);
-        assert_eq!(c.poll_ms, QueueConfig::default().poll_ms);
-        let e = toml::from_str::<QueueConfig>("lease = 5").unwrap_err();
-        assert!(e.to_string().contains("lease"), "{e}");
-        assert!(QueueConfig {
-            jobs_in_flight: 0,
-            ..QueueConfig::default()
+    fn values_a_worker_cannot_run_with_are_refused() {
+        assert!(QueueConfig::default().check().is_ok());
+        assert_eq!(
+            QueueConfig::default().renew_every(),
+            Duration::from_secs(20)
+        );
+        for bad in [
+            QueueConfig {
+                jobs_in_flight: 0,
+                ..QueueConfig::default()
+            },
+            QueueConfig {
+                lease_secs: 0.1,
+                ..QueueConfig::default()
+            },
+            QueueConfig {
+                lease_secs: f64::NAN,
+                ..QueueConfig::default()
+            },
+            QueueConfig {
+                max_attempts: 0,
+                ..QueueConfig::default()
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
         }
-        .check()
-        .is_err());
     }
 }
