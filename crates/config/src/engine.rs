@@ -15,6 +15,13 @@ pub struct EngineSection {
     /// Threads of the synthesis pool (0: all cores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synth_threads: Option<usize>,
+    /// The devices to prove on, by ordinal (`devices = [0, 1]`): the backend is
+    /// opened once per device (a plugin with its `device` parameter set to each;
+    /// the builtin CPU backend as that many CPU "devices") and the engine runs
+    /// `gpu_workers_per_device` workers and a lock on each. Unset: the backend as
+    /// configured, one device (the CUDA plugin's `device` parameter, default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<u32>>,
     /// GPU workers per device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_workers_per_device: Option<usize>,

@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
 
 use cuzk_alloc::DeallocPolicy;
-use cuzk_gpu_backend::{lock::GpuLock, GpuBackend};
+use cuzk_gpu_backend::{lock::GpuLock, DeviceLane, DeviceSet, GpuBackend};
 use cuzk_plugin_host::{BackendNeeds, Kind, PluginSpec, SearchPath};
 use cuzk_scheduler::{Policies, ThrottlePolicy};
 use serde::{Deserialize, Serialize};
@@ -202,10 +202,45 @@ pub(crate) fn build(cfg: &Config, needs: &BackendNeeds) -> Result<Built, ConfigE
     let slot = cfg.backend.as_ref();
     let src = source("backend", slot, Kind::BACKEND, &search, "cpu")?;
     sources.push(src.record("backend"));
-    let backend: Arc<dyn GpuBackend> = match &src {
-        Source::Plugin(spec, _) => cuzk_plugin_host::load_backend(spec, &search, needs)?,
-        Source::Default(name) | Source::Builtin(name) => {
-            builtin::backend(name, &params("backend", slot)?)?
+    let open_one = |device: Option<u32>| -> Result<Arc<dyn GpuBackend>, ConfigError> {
+        Ok(match &src {
+            Source::Plugin(spec, _) => {
+                let spec = match device {
+                    Some(d) => spec.clone().with_param("device", d.to_string()),
+                    None => spec.clone(),
+                };
+                cuzk_plugin_host::load_backend(&spec, &search, needs)?
+            }
+            Source::Default(name) | Source::Builtin(name) => {
+                builtin::backend(name, &params("backend", slot)?)?
+            }
+        })
+    };
+    let backend: Arc<dyn GpuBackend> = match &cfg.engine.devices {
+        None => open_one(None)?,
+        Some(devices) => {
+            if let Source::Plugin(spec, _) = &src {
+                if spec.params.contains_key("device") {
+                    return Err(ConfigError::Slot {
+                        slot: "backend",
+                        reason: "`device` is set here and `devices` in [engine]: choose the devices in [engine] only".into(),
+                    });
+                }
+            }
+            // One backend per device, each opened on its own ordinal.
+            let lanes = devices
+                .iter()
+                .map(|&ordinal| {
+                    Ok(DeviceLane {
+                        ordinal,
+                        backend: open_one(Some(ordinal))?,
+                    })
+                })
+                .collect::<Result<Vec<_>, ConfigError>>()?;
+            Arc::new(DeviceSet::new(lanes).map_err(|e| ConfigError::Slot {
+                slot: "engine",
+                reason: format!("devices: {e}"),
+            })?)
         }
     };
     if needs.g2 && !backend.capabilities().g2 {

@@ -204,6 +204,37 @@ fn a_config_round_trips_through_serde() {
     assert_eq!(Config::from_toml(&text, "again").unwrap(), c);
 }
 
+/// `[engine] devices` opens the backend once per listed device: the engine gets a
+/// lane per ordinal, in the order given; a repeated ordinal is an error.
+#[test]
+fn devices_open_one_backend_per_device() {
+    let c = Config::from_toml(
+        "[engine]\ndevices = [1, 0]\n[backend]\nbuiltin = \"cpu\"\nparams = { threads = 1 }\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.engine.devices, Some(vec![1, 0]));
+    let built = c.build_policies(&BackendNeeds::default()).unwrap();
+    let lanes: Vec<u32> = built
+        .policies
+        .backend
+        .device_lanes()
+        .iter()
+        .map(|l| l.ordinal)
+        .collect();
+    assert_eq!(lanes, [1, 0]);
+    // Unset: the backend as configured, one lane.
+    let one = Config::from_toml("[backend]\nbuiltin = \"cpu\"\n", "t").unwrap();
+    let built = one.build_policies(&BackendNeeds::default()).unwrap();
+    assert!(built.policies.backend.device_lanes().is_empty());
+    let dup = Config::from_toml("[engine]\ndevices = [2, 2]\n", "t").unwrap();
+    let e = dup.build_policies(&BackendNeeds::default()).unwrap_err();
+    assert!(e.to_string().contains("device 2 is listed twice"), "{e}");
+    // A typed list: a name is a parse error.
+    let e = Config::from_toml("[engine]\ndevices = [\"gpu0\"]\n", "t").unwrap_err();
+    assert!(matches!(e, ConfigError::Parse { .. }), "{e}");
+}
+
 #[test]
 fn the_queue_section_parses_when_present_and_is_absent_otherwise() {
     let c =

@@ -58,6 +58,9 @@ pub fn memset_d8<T>(
     value: u8,
 ) -> Result<(), CudaError> {
     let bytes = buf.num_bytes();
+    // With several devices in one process, the calling thread's current context
+    // may be another device's: make the stream's current first.
+    stream.context().bind_to_thread().ctx("cuCtxSetCurrent")?;
     let (ptr, _rec) = buf.device_ptr_mut(stream);
     // SAFETY: `ptr` addresses `bytes` bytes of a live allocation.
     unsafe { result::memset_d8_async(ptr, value, bytes, stream.cu_stream()) }.ctx("cuMemsetD8Async")
@@ -85,6 +88,7 @@ pub fn htod_bytes<T>(
     if bytes.is_empty() {
         return Ok(());
     }
+    stream.context().bind_to_thread().ctx("cuCtxSetCurrent")?;
     let (ptr, _rec) = buf.device_ptr_mut(stream);
     // SAFETY: the destination range lies inside the allocation (checked above).
     unsafe { result::memcpy_htod_async(ptr + at as u64, bytes, stream.cu_stream()) }
@@ -98,6 +102,9 @@ pub fn htod_bytes<T>(
 #[derive(Debug)]
 pub struct HostRegistration {
     ptr: *mut std::ffi::c_void,
+    /// The context it was registered in (the unregister runs there: with several
+    /// devices the dropping thread's current context may be another one).
+    ctx: Arc<CudaContext>,
 }
 
 // SAFETY: the guard only holds an address used for the unregister call.
@@ -115,7 +122,10 @@ impl HostRegistration {
         // SAFETY: the caller keeps the range alive; flags 0 = plain page-locking.
         let r = unsafe { sys::cuMemHostRegister_v2(ptr, bytes.len(), 0) };
         match r {
-            sys::CUresult::CUDA_SUCCESS => Ok(Some(Self { ptr })),
+            sys::CUresult::CUDA_SUCCESS => Ok(Some(Self {
+                ptr,
+                ctx: Arc::clone(ctx),
+            })),
             // Already registered by the caller: nothing to do, nothing to undo.
             sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED => Ok(None),
             e => Err(CudaError::Driver {
@@ -128,6 +138,7 @@ impl HostRegistration {
 
 impl Drop for HostRegistration {
     fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
         // SAFETY: `ptr` was registered by `new` and not unregistered since.
         let _ = unsafe { sys::cuMemHostUnregister(self.ptr) };
     }

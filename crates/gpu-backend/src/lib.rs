@@ -18,10 +18,12 @@ pub use cuzk_alloc::Abc;
 pub use cuzk_alloc::SplitScalars;
 
 mod cpu;
+mod devices;
 pub mod lock;
 pub mod ntt;
 
 pub use cpu::CpuBackend;
+pub use devices::{DeviceLane, DeviceSet, DeviceSetError};
 pub use ntt::compute_h;
 
 /// What a backend offers; checked by the scheduler before work is handed to it.
@@ -171,6 +173,19 @@ pub enum BackendError {
     Msm(#[from] cuzk_msm_cpu::MsmError),
     #[error("device error: {0}")]
     Device(String),
+    /// A backend behind the plugin boundary refused the job's shape (the input's
+    /// fault, not the device's).
+    #[error("the backend rejected the job: {0}")]
+    Rejected(String),
+}
+
+impl BackendError {
+    /// Whether the failure is the device's (another device may well succeed with
+    /// the same job) rather than the input's (every device would refuse it). The
+    /// engine retries a partition on another device only for these.
+    pub fn is_device(&self) -> bool {
+        matches!(self, BackendError::Device(_))
+    }
 }
 
 /// What [`GpuBackend::stage`] prepared (page-locked host memory, say), undone when
@@ -271,6 +286,14 @@ pub trait GpuBackend: Send + Sync {
     /// memory budget leaves room for it; the default holds none.
     fn pinned_host_bytes(&self) -> u64 {
         0
+    }
+
+    /// The devices this backend drives as separate lanes, one backend per device,
+    /// each with its ordinal: the engine runs GPU workers and takes a lock per lane.
+    /// The default, an empty list, means one lane: this backend itself, on the
+    /// device it was opened on (see [`DeviceSet`] for several).
+    fn device_lanes(&self) -> Vec<DeviceLane> {
+        Vec::new()
     }
 }
 

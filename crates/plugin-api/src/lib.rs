@@ -74,6 +74,10 @@ pub use abi_stable;
 /// - `BackendMod::{prove_partition_ref, stage, unstage}` (pre-staging: a backend
 ///   pins `a, b, c` before the host's GPU lock; `a, b, c` are then lent to the
 ///   call instead of handed over).
+///
+/// Several devices did not change it either: a backend instance drives one
+/// device (the CUDA plugin's `device` parameter), and the host opens one instance
+/// per device, so no call needed a device argument.
 pub const ABI_VERSION: u32 = 1;
 
 /// The curve every cuzk plugin computes over.

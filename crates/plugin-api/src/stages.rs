@@ -199,7 +199,8 @@ pub fn backend_error(e: BackendError) -> AbiError {
         }
         BackendError::AbcShape { .. }
         | BackendError::BaseCount { .. }
-        | BackendError::NttLength { .. } => ErrorCode::SHAPE,
+        | BackendError::NttLength { .. }
+        | BackendError::Rejected(_) => ErrorCode::SHAPE,
         BackendError::Device(_) => ErrorCode::DEVICE,
         _ => ErrorCode::OTHER,
     };

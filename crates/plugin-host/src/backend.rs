@@ -10,8 +10,8 @@ use cuzk_gpu_backend::{
 };
 use cuzk_plugin_api::abi_stable::std_types::{RResult, RSlice};
 use cuzk_plugin_api::{
-    AbcC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, Instance, PartitionJobC, PartitionJobRefC,
-    PartitionResultC, Repr, SplitMsmC, CURVE,
+    AbcC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, ErrorCode, Instance, PartitionJobC,
+    PartitionJobRefC, PartitionResultC, Repr, SplitMsmC, CURVE,
 };
 
 use crate::load::Library;
@@ -300,7 +300,15 @@ impl PluginBackend {
         r: RResult<PartitionResultC, cuzk_plugin_api::AbiError>,
     ) -> Result<PartitionResult, BackendError> {
         let r = r.into_result().map_err(|e| {
-            BackendError::Device(PluginError::from_abi(&self.name, call, e).to_string())
+            // The input's fault (a shape the backend refuses) is not the device's:
+            // the engine retries only device errors on another device.
+            let input = e.code == ErrorCode::SHAPE || e.code == ErrorCode::UNSUPPORTED;
+            let message = PluginError::from_abi(&self.name, call, e).to_string();
+            if input {
+                BackendError::Rejected(message)
+            } else {
+                BackendError::Device(message)
+            }
         })?;
         Ok(PartitionResult {
             h: G1Projective::from_repr(r.h),

@@ -158,8 +158,10 @@ fn backend_shape_errors_come_back_as_errors() {
     let inputs = Inputs::random(&mut rng, 9, &pool);
     let mut job = inputs.job(false);
     job.abc.c.pop();
+    // The input's fault, not the device's: `Rejected` (the engine does not retry it
+    // on another device).
     match plugin.prove_partition(job) {
-        Err(BackendError::Device(msg)) => {
+        Err(BackendError::Rejected(msg)) => {
             assert!(
                 msg.contains("plugin `cpu` failed in prove_partition"),
                 "{msg}"

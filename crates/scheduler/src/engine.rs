@@ -40,7 +40,7 @@ use cuzk_alloc::{Abc, DeallocPolicy, Released, ThrottleControl, Witness};
 use cuzk_assembly::ProofPoints;
 use cuzk_gpu_backend::{
     lock::{GpuLock, LockGuard, Region},
-    GpuBackend, PartitionResult,
+    DeviceLane, GpuBackend, PartitionResult,
 };
 use cuzk_synth::{SynthError, Throttle};
 use cuzk_timeline::{EventKind as Ev, Recorder};
@@ -312,15 +312,34 @@ impl<T> WorkQueue<T> {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.0.push(Reverse(Prioritised { key, item }));
         drop(st);
-        self.ready.notify_one();
+        // Every waiter: a worker may pass over an item (it failed on its device)
+        // that another one takes.
+        self.ready.notify_all();
     }
 
     /// The smallest item; `None` once closed and empty.
     fn pop(&self) -> Option<T> {
+        self.pop_where(|_| true)
+    }
+
+    /// The smallest item `fits` accepts (a partition not yet failed on this
+    /// device); `None` once closed with none left that it accepts. Items passed
+    /// over stay queued in their order.
+    fn pop_where(&self, fits: impl Fn(&T) -> bool) -> Option<T> {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some(Reverse(p)) = st.0.pop() {
-                return Some(p.item);
+            let mut passed = Vec::new();
+            let mut found = None;
+            while let Some(Reverse(p)) = st.0.pop() {
+                if fits(&p.item) {
+                    found = Some(p.item);
+                    break;
+                }
+                passed.push(Reverse(p));
+            }
+            st.0.extend(passed);
+            if found.is_some() {
+                return found;
             }
             if st.1 {
                 return None;
@@ -389,6 +408,11 @@ struct Carry {
 struct GpuItem {
     abc: Abc,
     carry: Carry,
+    /// The lanes (indexes into `Shared::lanes`) this partition failed on with a
+    /// device error; it is not given to them again.
+    failed_on: Vec<usize>,
+    /// Its `b_g2_msm`, once queued (a retried partition keeps the first).
+    b_g2: Option<Receiver<(BG2Result, Duration)>>,
 }
 
 type BG2Result = Result<G2Projective, ProveError>;
@@ -497,6 +521,9 @@ struct FinishItem {
 struct Shared {
     cfg: PipelineConfig,
     policies: Policies,
+    /// The devices the GPU workers run on: the backend's lanes, or the backend
+    /// itself as one lane (ordinal 0).
+    lanes: Vec<DeviceLane>,
     recorder: Arc<Recorder>,
     budget: Arc<MemoryBudget>,
     synth_pool: Arc<ThreadPool>,
@@ -750,7 +777,13 @@ impl PipelineEngine {
                 "synth_jobs and gpu_workers_per_device must be at least 1".into(),
             ));
         }
-        let devices = policies.backend.capabilities().devices.len().max(1);
+        let lanes = match policies.backend.device_lanes() {
+            lanes if lanes.is_empty() => vec![DeviceLane {
+                ordinal: 0,
+                backend: policies.backend.clone(),
+            }],
+            lanes => lanes,
+        };
         let cores = match cfg.synth_threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -768,6 +801,7 @@ impl PipelineEngine {
             b_g2_pool: pool(cfg.gpu_threads, "b-g2")?,
             cfg,
             policies,
+            lanes,
             recorder,
             synth_q: WorkQueue::new(),
             gpu_q: WorkQueue::new(),
@@ -808,13 +842,14 @@ impl PipelineEngine {
             )?;
             engine.threads.push(("synth", h));
         }
-        for d in 0..devices {
+        for lane in 0..shared.lanes.len() {
             for w in 0..shared.cfg.gpu_workers_per_device {
                 let sh = shared.clone();
                 let tx = finish_tx.clone();
+                let d = shared.lanes[lane].ordinal;
                 let h = spawn(
                     format!("cuzk-gpu-{d}-{w}"),
-                    Box::new(move || gpu_worker(&sh, d, w as u32, &tx)),
+                    Box::new(move || gpu_worker(&sh, lane, w as u32, &tx)),
                 )?;
                 engine.threads.push(("gpu", h));
             }
@@ -838,6 +873,13 @@ impl PipelineEngine {
 
     pub fn budget(&self) -> &MemoryBudget {
         &self.shared.budget
+    }
+
+    /// The ordinals of the devices the GPU workers run on, in lane order (what a
+    /// status report lists; TIMELINE GPU events carry the same numbers, and
+    /// `cuzk_timeline::analyse` gives each one's busy %).
+    pub fn devices(&self) -> Vec<u32> {
+        self.shared.lanes.iter().map(|l| l.ordinal).collect()
     }
 
     /// Queues a job. Its partitions start as synthesis workers and memory allow,
@@ -951,6 +993,16 @@ impl Drop for PipelineEngine {
             threads = later;
             for (_, h) in now {
                 let _ = h.join();
+            }
+            if stage == "gpu" {
+                // A partition a worker sent back for another device after that
+                // device's workers had already left: it will not run.
+                for item in sh.gpu_q.drain() {
+                    let (job, p) = (item.carry.job.id, item.carry.partition);
+                    sh.fail(job, JobError::ShutDown);
+                    drop(item);
+                    sh.partition_left(job, p, None);
+                }
             }
         }
         // A panicking drain must not take the dropping thread down.
@@ -1090,6 +1142,8 @@ fn synth_partition(
 
     Ok(GpuItem {
         abc,
+        failed_on: Vec::new(),
+        b_g2: None,
         carry: Carry {
             job: job.clone(),
             partition: p,
@@ -1109,14 +1163,28 @@ fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError>
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| ProveError::panicked(stage, p.as_ref()))
 }
 
-fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
-    let (wk, dev) = (Some(w), Some(device as u32));
+/// A GPU worker of lane `lane` (one device): takes the GPU queue's first partition
+/// that has not failed on this device, stages it, takes the device's lock and runs
+/// the lane's backend. A device error (the device's fault, not the input's) sends
+/// the partition back to the queue for another device while one is left.
+fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
+    let device = sh.lanes[lane].ordinal;
+    let backend = sh.lanes[lane].backend.clone();
+    let backend = backend.as_ref();
+    let (wk, dev) = (Some(w), Some(device));
+    let lanes = sh.lanes.len();
     // The finisher outlives the GPU workers (it is joined last), so a send fails only
     // during a panic elsewhere; the item is then dropped, freeing its buffers.
     let send = |gpu, b_g2, carry| {
         let _ = finish.send(FinishItem { gpu, b_g2, carry });
     };
-    while let Some(GpuItem { abc, mut carry }) = sh.gpu_q.pop() {
+    while let Some(item) = sh.gpu_q.pop_where(|i| !i.failed_on.contains(&lane)) {
+        let GpuItem {
+            abc,
+            mut carry,
+            mut failed_on,
+            b_g2,
+        } = item;
         let (job, p) = (carry.job.clone(), carry.partition);
         if sh.is_over(job.id) {
             sh.dealloc(job.id, p, Released::of(abc, "abc"));
@@ -1131,12 +1199,12 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
             crate::b_g2_on_backend(sh.cfg.b_g2_on_backend, &sh.policies.backend.capabilities());
 
         // b_g2_msm starts now on its own pool and overlaps this partition's GPU work
-        // and the next one's.
-        let b_g2 = (!g2_on_backend).then(|| queue_b_g2(sh, &job, p, &carry.splits));
+        // and the next one's (a retried partition keeps the one it queued first).
+        let b_g2 =
+            b_g2.or_else(|| (!g2_on_backend).then(|| queue_b_g2(sh, &job, p, &carry.splits)));
 
         // Staging (the CUDA backend pins a, b, c) runs before the lock is waited for,
         // so it overlaps another partition's GPU work instead of holding the device.
-        let backend = sh.policies.backend.as_ref();
         let t = Instant::now();
         let (staged, stage_result) = stage_abc(backend, &abc);
         let took = t.elapsed().as_secs_f64() * 1e3;
@@ -1152,21 +1220,25 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
             }
         }
         // A staged partition lends a, b, c to the backend (`prove_partition_ref`)
-        // and keeps them until the guard is gone; otherwise they are handed over.
+        // and keeps them until the guard is gone; so does one that another device
+        // may have to retry. Otherwise they are handed over.
         let mut abc = Some(abc);
+        let keep = staged.is_staged() || failed_on.len() + 1 < lanes;
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
         // A panicking lock policy holds nothing: the guard says it failed.
-        let guard = catch_unwind(AssertUnwindSafe(|| sh.policies.lock.partition(device)))
-            .unwrap_or_else(|panic| {
-                LockGuard::failed(
-                    Duration::ZERO,
-                    format!(
-                        "the GPU lock policy panicked: {}",
-                        panic_message(panic.as_ref())
-                    ),
-                )
-            });
+        let guard = catch_unwind(AssertUnwindSafe(|| {
+            sh.policies.lock.partition(device as usize)
+        }))
+        .unwrap_or_else(|panic| {
+            LockGuard::failed(
+                Duration::ZERO,
+                format!(
+                    "the GPU lock policy panicked: {}",
+                    panic_message(panic.as_ref())
+                ),
+            )
+        });
         if let Some(why) = guard.failure() {
             let err = ProveError::Backend(cuzk_gpu_backend::BackendError::Device(format!(
                 "the GPU lock failed: {why}"
@@ -1186,10 +1258,9 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
         let t = Instant::now();
         let gpu = {
             let compute = catch("gpu_lock", || {
-                sh.policies.lock.region(device, Region::Compute)
+                sh.policies.lock.region(device as usize, Region::Compute)
             });
-            let lent = staged.is_staged();
-            let owned = if lent { None } else { abc.take() };
+            let owned = if keep { None } else { abc.take() };
             // The compute guard lives until the backend call returns.
             compute.and_then(|_compute| {
                 query_bases(&job.srs, &job.r1cs)
@@ -1211,12 +1282,41 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
                     })
             })
         };
-        carry.times.gpu = t.elapsed();
-        sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, "");
+        carry.times.gpu += t.elapsed();
         drop(guard);
-        // After the backend call (and outside the lock): undo the staging, then free
-        // what was lent.
+        // After the backend call (and outside the lock): undo the staging.
         drop(staged);
+        // The device's fault, with a, b, c still here and a device left that has
+        // not failed this partition: another device takes it.
+        let retry = match (&gpu, &abc) {
+            (Err(ProveError::Backend(e)), Some(_)) if e.is_device() => failed_on.len() + 1 < lanes,
+            _ => false,
+        };
+        if retry {
+            let why = gpu
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let detail = format!("device_error={why}; retried on another device");
+            sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, &detail);
+            tracing::warn!(target: "cuzk::engine", job = job.id, partition = p, device, error = %why, "device error; the partition goes to another device");
+            failed_on.push(lane);
+            if let Some(abc) = abc {
+                sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "retry");
+                sh.gpu_q.push(
+                    key(&job, p),
+                    GpuItem {
+                        abc,
+                        carry,
+                        failed_on,
+                        b_g2,
+                    },
+                );
+            }
+            continue;
+        }
+        sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, "");
         if let Some(abc) = abc {
             sh.dealloc(job.id, p, Released::of(abc, "abc"));
         }

@@ -22,14 +22,23 @@ pub struct Cpu {
 }
 
 impl BackendPlugin for Cpu {
-    const PARAMS: &'static [ParamDoc] = &[ParamDoc::new(
-        "threads",
-        "0",
-        "threads of the backend's rayon pool (0: one per core)",
-    )];
+    const PARAMS: &'static [ParamDoc] = &[
+        ParamDoc::new(
+            "threads",
+            "0",
+            "threads of the backend's rayon pool (0: one per core)",
+        ),
+        ParamDoc::new(
+            "device",
+            "0",
+            "the device ordinal this instance stands for (`[engine] devices` opens one instance per device; the CPU computes the same on each)",
+        ),
+    ];
 
     fn new(params: &Params<'_>) -> Result<Self, AbiError> {
         let threads: usize = params.get("threads")?;
+        // A label only: checked to be an ordinal, so a typo is an error.
+        let _device: u32 = params.get("device")?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("cuzk-cpu-backend-{i}"))

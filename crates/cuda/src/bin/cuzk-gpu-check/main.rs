@@ -2,7 +2,7 @@
 //! products, MSM, NTT, H, the PoRep-shaped partition) and the tuning sweeps.
 //!
 //! ```text
-//! cuzk-gpu-check [OUT_DIR] [--quick] [--table-only] [--sweeps]
+//! cuzk-gpu-check [OUT_DIR] [--quick] [--table-only] [--sweeps] [--device N]
 //!                [--skip field-bench,msm-bench,g2-bench,ntt-bench,h-bench,partition-bench]
 //! cuzk-gpu-check --compile-only DIR [ARCH]   (writes staged kernels, no GPU needed)
 //! ```
@@ -72,7 +72,7 @@ fn main() -> Result<()> {
         .unwrap_or_default();
     let on = |name: &str| !skip.iter().any(|s| s == name);
     // The one positional argument: what follows no option that takes a value.
-    let takes_value = |a: &str| a == "--seed" || a == "--skip";
+    let takes_value = |a: &str| a == "--seed" || a == "--skip" || a == "--device";
     let out = PathBuf::from(
         args.iter()
             .enumerate()
@@ -90,7 +90,19 @@ fn main() -> Result<()> {
         table: Mutex::new(Vec::new()),
     };
     let t0 = Instant::now();
-    let backend = match CudaBackend::new(CudaConfig::default()) {
+    // --device N: the CUDA ordinal to measure (default 0); on a host with several
+    // GPUs, run once per device.
+    let device = match args.iter().position(|a| a == "--device") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|s| s.parse::<usize>().ok())
+            .ok_or_else(|| anyhow!("--device needs a CUDA device ordinal"))?,
+        None => 0,
+    };
+    let backend = match CudaBackend::new(CudaConfig {
+        device,
+        ..CudaConfig::default()
+    }) {
         Ok(b) => b,
         Err(CudaError::NoDevice(why)) => {
             // A run that found no device measured nothing: say so, and fail.
@@ -142,6 +154,7 @@ fn main() -> Result<()> {
         // whole 39 GiB set per 2^27 partition would take most of a visit).
         let streamed = CudaBackend::new(CudaConfig {
             stream_chunk: 1 << 22,
+            device,
             ..CudaConfig::default()
         })?;
         for lg in if quick { vec![20u32] } else { vec![24u32, 27] } {
