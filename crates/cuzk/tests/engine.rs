@@ -363,9 +363,11 @@ fn a_plugin_failing_mid_proof_is_an_error_and_the_process_goes_on() {
 #[test]
 fn memory_budget_blocks_then_admits_and_refuses_what_never_fits() {
     let one = partition_bytes(&fixture().r1cs);
+    // The budget also holds the parameters in use, once.
+    let params = fixture().srs.host_bytes();
     let mut cfg = small_config();
     // Room for one partition at a time: the second waits for the first's permit.
-    cfg.memory_budget = Some(one + one / 2);
+    cfg.memory_budget = Some(params + one + one / 2);
     let rec = recorder();
     let engine = PipelineEngine::start(
         cfg.clone(),
@@ -393,7 +395,7 @@ fn memory_budget_blocks_then_admits_and_refuses_what_never_fits() {
         assert!(held <= 1, "two partitions held memory at once");
     }
 
-    cfg.memory_budget = Some(one - 1);
+    cfg.memory_budget = Some(params + one - 1);
     let engine =
         PipelineEngine::start(cfg, in_process(Arc::new(SingleLock::new())), recorder()).unwrap();
     let err = engine.submit(make_job(0, 1)).wait().unwrap_err();

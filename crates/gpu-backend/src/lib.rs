@@ -15,7 +15,7 @@
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 pub use cuzk_alloc::Abc;
-pub use cuzk_msm_cpu::SplitScalars;
+pub use cuzk_alloc::SplitScalars;
 
 mod cpu;
 mod devices;

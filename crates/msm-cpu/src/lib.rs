@@ -52,11 +52,14 @@
 mod batch;
 mod curve;
 mod field;
+#[cfg(test)]
 mod parts;
 mod pippenger;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_alloc::{Density, HeapSize};
+use cuzk_alloc::Density;
+/// The split (in `cuzk-alloc`, which every backend already depends on).
+pub use cuzk_alloc::{SplitError, SplitScalars};
 use ff::Field;
 use rayon::prelude::*;
 
@@ -82,8 +85,8 @@ pub enum MsmError {
     BaseCount { need: usize, have: usize },
     #[error("base index {index} is out of range for {bases} bases")]
     IndexOutOfRange { index: usize, bases: usize },
-    #[error("the split is malformed: {0}")]
-    MalformedSplit(String),
+    #[error(transparent)]
+    Split(#[from] SplitError),
     #[error("the query has {bases} bases, more than 32-bit base indices can address")]
     TooManyBases { bases: usize },
 }
@@ -186,55 +189,6 @@ fn scalar_limbs(s: &Scalar) -> [u64; 4] {
         w.copy_from_slice(&b[8 * i..8 * i + 8]);
         u64::from_le_bytes(w)
     })
-}
-
-/// The result of [`prep_msm`] for one query. Index space: the query's bases, that is the
-/// inputs whose density bit is set, in order, then the aux variables whose bit is set.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SplitScalars {
-    num_bases: usize,
-    num_zeros: usize,
-    ones: Density,
-    tail_indices: Vec<u32>,
-    tail_scalars: Vec<[u64; 4]>,
-}
-
-impl SplitScalars {
-    /// Length of the query's base vector this split indexes.
-    pub fn num_bases(&self) -> usize {
-        self.num_bases
-    }
-
-    /// How many of the query's scalars are zero (their bases are skipped).
-    pub fn num_zeros(&self) -> usize {
-        self.num_zeros
-    }
-
-    /// Over base indices: which scalars equal one.
-    pub fn ones(&self) -> &Density {
-        &self.ones
-    }
-
-    /// Base indices of the other scalars, increasing.
-    pub fn tail_indices(&self) -> &[u32] {
-        &self.tail_indices
-    }
-
-    /// The other scalars as canonical little-endian limbs, parallel to `tail_indices`.
-    pub fn tail_scalars(&self) -> &[[u64; 4]] {
-        &self.tail_scalars
-    }
-
-    /// Bytes held on the heap.
-    pub fn heap_size(&self) -> usize {
-        self.ones.heap_size() + self.tail_indices.heap_size() + self.tail_scalars.heap_size()
-    }
-}
-
-impl HeapSize for SplitScalars {
-    fn heap_size(&self) -> usize {
-        SplitScalars::heap_size(self)
-    }
 }
 
 /// Variables per `prep_msm` task; a multiple of 64 so tasks own whole density words.
@@ -374,13 +328,13 @@ pub fn prep_msm(
         tail_indices.extend_from_slice(&o.tail_indices);
         tail_scalars.extend_from_slice(&o.tail_scalars);
     }
-    Ok(SplitScalars {
+    Ok(SplitScalars::from_prepared(
         num_bases,
         num_zeros,
-        ones: Density::from_words(words, num_bases),
+        Density::from_words(words, num_bases),
         tail_indices,
         tail_scalars,
-    })
+    ))
 }
 
 /// `Σ ones + Σ tail` in G1: the bases whose scalar is one added up (batch-affine), plus
@@ -409,25 +363,26 @@ fn split_msm<C: MsmCurve>(
     pool: &rayon::ThreadPool,
     curve: &'static str,
 ) -> Result<C::Projective, MsmError> {
-    if bases.len() < split.num_bases {
+    if bases.len() < split.num_bases() {
         return Err(MsmError::BaseCount {
-            need: split.num_bases,
+            need: split.num_bases(),
             have: bases.len(),
         });
     }
     let _span = tracing::info_span!(
         "msm",
         curve,
-        n = split.num_bases,
-        ones = split.ones.count(),
-        tail = split.tail_indices.len()
+        n = split.num_bases(),
+        ones = split.ones().count(),
+        tail = split.tail_indices().len()
     )
     .entered();
-    // The split was built by prep_msm, so its indices are below num_bases <= bases.len().
-    let mut sum = pippenger::sum_density::<C>(bases, &split.ones, pool);
+    // A split's indices are below num_bases <= bases.len() (prep_msm builds them so,
+    // from_parts checks them).
+    let mut sum = pippenger::sum_density::<C>(bases, split.ones(), pool);
     let tail = pippenger::msm::<C>(
-        Points::Indexed(bases, &split.tail_indices),
-        &split.tail_scalars,
+        Points::Indexed(bases, split.tail_indices()),
+        split.tail_scalars(),
         pool,
     );
     C::add(&mut sum, &tail);

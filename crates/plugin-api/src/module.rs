@@ -241,7 +241,7 @@ pub struct BasesC<'a> {
     pub g2: RSlice<'a, G2AffineRepr>,
 }
 
-/// One MSM whose scalars `prep_msm` split (`cuzk_msm_cpu::SplitScalars`, as raw
+/// One MSM whose scalars `prep_msm` split (`cuzk_alloc::SplitScalars`, as raw
 /// slices): bases, then which scalars are one (a bitmap over base indices), then the
 /// other non-zero scalars (indices and canonical limbs).
 #[repr(C)]

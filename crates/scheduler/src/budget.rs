@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// A run cannot fit even one partition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("one partition needs about {need} bytes but the memory budget is {budget} bytes: raise the budget or use a machine with more memory")]
+#[error("one partition (with the parameters it is proved with) needs about {need} bytes but the memory budget is {budget} bytes: raise the budget or use a machine with more memory")]
 pub struct BudgetError {
     pub need: u64,
     pub budget: u64,

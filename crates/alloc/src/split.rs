@@ -1,0 +1,210 @@
+//! `SplitScalars`: one query's scalars as `prep_msm` splits them (zeros dropped,
+//! ones as a bitmap, the rest as a tail), the data every backend receives.
+//!
+//! It lives here, with the other buffers stages hand each other, rather than in
+//! the CPU MSM crate that produces it: a backend (the CUDA one, a vendor's) reads a
+//! split without depending on the CPU implementation. [`SplitScalars::from_parts`]
+//! checks a split that crossed a boundary (a plugin's ABI, a file).
+
+use crate::{Density, HeapSize};
+
+/// A split that does not keep what a split promises.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    #[error("tail index {index} is out of range for {bases} bases")]
+    IndexOutOfRange { index: usize, bases: usize },
+    #[error("the split is malformed: {0}")]
+    Malformed(String),
+}
+
+/// The result of `prep_msm` for one query. Index space: the query's bases, that is
+/// the inputs whose density bit is set, in order, then the aux variables whose bit
+/// is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitScalars {
+    num_bases: usize,
+    num_zeros: usize,
+    ones: Density,
+    tail_indices: Vec<u32>,
+    tail_scalars: Vec<[u64; 4]>,
+}
+
+/// The scalar field's modulus r, little-endian 64-bit limbs.
+const MODULUS: [u64; 4] = [
+    0xffff_ffff_0000_0001,
+    0x53bd_a402_fffe_5bfe,
+    0x3339_d808_09a1_d805,
+    0x73ed_a753_299d_7d48,
+];
+
+fn is_canonical(limbs: &[u64; 4]) -> bool {
+    for i in (0..4).rev() {
+        if limbs[i] != MODULUS[i] {
+            return limbs[i] < MODULUS[i];
+        }
+    }
+    false
+}
+
+impl SplitScalars {
+    /// A split its producer built: `prep_msm`, which keeps by construction what
+    /// [`SplitScalars::from_parts`] checks (so a multi-gigabyte split is not walked
+    /// again). A split that breaks them gives a wrong MSM, never unsoundness.
+    pub fn from_prepared(
+        num_bases: usize,
+        num_zeros: usize,
+        ones: Density,
+        tail_indices: Vec<u32>,
+        tail_scalars: Vec<[u64; 4]>,
+    ) -> Self {
+        debug_assert_eq!(ones.len(), num_bases);
+        debug_assert_eq!(tail_indices.len(), tail_scalars.len());
+        Self {
+            num_bases,
+            num_zeros,
+            ones,
+            tail_indices,
+            tail_scalars,
+        }
+    }
+
+    /// Reassembles a split from what its accessors return. Checks everything a
+    /// split promises: the bitmap covers `num_bases`, tail indices increase and are
+    /// in range and not among the ones, and tail scalars are canonical.
+    pub fn from_parts(
+        num_bases: usize,
+        ones: Density,
+        tail_indices: Vec<u32>,
+        tail_scalars: Vec<[u64; 4]>,
+    ) -> Result<Self, SplitError> {
+        let malformed = |why: String| SplitError::Malformed(why);
+        if ones.len() != num_bases {
+            return Err(malformed(format!(
+                "the ones bitmap covers {} bases, the split {num_bases}",
+                ones.len()
+            )));
+        }
+        if tail_indices.len() != tail_scalars.len() {
+            return Err(malformed(format!(
+                "{} tail indices but {} tail scalars",
+                tail_indices.len(),
+                tail_scalars.len()
+            )));
+        }
+        let mut prev: Option<u32> = None;
+        for &i in &tail_indices {
+            if (i as usize) >= num_bases {
+                return Err(SplitError::IndexOutOfRange {
+                    index: i as usize,
+                    bases: num_bases,
+                });
+            }
+            if prev.is_some_and(|p| p >= i) {
+                return Err(malformed(format!("tail index {i} does not increase")));
+            }
+            if ones.get(i as usize) {
+                return Err(malformed(format!("base {i} is both a one and in the tail")));
+            }
+            prev = Some(i);
+        }
+        if let Some(k) = tail_scalars.iter().position(|s| !is_canonical(s)) {
+            return Err(malformed(format!(
+                "the tail scalar of base {} is not a canonical field element",
+                tail_indices[k]
+            )));
+        }
+        let num_zeros = num_bases - ones.count() - tail_indices.len();
+        Ok(Self {
+            num_bases,
+            num_zeros,
+            ones,
+            tail_indices,
+            tail_scalars,
+        })
+    }
+
+    /// Length of the query's base vector this split indexes.
+    pub fn num_bases(&self) -> usize {
+        self.num_bases
+    }
+
+    /// How many of the query's scalars are zero (their bases are skipped).
+    pub fn num_zeros(&self) -> usize {
+        self.num_zeros
+    }
+
+    /// Over base indices: which scalars equal one.
+    pub fn ones(&self) -> &Density {
+        &self.ones
+    }
+
+    /// Base indices of the other scalars, increasing.
+    pub fn tail_indices(&self) -> &[u32] {
+        &self.tail_indices
+    }
+
+    /// The other scalars as canonical little-endian limbs, parallel to `tail_indices`.
+    pub fn tail_scalars(&self) -> &[[u64; 4]] {
+        &self.tail_scalars
+    }
+
+    /// Bytes held on the heap.
+    pub fn heap_size(&self) -> usize {
+        self.ones.heap_size() + self.tail_indices.heap_size() + self.tail_scalars.heap_size()
+    }
+}
+
+impl HeapSize for SplitScalars {
+    fn heap_size(&self) -> usize {
+        SplitScalars::heap_size(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A split of 100 bases: every third a zero, every third a one, the rest in the
+    /// tail with small canonical scalars.
+    fn parts() -> (Density, Vec<u32>, Vec<[u64; 4]>) {
+        let mut ones = Density::new(0);
+        let (mut idx, mut tail) = (Vec::new(), Vec::new());
+        for i in 0..100u32 {
+            ones.push(i % 3 == 1);
+            if i % 3 == 2 {
+                idx.push(i);
+                tail.push([u64::from(i) * 7 + 2, 1, 0, 3]);
+            }
+        }
+        (ones, idx, tail)
+    }
+
+    #[test]
+    fn good_parts_make_a_split_and_bad_parts_are_errors() {
+        let (o, i, t) = parts();
+        let s = SplitScalars::from_parts(100, o.clone(), i.clone(), t.clone()).unwrap();
+        assert_eq!((s.num_bases(), s.num_zeros()), (100, 34));
+        assert_eq!(s, SplitScalars::from_prepared(100, 34, o, i, t));
+
+        let (o, mut i, t) = parts();
+        i.swap(0, 1);
+        assert!(SplitScalars::from_parts(100, o, i, t).is_err());
+        let (o, mut i, t) = parts();
+        i[0] = 1; // index 1 is a one
+        assert!(SplitScalars::from_parts(100, o, i, t).is_err());
+        let (o, i, mut t) = parts();
+        t[0] = MODULUS;
+        assert!(SplitScalars::from_parts(100, o, i, t).is_err());
+        let (o, i, t) = parts();
+        assert!(SplitScalars::from_parts(101, o, i, t).is_err());
+        let (o, mut i, t) = parts();
+        *i.last_mut().unwrap() = 100;
+        assert_eq!(
+            SplitScalars::from_parts(100, o, i, t),
+            Err(SplitError::IndexOutOfRange {
+                index: 100,
+                bases: 100
+            })
+        );
+    }
+}
