@@ -242,7 +242,8 @@ pub(crate) fn build(cfg: &Config, needs: &BackendNeeds) -> Result<Built, ConfigE
             // device drives device 0, one more is opened for each other.
             let probe = open_one(None)?;
             let count = probe.device_count();
-            let pinned = matches!(&src, Source::Plugin(spec, _) if spec.params.contains_key("device"));
+            let pinned =
+                matches!(&src, Source::Plugin(spec, _) if spec.params.contains_key("device"));
             if count > 1 && !pinned {
                 lanes(&mut (0..count), Some(probe))?
             } else {

@@ -102,7 +102,9 @@ pub fn htod_bytes<T>(
 static PINNED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
 
 fn count_pinned(ordinal: usize, bytes: u64, add: bool) {
-    let mut v = PINNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut v = PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if v.len() <= ordinal {
         v.resize(ordinal + 1, 0);
     }

@@ -250,9 +250,7 @@ mod backend {
         // SAFETY: as above.
         guard(|| unsafe { hosted::<T>(i) }.plugin.device_count())
     }
-    pub extern "C" fn pinned_host_bytes<T: BackendPlugin>(
-        i: &Instance,
-    ) -> RResult<u64, AbiError> {
+    pub extern "C" fn pinned_host_bytes<T: BackendPlugin>(i: &Instance) -> RResult<u64, AbiError> {
         // SAFETY: as above.
         guard(|| unsafe { hosted::<T>(i) }.plugin.pinned_host_bytes())
     }
