@@ -3,7 +3,7 @@
 //!
 //! | slot       | builtins            | parameters                         |
 //! |------------|---------------------|------------------------------------|
-//! | `backend`  | `cpu`               | `threads` (0: one per core)        |
+//! | `backend`  | `cpu`               | `threads` (0: one per core), `devices` (1: the devices it reports) |
 //! | `dealloc`  | `inline`, `bounded` | `bounded`: `depth` (default 4)     |
 //! | `throttle` | `off`               |                                    |
 //! | `gpu_lock` | `single`, `split`   |                                    |
@@ -93,6 +93,9 @@ pub fn backend(
     match name {
         "cpu" => {
             let threads: usize = p.get("threads", 0)?;
+            // How many devices it reports (each instance computes the same on
+            // the CPU): the several-device path without a GPU.
+            let devices: u32 = p.get("devices", 1)?;
             p.done()?;
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -103,7 +106,9 @@ pub fn backend(
                     name: name.into(),
                     reason: format!("its thread pool: {e}"),
                 })?;
-            Ok(Arc::new(CpuBackend::new(Arc::new(pool))))
+            Ok(Arc::new(
+                CpuBackend::new(Arc::new(pool)).with_device_count(devices),
+            ))
         }
         _ => Err(unknown("backend", name, BACKENDS)),
     }

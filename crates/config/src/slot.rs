@@ -216,8 +216,40 @@ pub(crate) fn build(cfg: &Config, needs: &BackendNeeds) -> Result<Built, ConfigE
             }
         })
     };
+    let lanes = |ordinals: &mut dyn Iterator<Item = u32>,
+                 first: Option<Arc<dyn GpuBackend>>|
+     -> Result<Arc<dyn GpuBackend>, ConfigError> {
+        let mut first = first;
+        let lanes = ordinals
+            .map(|ordinal| {
+                let backend = match first.take() {
+                    Some(b) => b,
+                    None => open_one(Some(ordinal))?,
+                };
+                Ok(DeviceLane { ordinal, backend })
+            })
+            .collect::<Result<Vec<_>, ConfigError>>()?;
+        Ok(Arc::new(DeviceSet::new(lanes).map_err(|e| {
+            ConfigError::Slot {
+                slot: "engine",
+                reason: format!("devices: {e}"),
+            }
+        })?))
+    };
     let backend: Arc<dyn GpuBackend> = match &cfg.engine.devices {
-        None => open_one(None)?,
+        None => {
+            // All the devices the backend sees: the instance opened without a
+            // device drives device 0, one more is opened for each other.
+            let probe = open_one(None)?;
+            let count = probe.device_count();
+            let pinned =
+                matches!(&src, Source::Plugin(spec, _) if spec.params.contains_key("device"));
+            if count > 1 && !pinned {
+                lanes(&mut (0..count), Some(probe))?
+            } else {
+                probe
+            }
+        }
         Some(devices) => {
             if let Source::Plugin(spec, _) = &src {
                 if spec.params.contains_key("device") {
@@ -228,19 +260,7 @@ pub(crate) fn build(cfg: &Config, needs: &BackendNeeds) -> Result<Built, ConfigE
                 }
             }
             // One backend per device, each opened on its own ordinal.
-            let lanes = devices
-                .iter()
-                .map(|&ordinal| {
-                    Ok(DeviceLane {
-                        ordinal,
-                        backend: open_one(Some(ordinal))?,
-                    })
-                })
-                .collect::<Result<Vec<_>, ConfigError>>()?;
-            Arc::new(DeviceSet::new(lanes).map_err(|e| ConfigError::Slot {
-                slot: "engine",
-                reason: format!("devices: {e}"),
-            })?)
+            lanes(&mut devices.iter().copied(), None)?
         }
     };
     if needs.g2 && !backend.capabilities().g2 {

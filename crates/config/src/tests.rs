@@ -235,6 +235,30 @@ fn devices_open_one_backend_per_device() {
     assert!(matches!(e, ConfigError::Parse { .. }), "{e}");
 }
 
+/// `[engine] devices` unset: a backend that reports several devices is opened
+/// once per device (ordinals 0..n), so the engine drives them all; a list still
+/// wins over the count.
+#[test]
+fn without_devices_every_device_the_backend_reports_gets_a_lane() {
+    let lanes = |text: &str| -> Vec<u32> {
+        let c = Config::from_toml(text, "t").unwrap();
+        let built = c.build_policies(&BackendNeeds::default()).unwrap();
+        built
+            .policies
+            .backend
+            .device_lanes()
+            .iter()
+            .map(|l| l.ordinal)
+            .collect()
+    };
+    let two = "[backend]\nbuiltin = \"cpu\"\nparams = { threads = 1, devices = 2 }\n";
+    assert_eq!(lanes(two), [0, 1]);
+    assert_eq!(lanes(&format!("[engine]\ndevices = [1]\n{two}")), [1]);
+    let c = Config::from_toml(two, "t").unwrap();
+    let built = c.build_policies(&BackendNeeds::default()).unwrap();
+    assert_eq!(built.policies.backend.device_count(), 2);
+}
+
 #[test]
 fn the_queue_section_parses_when_present_and_is_absent_otherwise() {
     let c =

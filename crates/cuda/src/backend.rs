@@ -402,6 +402,19 @@ impl GpuBackend for CudaBackend {
         self.caps.clone()
     }
 
+    /// The driver's device count ([`crate::raw::device_count`]).
+    fn device_count(&self) -> u32 {
+        crate::raw::device_count()
+    }
+
+    /// Page-locked host memory held for this backend's device: the streamed bases'
+    /// staging buffers and the `a, b, c` ranges registered by [`GpuBackend::stage`]
+    /// or a running partition ([`crate::raw::pinned_bytes`]; counted per device
+    /// ordinal, so two backends opened on one device each report both's).
+    fn pinned_host_bytes(&self) -> u64 {
+        crate::raw::pinned_bytes(self.ctx.ordinal())
+    }
+
     /// Page-locks `a, b, c` (the same `PIN_MIN_LEN` rule as `prove_partition_ref`),
     /// so the pinning runs before the caller's GPU lock; `prove_partition_ref` then
     /// finds the ranges registered and skips them. The guard unregisters them.

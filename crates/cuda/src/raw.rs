@@ -95,6 +95,45 @@ pub fn htod_bytes<T>(
         .ctx("cuMemcpyHtoDAsync")
 }
 
+/// Page-locked host bytes held in this process, per device ordinal: every live
+/// [`HostRegistration`] and [`PinnedBuffer`] counts its length under the ordinal
+/// of its context. Read by [`pinned_bytes`] without taking any lock the GPU work
+/// holds, so the engine's memory budget can poll it while a partition runs.
+static PINNED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+fn count_pinned(ordinal: usize, bytes: u64, add: bool) {
+    let mut v = PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if v.len() <= ordinal {
+        v.resize(ordinal + 1, 0);
+    }
+    v[ordinal] = if add {
+        v[ordinal].saturating_add(bytes)
+    } else {
+        v[ordinal].saturating_sub(bytes)
+    };
+}
+
+/// Page-locked host bytes this process holds now for device `ordinal` (ranges
+/// registered with [`HostRegistration`], staging buffers of [`PinnedBuffer`]).
+pub fn pinned_bytes(ordinal: usize) -> u64 {
+    PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(ordinal)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// How many CUDA devices the driver sees: 0 without a driver library or device.
+pub fn device_count() -> u32 {
+    if check_driver().is_err() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| u32::try_from(n).unwrap_or(0))
+}
+
 /// Page-locks a host byte range for the lifetime of the guard, so copies from it run
 /// at full PCIe speed and asynchronously (the supraseal pattern: register a, b, c
 /// before the GPU work). Unregisters on drop; a failure there is ignored (Drop never
@@ -102,6 +141,8 @@ pub fn htod_bytes<T>(
 #[derive(Debug)]
 pub struct HostRegistration {
     ptr: *mut std::ffi::c_void,
+    /// Bytes registered (counted in [`pinned_bytes`] while the guard lives).
+    len: usize,
     /// The context it was registered in (the unregister runs there: with several
     /// devices the dropping thread's current context may be another one).
     ctx: Arc<CudaContext>,
@@ -122,10 +163,14 @@ impl HostRegistration {
         // SAFETY: the caller keeps the range alive; flags 0 = plain page-locking.
         let r = unsafe { sys::cuMemHostRegister_v2(ptr, bytes.len(), 0) };
         match r {
-            sys::CUresult::CUDA_SUCCESS => Ok(Some(Self {
-                ptr,
-                ctx: Arc::clone(ctx),
-            })),
+            sys::CUresult::CUDA_SUCCESS => {
+                count_pinned(ctx.ordinal(), bytes.len() as u64, true);
+                Ok(Some(Self {
+                    ptr,
+                    len: bytes.len(),
+                    ctx: Arc::clone(ctx),
+                }))
+            }
             // Already registered by the caller: nothing to do, nothing to undo.
             sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED => Ok(None),
             e => Err(CudaError::Driver {
@@ -141,6 +186,7 @@ impl Drop for HostRegistration {
         let _ = self.ctx.bind_to_thread();
         // SAFETY: `ptr` was registered by `new` and not unregistered since.
         let _ = unsafe { sys::cuMemHostUnregister(self.ptr) };
+        count_pinned(self.ctx.ordinal(), self.len as u64, false);
     }
 }
 
@@ -178,6 +224,7 @@ impl PinnedBuffer {
             call: "cuMemHostAlloc",
             source: result::DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY),
         })?;
+        count_pinned(ctx.ordinal(), len as u64, true);
         Ok(Self {
             ptr,
             len,
@@ -223,5 +270,6 @@ impl Drop for PinnedBuffer {
                 self.len
             );
         }
+        count_pinned(self.ctx.ordinal(), self.len as u64, false);
     }
 }

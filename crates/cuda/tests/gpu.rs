@@ -90,3 +90,38 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
         assert_eq!(got, want, "n = {n}");
     }
 }
+
+/// The backend reports the driver's device count (0 exactly when it cannot open
+/// a device) and the host memory it holds page-locked: `a, b, c` it staged count
+/// until the guard is dropped.
+#[test]
+fn device_count_and_pinned_bytes_are_reported_or_no_device() {
+    let count = cuzk_cuda::raw::device_count();
+    let backend = match CudaBackend::new(CudaConfig::default()) {
+        Ok(b) => b,
+        Err(CudaError::NoDevice(why)) => {
+            assert_eq!(count, 0, "no device opened, yet {count} counted: {why}");
+            let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({why})");
+            return;
+        }
+        Err(e) => panic!("CUDA backend failed to start: {e}"),
+    };
+    assert!(count >= 1);
+    assert_eq!(backend.device_count(), count);
+    let before = backend.pinned_host_bytes();
+    // Long enough to be page-locked by `stage` (1 << 15 scalars each).
+    let mut r = ChaCha20Rng::seed_from_u64(11);
+    let n = 1 << 15;
+    let (a, b, c) = (scalars(n, &mut r), scalars(n, &mut r), scalars(n, &mut r));
+    let staged = backend
+        .stage(cuzk_gpu_backend::AbcRef {
+            a: &a,
+            b: &b,
+            c: &c,
+        })
+        .unwrap();
+    assert!(staged.is_staged());
+    assert_eq!(backend.pinned_host_bytes(), before + 3 * 32 * n as u64);
+    drop(staged);
+    assert_eq!(backend.pinned_host_bytes(), before);
+}

@@ -367,31 +367,36 @@ fn plugin_dir() -> std::path::PathBuf {
     dir
 }
 
-/// `[engine] devices` through cuzk.toml and the plugin ABI: the `cpu` plugin
-/// opened once per device, each instance its own lane, both proving.
-#[test]
-fn cuzk_toml_devices_open_the_plugin_once_per_device() {
+/// The `cpu` plugin's policies from `cuzk.toml` text after `[engine]`'s header.
+fn built_from(engine: &str, backend_params: &str) -> (cuzk_config::Config, Policies) {
     let text = format!(
-        "plugin_dir = {:?}\n[engine]\ndevices = [3, 1]\n[backend]\nplugin = \"cpu\"\nparams = {{ threads = 1 }}\n",
+        "plugin_dir = {:?}\n[engine]\n{engine}[backend]\nplugin = \"cpu\"\nparams = {{ {backend_params} }}\n",
         plugin_dir().display().to_string()
     );
     let cfg = cuzk_config::Config::from_toml(&text, "cuzk.toml").unwrap();
     let built = cfg
         .build_policies(&cuzk_config::BackendNeeds::default())
         .unwrap();
-    let mut policies = built.policies;
-    let lanes: Vec<u32> = policies
+    (cfg, built.policies)
+}
+
+fn lanes_of(policies: &Policies) -> Vec<u32> {
+    policies
         .backend
         .device_lanes()
         .iter()
         .map(|l| l.ordinal)
-        .collect();
-    assert_eq!(lanes, [3, 1]);
-    // The first device waits for the second's first call: both are offered work.
+        .collect()
+}
+
+/// Runs two jobs of two partitions on `policies`' lanes, the first lane waiting
+/// for the second's first call so that both are offered work, and asserts that
+/// every lane proved and that the four partitions ran once each.
+fn both_lanes_prove(cfg: &cuzk_config::Config, mut policies: Policies) {
     let gate = Arc::new(AtomicUsize::new(0));
-    let wrapped = policies
-        .backend
-        .device_lanes()
+    let lanes = policies.backend.device_lanes();
+    let ordinals: Vec<u32> = lanes.iter().map(|l| l.ordinal).collect();
+    let wrapped = lanes
         .into_iter()
         .enumerate()
         .map(|(i, lane)| {
@@ -407,15 +412,45 @@ fn cuzk_toml_devices_open_the_plugin_once_per_device() {
         .collect();
     policies.backend = set(wrapped);
     let rec = recorder();
-    let cfg = PipelineConfig {
+    let pipeline = PipelineConfig {
         gpu_workers_per_device: 1,
         memory_budget: Some(1 << 30),
         ..cfg.pipeline_config()
     };
-    let e = PipelineEngine::start(cfg, policies, rec.clone()).unwrap();
+    let e = PipelineEngine::start(pipeline, policies, rec.clone()).unwrap();
     prove_all(&e, 2, 2);
     drop(e);
     let events = rec.events();
-    assert!(gpu_ends_on(&events, 3) > 0 && gpu_ends_on(&events, 1) > 0);
-    assert_eq!(gpu_ends_on(&events, 3) + gpu_ends_on(&events, 1), 4);
+    let per: Vec<usize> = ordinals.iter().map(|&d| gpu_ends_on(&events, d)).collect();
+    assert!(per.iter().all(|&n| n > 0), "every device proved: {per:?}");
+    assert_eq!(per.iter().sum::<usize>(), 4);
+}
+
+/// `[engine] devices` through cuzk.toml and the plugin ABI: the `cpu` plugin
+/// opened once per device, each instance its own lane, both proving.
+#[test]
+fn cuzk_toml_devices_open_the_plugin_once_per_device() {
+    let (cfg, policies) = built_from("devices = [3, 1]\n", "threads = 1");
+    assert_eq!(lanes_of(&policies), [3, 1]);
+    both_lanes_prove(&cfg, policies);
+}
+
+/// `[engine] devices` unset: every device the backend reports is driven (the
+/// `cpu` plugin told to report two, through the ABI's `device_count`), each
+/// ordinal its own instance and lane, both proving; an explicit list still wins,
+/// and a `device` pinned in the backend's parameters keeps one device.
+#[test]
+fn without_devices_the_engine_drives_every_device_the_backend_reports() {
+    let (cfg, policies) = built_from("", "threads = 1, devices = 2");
+    assert_eq!(policies.backend.device_count(), 2);
+    assert_eq!(lanes_of(&policies), [0, 1]);
+    both_lanes_prove(&cfg, policies);
+
+    let (_, listed) = built_from("devices = [1]\n", "threads = 1, devices = 2");
+    assert_eq!(lanes_of(&listed), [1]);
+    let (_, pinned) = built_from("", "threads = 1, devices = 2, device = 1");
+    assert!(lanes_of(&pinned).is_empty(), "one backend, no device set");
+    // Reporting one device (the default): the backend itself, one lane.
+    let (_, one) = built_from("", "threads = 1");
+    assert!(lanes_of(&one).is_empty());
 }

@@ -16,11 +16,21 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct CpuBackend {
     pool: Arc<rayon::ThreadPool>,
+    /// What [`GpuBackend::device_count`] reports (1 unless configured).
+    devices: u32,
 }
 
 impl CpuBackend {
     pub fn new(pool: Arc<rayon::ThreadPool>) -> Self {
-        Self { pool }
+        Self { pool, devices: 1 }
+    }
+
+    /// The same backend reporting `devices` devices (at least one), so that a
+    /// machine without a GPU runs the engine's several-device path: every
+    /// instance computes the same on the CPU.
+    pub fn with_device_count(mut self, devices: u32) -> Self {
+        self.devices = devices.max(1);
+        self
     }
 }
 
@@ -117,6 +127,10 @@ impl GpuBackend for CpuBackend {
             b_g1,
             b_g2,
         })
+    }
+
+    fn device_count(&self) -> u32 {
+        self.devices
     }
 }
 

@@ -130,6 +130,11 @@ impl GpuBackend for DeviceSet {
     fn device_lanes(&self) -> Vec<DeviceLane> {
         self.lanes.clone()
     }
+
+    /// The lanes it holds.
+    fn device_count(&self) -> u32 {
+        self.lanes.len() as u32
+    }
 }
 
 #[cfg(test)]

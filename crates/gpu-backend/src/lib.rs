@@ -295,6 +295,15 @@ pub trait GpuBackend: Send + Sync {
     fn device_lanes(&self) -> Vec<DeviceLane> {
         Vec::new()
     }
+
+    /// How many devices this kind of backend can drive on this machine (a CUDA
+    /// backend: the driver's device count). With `[engine] devices` unset, the
+    /// configuration opens one instance per device when this is more than one, so
+    /// the engine drives them all; an instance opened without a device drives
+    /// device 0. The default is one: the backend itself.
+    fn device_count(&self) -> u32 {
+        1
+    }
 }
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).

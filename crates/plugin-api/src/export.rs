@@ -68,6 +68,16 @@ pub trait BackendPlugin: Sized + Send + Sync + 'static {
     fn stage(&self, _abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
         Ok(None)
     }
+    /// How many devices this backend can drive here (see
+    /// [`BackendMod::device_count`]). Default: one.
+    fn device_count(&self) -> Result<u32, AbiError> {
+        Ok(1)
+    }
+    /// Host memory held page-locked now (see [`BackendMod::pinned_host_bytes`]).
+    /// Default: none.
+    fn pinned_host_bytes(&self) -> Result<u64, AbiError> {
+        Ok(0)
+    }
 }
 
 /// What [`BackendPlugin::stage`] returns: anything whose drop undoes the staging.
@@ -236,6 +246,14 @@ mod backend {
             Ok(token)
         })
     }
+    pub extern "C" fn device_count<T: BackendPlugin>(i: &Instance) -> RResult<u32, AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { hosted::<T>(i) }.plugin.device_count())
+    }
+    pub extern "C" fn pinned_host_bytes<T: BackendPlugin>(i: &Instance) -> RResult<u64, AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { hosted::<T>(i) }.plugin.pinned_host_bytes())
+    }
     pub extern "C" fn unstage<T: BackendPlugin>(i: &Instance, token: u64) -> RResult<(), AbiError> {
         guard(|| {
             // SAFETY: as above.
@@ -387,6 +405,8 @@ pub fn backend_root<T: BackendPlugin>(
         prove_partition_ref: backend::prove_partition_ref::<T>,
         stage: backend::stage::<T>,
         unstage: backend::unstage::<T>,
+        device_count: backend::device_count::<T>,
+        pinned_host_bytes: backend::pinned_host_bytes::<T>,
     }
     .leak_into_prefix();
     let c = Common {

@@ -192,6 +192,20 @@ pub struct BackendMod {
     /// Undoes the staging `token` names; called once per non-zero token.
     #[sabi(missing_field(option))]
     pub unstage: extern "C" fn(instance: &Instance, token: u64) -> RResult<(), AbiError>,
+
+    // Appended in ABI 1 without changing it (all devices by default, pinned memory
+    // counted). A plugin built before lacks them: the host takes one device and no
+    // pinned memory, as before.
+    /// How many devices this backend can drive on this machine (a CUDA backend:
+    /// the driver's count). With `[engine] devices` unset the host opens one
+    /// instance per device (`device` = its ordinal) when this is more than one; an
+    /// instance opened without `device` must drive device 0.
+    #[sabi(missing_field(option))]
+    pub device_count: extern "C" fn(instance: &Instance) -> RResult<u32, AbiError>,
+    /// Host memory the instance holds page-locked now (staging buffers, ranges it
+    /// registered); the host's memory budget leaves room for it.
+    #[sabi(missing_field(option))]
+    pub pinned_host_bytes: extern "C" fn(instance: &Instance) -> RResult<u64, AbiError>,
 }
 
 /// What a backend offers.

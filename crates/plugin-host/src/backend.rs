@@ -359,6 +359,44 @@ impl GpuBackend for PluginBackend {
         self.prove_partition_ref_resident(job, None)
     }
 
+    /// The plugin's count; one for a plugin built before `device_count` existed,
+    /// or whose call fails (logged).
+    fn device_count(&self) -> u32 {
+        let Some(call) = self.module.device_count() else {
+            return 1;
+        };
+        match call(self.instance()).into_result() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(
+                    target: "cuzk::plugin",
+                    "{}",
+                    PluginError::from_abi(&self.name, "device_count", e)
+                );
+                1
+            }
+        }
+    }
+
+    /// The plugin's page-locked bytes; none for a plugin built before
+    /// `pinned_host_bytes` existed, or whose call fails (logged).
+    fn pinned_host_bytes(&self) -> u64 {
+        let Some(call) = self.module.pinned_host_bytes() else {
+            return 0;
+        };
+        match call(self.instance()).into_result() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(
+                    target: "cuzk::plugin",
+                    "{}",
+                    PluginError::from_abi(&self.name, "pinned_host_bytes", e)
+                );
+                0
+            }
+        }
+    }
+
     /// The plugin's `stage`, when it offers it (with `prove_partition_ref`, so the
     /// staged buffers are the ones the call reads); the guard calls `unstage`.
     /// A plugin built before these calls existed stages nothing.
@@ -403,7 +441,8 @@ impl std::fmt::Debug for PluginBackend {
 #[cfg(test)]
 mod tests {
     //! A plugin built before `prove_partition_ref`, `stage` and `unstage` were
-    //! appended to `BackendMod` hands the host a module with six fields. Built here
+    //! appended to `BackendMod` hands the host a module with six fields; one built
+    //! before `device_count` and `pinned_host_bytes`, nine. Built here
     //! in-process from the same functions, declared with the old layout, it must
     //! load and prove through the old calls, staging nothing.
 
@@ -448,6 +487,12 @@ mod tests {
         fn stage(&self, _: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
             Ok(Some(Box::new(())))
         }
+        fn device_count(&self) -> Result<u32, AbiError> {
+            Ok(3)
+        }
+        fn pinned_host_bytes(&self) -> Result<u64, AbiError> {
+            Ok(4096)
+        }
     }
 
     /// `BackendMod` as ABI 1 first shipped it.
@@ -471,6 +516,57 @@ mod tests {
         ) -> RResult<(), AbiError>,
         #[sabi(last_prefix_field)]
         release_bases: extern "C" fn(instance: &Instance, id: u64) -> RResult<(), AbiError>,
+    }
+
+    /// `BackendMod` with the staging calls, before `device_count` and
+    /// `pinned_host_bytes` were appended.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = StagingBackendMod_Ref, prefix_fields = StagingBackendMod_Prefix)))]
+    #[sabi(missing_field(panic))]
+    struct StagingBackendMod {
+        instantiate: extern "C" fn(params: RSlice<'_, Param<'_>>) -> RResult<Instance, AbiError>,
+        destroy: extern "C" fn(instance: Instance),
+        capabilities: extern "C" fn(instance: &Instance) -> RResult<BackendCaps, AbiError>,
+        prove_partition: extern "C" fn(
+            instance: &Instance,
+            job: PartitionJobC<'_>,
+        ) -> RResult<PartitionResultC, AbiError>,
+        upload_bases: extern "C" fn(
+            instance: &Instance,
+            id: u64,
+            query: BaseQuery,
+            bases: BasesC<'_>,
+        ) -> RResult<(), AbiError>,
+        #[sabi(last_prefix_field)]
+        release_bases: extern "C" fn(instance: &Instance, id: u64) -> RResult<(), AbiError>,
+        #[sabi(missing_field(option))]
+        prove_partition_ref: extern "C" fn(
+            instance: &Instance,
+            job: PartitionJobRefC<'_>,
+        ) -> RResult<PartitionResultC, AbiError>,
+        #[sabi(missing_field(option))]
+        stage: extern "C" fn(instance: &Instance, abc: AbcRefC<'_>) -> RResult<u64, AbiError>,
+        #[sabi(missing_field(option))]
+        unstage: extern "C" fn(instance: &Instance, token: u64) -> RResult<(), AbiError>,
+    }
+
+    fn staging_module() -> BackendMod_Ref {
+        let m = new_module();
+        let old = StagingBackendMod {
+            instantiate: m.instantiate(),
+            destroy: m.destroy(),
+            capabilities: m.capabilities(),
+            prove_partition: m.prove_partition(),
+            upload_bases: m.upload_bases(),
+            release_bases: m.release_bases(),
+            prove_partition_ref: m.prove_partition_ref().unwrap(),
+            stage: m.stage().unwrap(),
+            unstage: m.unstage().unwrap(),
+        }
+        .leak_into_prefix();
+        // SAFETY: as in `old_module`: the same prefix, nine fields accessible.
+        unsafe { std::mem::transmute::<StagingBackendMod_Ref, BackendMod_Ref>(old) }
     }
 
     fn new_module() -> BackendMod_Ref {
@@ -543,5 +639,28 @@ mod tests {
         // Lent a, b, c go through the old owned call, copied.
         assert!(error(old.prove_partition_ref(job)).contains("owned n=3"));
         assert!(error(old.prove_partition(job.to_owned_job())).contains("owned n=3"));
+        assert_eq!((old.device_count(), old.pinned_host_bytes()), (1, 0));
+    }
+
+    /// The newest calls are forwarded; a plugin built before `device_count` and
+    /// `pinned_host_bytes` were appended loads, stages and proves as before, and
+    /// counts as one device holding no pinned memory.
+    #[test]
+    fn device_count_and_pinned_bytes_cross_and_default_for_older_plugins() {
+        let new = PluginBackend::from_module("rec".into(), new_module(), &[]).unwrap();
+        assert_eq!((new.device_count(), new.pinned_host_bytes()), (3, 4096));
+
+        let older = PluginBackend::from_module("rec".into(), staging_module(), &[]).unwrap();
+        assert!(older.module.device_count().is_none());
+        assert!(older.module.pinned_host_bytes().is_none());
+        assert!(older.offers_staging());
+        let v = vec![Scalar::from(3u64); 3];
+        let abc = AbcRef {
+            a: &v,
+            b: &v,
+            c: &v,
+        };
+        assert!(older.stage(abc).unwrap().is_staged());
+        assert_eq!((older.device_count(), older.pinned_host_bytes()), (1, 0));
     }
 }

@@ -33,12 +33,18 @@ impl BackendPlugin for Cpu {
             "0",
             "the device ordinal this instance stands for (`[engine] devices` opens one instance per device; the CPU computes the same on each)",
         ),
+        ParamDoc::new(
+            "devices",
+            "1",
+            "how many devices it reports (with `[engine] devices` unset, one instance is opened per device: the several-device path without a GPU)",
+        ),
     ];
 
     fn new(params: &Params<'_>) -> Result<Self, AbiError> {
         let threads: usize = params.get("threads")?;
         // A label only: checked to be an ordinal, so a typo is an error.
         let _device: u32 = params.get("device")?;
+        let devices: u32 = params.get("devices")?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("cuzk-cpu-backend-{i}"))
@@ -47,7 +53,7 @@ impl BackendPlugin for Cpu {
                 AbiError::other(format!("could not build the backend's thread pool: {e}"))
             })?;
         Ok(Self {
-            backend: CpuBackend::new(Arc::new(pool)),
+            backend: CpuBackend::new(Arc::new(pool)).with_device_count(devices),
         })
     }
 
@@ -65,6 +71,10 @@ impl BackendPlugin for Cpu {
 
     fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
         stages::stage(&self.backend, abc)
+    }
+
+    fn device_count(&self) -> Result<u32, AbiError> {
+        Ok(self.backend.device_count())
     }
 }
 

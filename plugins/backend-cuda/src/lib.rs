@@ -112,6 +112,14 @@ impl BackendPlugin for Cuda {
     fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
         stages::stage(&self.backend, abc)
     }
+
+    fn device_count(&self) -> Result<u32, AbiError> {
+        Ok(self.backend.device_count())
+    }
+
+    fn pinned_host_bytes(&self) -> Result<u64, AbiError> {
+        Ok(self.backend.pinned_host_bytes())
+    }
 }
 
 /// The typed configuration from the parameters (the declared defaults for those not
