@@ -8,6 +8,7 @@ use cuzk_circuits::Builtin;
 
 mod bench;
 mod demo;
+mod porep_job;
 mod progress;
 mod prove;
 mod queue_cmd;

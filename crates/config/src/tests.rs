@@ -206,7 +206,8 @@ fn a_config_round_trips_through_serde() {
 
 #[test]
 fn the_queue_section_parses_when_present_and_is_absent_otherwise() {
-    let c = Config::from_toml("[queue]\nlease_secs = 5\njobs_in_flight = 1\n", "cuzk.toml").unwrap();
+    let c =
+        Config::from_toml("[queue]\nlease_secs = 5\njobs_in_flight = 1\n", "cuzk.toml").unwrap();
     let q = c.queue.unwrap();
     assert_eq!(q.lease_secs, Some(5.0));
     assert_eq!(q.jobs_in_flight, Some(1));

@@ -71,7 +71,10 @@ mod tests {
     #[test]
     fn values_a_worker_cannot_run_with_are_refused() {
         assert!(QueueConfig::default().check().is_ok());
-        assert_eq!(QueueConfig::default().renew_every(), Duration::from_secs(20));
+        assert_eq!(
+            QueueConfig::default().renew_every(),
+            Duration::from_secs(20)
+        );
         for bad in [
             QueueConfig {
                 jobs_in_flight: 0,
