@@ -22,7 +22,7 @@
 //! shapes are cached ([`ShapeCache`], keyed by [`ShapeKey`]), so repeated calls
 //! for one circuit shape compile it once.
 //!
-//! With the `cuda` feature, [`cuda`] is the CUDA backend (`cuzk-cuda`); with
+//! With the `cuda` feature, `cuzk::cuda` is the CUDA backend (`cuzk-cuda`); with
 //! [`config`] (`cuzk.toml`), this crate is the one dependency a user needs.
 //!
 //! Architecture invariant: this crate only adapts. It turns bellperson's types

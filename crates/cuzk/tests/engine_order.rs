@@ -299,3 +299,30 @@ fn panics_fail_their_job_with_the_message() {
     };
     assert!(h.wait().is_err());
 }
+
+/// The budget counts each job's parameters from its first admitted partition on:
+/// two jobs whose parameters do not fit together run one after the other instead
+/// of each holding what the other waits for.
+#[test]
+fn parameters_that_do_not_fit_together_run_in_turn() {
+    let f = fixture();
+    let srs_bytes = f.srs.host_bytes();
+    let part = cuzk_scheduler::partition_bytes(&f.r1cs);
+    let mut cfg = config(2);
+    cfg.memory_budget = Some(srs_bytes + srs_bytes / 2 + 2 * part);
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(cfg, policies(), rec).unwrap();
+    let mut a = make_job(50, 2, Priority::Normal);
+    let mut b = make_job(51, 2, Priority::Normal);
+    // Two copies of the parameters: counted apart.
+    a.srs = Arc::new((*f.srs).clone());
+    b.srs = Arc::new((*f.srs).clone());
+    let (a, b) = (engine.submit(a), engine.submit(b));
+    for h in [a, b] {
+        match h.wait_timeout(Duration::from_secs(600)) {
+            Ok(r) => assert!(r.unwrap().verified),
+            Err(_) => panic!("a job waits for memory its own parameters hold"),
+        }
+    }
+    assert_eq!(engine.budget().used(), 0, "everything went back");
+}

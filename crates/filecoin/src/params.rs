@@ -153,19 +153,20 @@ pub fn check_digest(kind: &PorepKind, dir: &Path, vk: bool) -> Result<(), Fileco
     Ok(())
 }
 
-/// Generates a valid parameter set for `kind` from its blank circuit (bellperson's
-/// generator, seeded: insecure, for tests and for sizes no one has downloaded) and
+/// Generates a valid parameter set for `kind` from its blank circuit (cuzk-params'
+/// fixed-base-table generator, seeded: insecure, for tests and for sizes no one has
+/// downloaded) and
 /// writes the `.params` and `.vk` files under their official names in `dir`.
 /// Returns the `.params` path.
 pub fn generate_params(kind: &PorepKind, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
     struct Gen(u64);
     impl BlankUser for Gen {
         type Out = Result<cuzk_params::Parameters<blstrs::Bls12>, cuzk_params::ParamsError>;
-        fn with<C: bellpepper_core::Circuit<blstrs::Scalar> + Send + 'static>(
+        fn with<C: bellpepper_core::Circuit<blstrs::Scalar> + Clone + Send + 'static>(
             self,
             circuit: C,
         ) -> Self::Out {
-            cuzk_params::generate_params(circuit, &mut ChaCha20Rng::seed_from_u64(self.0))
+            cuzk_params::generate_params_fast(circuit, &mut ChaCha20Rng::seed_from_u64(self.0))
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| FilecoinError::io("creating", dir, e))?;

@@ -139,7 +139,7 @@ impl FilecoinProver {
         struct Compile;
         impl BlankUser for Compile {
             type Out = Result<R1cs, cuzk_synth::SynthError>;
-            fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+            fn with<C: bellpepper_core::Circuit<Scalar> + Clone + Send + 'static>(
                 self,
                 circuit: C,
             ) -> Self::Out {

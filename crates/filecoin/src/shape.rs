@@ -92,7 +92,10 @@ pub(crate) fn cache_identifier(
 /// generation and the shape compile synthesize.
 pub(crate) trait BlankUser {
     type Out;
-    fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(self, circuit: C) -> Self::Out;
+    fn with<C: bellpepper_core::Circuit<Scalar> + Clone + Send + 'static>(
+        self,
+        circuit: C,
+    ) -> Self::Out;
 }
 
 pub(crate) fn with_blank_circuit<U: BlankUser>(
@@ -228,7 +231,7 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
             StackedCircuit<Tree, DefaultPieceHasher>,
         >>::circuit(
             &public_inputs,
-            Default::default(),
+            (), // StackedCircuit's component private inputs are ()
             vanilla,
             &pp.vanilla_params,
             Some(k),

@@ -188,14 +188,8 @@ fn c2_of_a_sealed_2kib_sector_verifies_and_matches_bellperson() {
     let e = prover.submit_porep(&engine, wrong, 0).unwrap().wait();
     assert!(matches!(e, Err(FilecoinError::NotVerified { .. })), "{e:?}");
 
-    // And the prover goes on: a second proof (fresh r, s) reuses the compiled circuit
-    // and the loaded parameters, and verifies.
-    let again = prover
-        .submit_porep(&engine, request(&env, Blinding::Random), 0)
-        .unwrap()
-        .wait()
-        .unwrap();
-    assert_ne!(again, proof);
+    // And the prover goes on: that second job reused the compiled circuit and the
+    // loaded parameters (one slot, both filled).
     let loaded = prover.loaded();
     assert_eq!(loaded.len(), 1);
     assert!(loaded[0].params.is_some() && loaded[0].r1cs.is_some());

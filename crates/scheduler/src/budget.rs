@@ -56,6 +56,17 @@ impl Permit {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
+
+    /// Moves `bytes` (at most all) of this permit into a new one, so the two are
+    /// released apart.
+    pub fn split_off(&mut self, bytes: u64) -> Permit {
+        let bytes = bytes.min(self.bytes);
+        self.bytes -= bytes;
+        Permit {
+            budget: self.budget.clone(),
+            bytes,
+        }
+    }
 }
 
 impl Drop for Permit {
@@ -288,6 +299,13 @@ mod tests {
         assert!(b.would_wait(11) && !b.would_wait(10));
         drop(params);
         assert!(!b.would_wait(80) && b.would_wait(81));
+        assert_eq!(b.used(), 0);
+        let mut p = b.acquire(50).unwrap().unwrap();
+        let q = p.split_off(20);
+        assert_eq!((p.bytes(), q.bytes()), (30, 20));
+        drop(p);
+        assert_eq!(b.used(), 20);
+        drop(q);
         assert_eq!(b.used(), 0);
     }
 

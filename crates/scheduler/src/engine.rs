@@ -26,7 +26,7 @@ use std::{
     collections::{BinaryHeap, HashMap},
     panic::{catch_unwind, AssertUnwindSafe},
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Condvar, Mutex, PoisonError,
     },
     thread::JoinHandle,
@@ -353,6 +353,9 @@ struct JobShared {
     verifier: Option<Arc<dyn ProofVerifier>>,
     bytes: u64,
     priority: Priority,
+    /// Whether the job counts its parameters in the budget (from its first
+    /// admitted partition until it leaves).
+    holds_srs: AtomicBool,
 }
 
 struct JobState {
@@ -550,7 +553,7 @@ impl Shared {
             }
             if state.remaining == 0 {
                 if let Some(state) = jobs.remove(&job) {
-                    self.release_srs(&state.shared.srs);
+                    self.release_srs(&state.shared);
                 }
             }
         }
@@ -570,7 +573,7 @@ impl Shared {
             let Some(state) = jobs.remove(&job) else {
                 return;
             };
-            self.release_srs(&state.shared.srs);
+            self.release_srs(&state.shared);
             if !state.over {
                 let (proofs, times) = state
                     .results
@@ -641,21 +644,46 @@ impl Shared {
         }
     }
 
-    /// Counts a job's parameters in the memory budget, once per `Srs` in use.
-    fn hold_srs(&self, srs: &Arc<Srs>) {
-        let addr = Arc::as_ptr(srs) as usize;
+    /// Bytes of `job`'s parameters that its next partition must bring into the
+    /// budget: all of them while no admitted job holds this `Srs`, else none.
+    fn srs_extra(&self, job: &JobShared) -> u64 {
+        if job.holds_srs.load(Ordering::Acquire) {
+            return 0;
+        }
+        let addr = Arc::as_ptr(&job.srs) as usize;
+        let held = self.srs_held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.contains_key(&addr) {
+            0
+        } else {
+            job.srs.host_bytes()
+        }
+    }
+
+    /// Counts a job's parameters in the budget from its first admitted partition
+    /// on, once per `Srs` in use: `extra` is the permit [`Shared::srs_extra`]'s
+    /// bytes were admitted with (dropped here if another job got there first).
+    /// Taking them together with a partition, never at submission, keeps a queued
+    /// job from holding bytes that a running job's partitions wait for.
+    fn hold_srs(&self, job: &JobShared, extra: Option<Permit>) {
+        if job.holds_srs.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let addr = Arc::as_ptr(&job.srs) as usize;
         let mut held = self.srs_held.lock().unwrap_or_else(PoisonError::into_inner);
         match held.get_mut(&addr) {
             Some((jobs, _)) => *jobs += 1,
             None => {
-                let permit = self.budget.hold(srs.host_bytes());
+                let permit = extra.unwrap_or_else(|| self.budget.hold(job.srs.host_bytes()));
                 held.insert(addr, (1, permit));
             }
         }
     }
 
-    fn release_srs(&self, srs: &Arc<Srs>) {
-        let addr = Arc::as_ptr(srs) as usize;
+    fn release_srs(&self, job: &JobShared) {
+        if !job.holds_srs.load(Ordering::Acquire) {
+            return;
+        }
+        let addr = Arc::as_ptr(&job.srs) as usize;
         let mut held = self.srs_held.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((jobs, _)) = held.get_mut(&addr) {
             *jobs -= 1;
@@ -858,8 +886,8 @@ impl PipelineEngine {
             verifier: job.verifier,
             bytes,
             priority: job.priority,
+            holds_srs: AtomicBool::new(false),
         });
-        sh.hold_srs(&shared_job.srs);
         sh.synth_slots.job_submitted(n);
         sh.jobs
             .lock()
@@ -949,52 +977,55 @@ fn synth_worker(sh: &Shared, w: u32) {
 }
 
 fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
-    {
-        let SynthItem {
-            job,
-            partition: p,
-            spec,
-        } = item;
-        if sh.is_over(job.id) {
+    let SynthItem {
+        job,
+        partition: p,
+        spec,
+    } = item;
+    if sh.is_over(job.id) {
+        sh.partition_left(job.id, p, None);
+        return;
+    }
+    let wk = Some(w);
+    let bytes = job.bytes;
+    let extra = sh.srs_extra(&job);
+    let waits = sh.budget.would_wait(bytes + extra);
+    if waits {
+        sh.rec(Ev::BudgetWaitStart, job.id, p, wk, None, Some(bytes), "");
+    }
+    let permit = match sh.budget.acquire(bytes + extra) {
+        Ok(Some(mut permit)) => {
+            let srs_permit = (extra > 0).then(|| permit.split_off(extra));
+            sh.hold_srs(&job, srs_permit);
+            permit
+        }
+        Ok(None) => {
+            sh.fail(job.id, JobError::ShutDown);
             sh.partition_left(job.id, p, None);
             return;
         }
-        let wk = Some(w);
-        let bytes = job.bytes;
-        let waits = sh.budget.would_wait(bytes);
-        if waits {
-            sh.rec(Ev::BudgetWaitStart, job.id, p, wk, None, Some(bytes), "");
+        Err(e) => {
+            sh.fail(job.id, e.into());
+            sh.partition_left(job.id, p, None);
+            return;
         }
-        let permit = match sh.budget.acquire(bytes) {
-            Ok(Some(permit)) => permit,
-            Ok(None) => {
-                sh.fail(job.id, JobError::ShutDown);
-                sh.partition_left(job.id, p, None);
-                return;
-            }
-            Err(e) => {
-                sh.fail(job.id, e.into());
-                sh.partition_left(job.id, p, None);
-                return;
-            }
-        };
-        sh.rec(Ev::BudgetAcquired, job.id, p, wk, None, Some(bytes), "");
-        let started = Instant::now();
-        match synth_partition(sh, &job, p, w, spec, permit, started) {
-            Ok(item) => {
-                sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "");
-                sh.gpu_q.push(key(&job, p), item);
-            }
-            Err(e) => {
-                sh.fail(
-                    job.id,
-                    JobError::Partition {
-                        partition: p,
-                        message: e.to_string(),
-                    },
-                );
-                sh.partition_left(job.id, p, None);
-            }
+    };
+    sh.rec(Ev::BudgetAcquired, job.id, p, wk, None, Some(bytes), "");
+    let started = Instant::now();
+    match synth_partition(sh, &job, p, w, spec, permit, started) {
+        Ok(item) => {
+            sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "");
+            sh.gpu_q.push(key(&job, p), item);
+        }
+        Err(e) => {
+            sh.fail(
+                job.id,
+                JobError::Partition {
+                    partition: p,
+                    message: e.to_string(),
+                },
+            );
+            sh.partition_left(job.id, p, None);
         }
     }
 }
@@ -1245,7 +1276,7 @@ fn b_g2_worker(sh: &Shared) {
         let took = t.elapsed();
         sh.rec(Ev::BG2End, job.id, p, None, None, None, "");
         let lowered = catch("throttle", || throttle.lower());
-        let result = lowered.and_then(|()| result);
+        let result = lowered.and(result);
         // The splits go back before the result, so the finisher owns them alone
         // and hands them to the deallocation policy.
         drop(splits);
