@@ -9,6 +9,7 @@ use cuzk_circuits::Builtin;
 mod bench;
 mod demo;
 mod filecoin;
+mod porep_job;
 mod progress;
 mod prove;
 mod queue_cmd;

@@ -31,8 +31,9 @@ pub struct QueueUrl {
 pub struct SubmitArgs {
     #[command(flatten)]
     url: QueueUrl,
-    /// Higher is claimed first; ties in submission order.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    /// The job's priority, as in the engine: low, normal, high or critical.
+    /// Claimed in that order (ties in submission order) and proved at it.
+    #[arg(long, default_value = "normal", value_parser = crate::worker::parse_priority)]
     priority: i32,
     /// Attempts before a job is marked failed.
     #[arg(long, default_value_t = cuzk_queue::QueueConfig::default().max_attempts)]
@@ -58,6 +59,18 @@ enum SubmitKind {
         /// How many jobs.
         #[arg(long, default_value_t = 1)]
         count: u32,
+    },
+    /// A PoRep C2 job from a C1 output (or its envelope): verified with
+    /// filecoin-proofs' verifier before the worker writes it back.
+    PorepC2 {
+        /// Miner actor id (1000 or f01000) or 32-byte hex prover id.
+        #[arg(long)]
+        miner_id: String,
+        /// The sector number (default: the envelope's).
+        #[arg(long)]
+        sector: Option<u64>,
+        /// The C1 output's JSON, or its envelope.
+        c1: PathBuf,
     },
     /// A job of any kind from a file of its input bytes (a kind no worker
     /// proves stays queued until one does).
@@ -129,6 +142,22 @@ fn submit(args: SubmitArgs) -> Result<()> {
                 (synthetic_job::KIND.to_string(), job.to_bytes())
             })
             .collect(),
+        SubmitKind::PorepC2 {
+            miner_id,
+            sector,
+            c1,
+        } => {
+            let bytes = std::fs::read(c1).with_context(|| format!("reading {}", c1.display()))?;
+            // Checked here so a typo fails now, not in a worker three times over.
+            cuzk_filecoin::parse_c1(&bytes)
+                .with_context(|| format!("{} is not a C1 output", c1.display()))?;
+            cuzk_filecoin::parse_prover_id(miner_id)?;
+            let header = crate::porep_job::PorepHeader {
+                miner_id: miner_id.clone(),
+                sector: *sector,
+            };
+            vec![(crate::porep_job::KIND.to_string(), header.input(&bytes))]
+        }
         SubmitKind::Raw { kind, input } => vec![(
             kind.clone(),
             std::fs::read(input).with_context(|| format!("reading {}", input.display()))?,

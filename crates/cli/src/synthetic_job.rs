@@ -161,14 +161,16 @@ impl JobRunner for SyntheticRunner {
             });
         }
         let shape = self.shape(circuit, req.log)?;
+        let mut spec = job(
+            shape.r1cs.clone(),
+            shape.srs.clone(),
+            parts,
+            Some(shape.verifier.clone()),
+        );
+        spec.priority = crate::worker::engine_priority(claimed.priority);
         let out = self
             .engine
-            .submit(job(
-                shape.r1cs.clone(),
-                shape.srs.clone(),
-                parts,
-                Some(shape.verifier.clone()),
-            ))
+            .submit(spec)
             .wait()
             .map_err(|e| RunError::from_error(&e))?;
         if !out.verified {

@@ -12,10 +12,11 @@ use anyhow::{bail, Result};
 use clap::Args;
 use cuzk_config::QueueSection;
 use cuzk_queue::{Completion, JobRunner, QueueConfig, Worker, WorkerEvent, WorkerOptions};
-use cuzk_scheduler::PipelineEngine;
+use cuzk_scheduler::{PipelineEngine, Priority};
 use cuzk_timeline::Recorder;
 
 use crate::{
+    porep_job::PorepRunner,
     prove::default_cache_dir,
     runtime::{load_policies, RunArgs},
     synthetic_job::SyntheticRunner,
@@ -80,6 +81,31 @@ pub struct WorkerArgs {
     pub cache_dir: PathBuf,
 }
 
+/// The engine's priority of a queue priority (the queue stores the engine's
+/// levels as numbers: low -1, normal 0, high 1, critical 2).
+pub fn engine_priority(queue: i32) -> Priority {
+    match queue {
+        i32::MIN..=-1 => Priority::Low,
+        0 => Priority::Normal,
+        1 => Priority::High,
+        _ => Priority::Critical,
+    }
+}
+
+/// A priority's name (`low`, `normal`, `high`, `critical`) as the number the
+/// queue stores.
+pub fn parse_priority(name: &str) -> Result<i32, String> {
+    match name {
+        "low" => Ok(-1),
+        "normal" => Ok(0),
+        "high" => Ok(1),
+        "critical" => Ok(2),
+        _ => Err(format!(
+            "unknown priority `{name}`: low, normal, high or critical"
+        )),
+    }
+}
+
 /// This host's name, for worker ids.
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -105,10 +131,20 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         policies,
         Arc::new(Recorder::new(Instant::now())),
     )?);
-    let runners: Vec<Arc<dyn JobRunner>> = vec![Arc::new(SyntheticRunner::new(
-        engine.clone(),
-        args.cache_dir.clone(),
-    ))];
+    // Filecoin's parameters are where filecoin-proofs' own verifier looks for its
+    // keys (FIL_PROOFS_PARAMETER_CACHE); every proof is verified before it is
+    // written to the queue.
+    let prover = cuzk_filecoin::ProverConfig {
+        verify: true,
+        ..Default::default()
+    };
+    let runners: Vec<Arc<dyn JobRunner>> = vec![
+        Arc::new(SyntheticRunner::new(engine.clone(), args.cache_dir.clone())),
+        Arc::new(PorepRunner::new(
+            engine.clone(),
+            cuzk_filecoin::FilecoinProver::new(prover),
+        )),
+    ];
     let kinds: Vec<&str> = runners.iter().map(|r| r.kind()).collect();
     let id = args
         .id

@@ -75,9 +75,15 @@ struct WorkerProc {
 
 impl WorkerProc {
     fn start(url: &str, id: &str, lease_secs: f64) -> WorkerProc {
+        Self::start_in(url, id, lease_secs, &[])
+    }
+
+    /// With extra environment (Filecoin's parameter folder).
+    fn start_in(url: &str, id: &str, lease_secs: f64, env: &[(&str, &Path)]) -> WorkerProc {
         let (dir, _) = cache();
         let log = dir.join(format!("{id}-{}.log", std::process::id()));
         let child = cuzk()
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
             .args(["worker", "--queue", url, "--id", id])
             .args(["--lease-secs", &lease_secs.to_string(), "--poll-ms", "100"])
             .args([
@@ -245,7 +251,7 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
     // partitions, seconds of proving.
     let mut doomed = WorkerProc::start(&url, "doomed", 2.0);
     let seed = 5000;
-    let long = submit(&url, seed, 64, 1, &["--priority", "5"])[0];
+    let long = submit(&url, seed, 64, 1, &["--priority", "high"])[0];
     let mut q = Queue::connect(&url).unwrap();
     let start = Instant::now();
     loop {
@@ -466,4 +472,108 @@ fn workers_ride_out_a_postgres_restart() {
             .join("\n---\n")
     );
     drop(workers);
+}
+
+/// Filecoin's 2 KiB test parameters, generated once per build directory (shared
+/// with cuzk-filecoin's tests), never downloaded.
+fn filecoin_params() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params");
+        // Before filecoin-proofs reads its settings (this process seals a sector).
+        std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &dir);
+        let kind = cuzk_filecoin::PorepKind::new(POREP).unwrap();
+        cuzk_filecoin::ensure_params(&kind, &dir, 2026).unwrap();
+        dir
+    })
+}
+
+const POREP: cuzk_filecoin::RegisteredSealProof =
+    cuzk_filecoin::RegisteredSealProof::StackedDrg2KiBV1_1;
+
+#[test]
+fn a_real_2kib_sectors_c2_goes_through_the_queue_and_verifies() {
+    let Some(url) = common::fresh_database("porep") else {
+        return;
+    };
+    cache();
+    let params = filecoin_params();
+    let work = tempfile::tempdir().unwrap();
+    // A sector sealed here by filecoin-proofs, its C1 in the envelope Curio sends.
+    let miner = 1000;
+    let sealed = cuzk_filecoin::seal_test_sector(
+        POREP,
+        cuzk_filecoin::prover_id_from_miner(miner),
+        7,
+        11,
+        work.path(),
+    )
+    .unwrap();
+    let envelope =
+        serde_json::to_vec(&cuzk_filecoin::Envelope::wrap(&sealed.c1_json, 7, 2048)).unwrap();
+    let c1_path = work.path().join("c1-envelope.json");
+    std::fs::write(&c1_path, &envelope).unwrap();
+
+    let w = WorkerProc::start_in(
+        &url,
+        "fil",
+        30.0,
+        &[(cuzk_filecoin::PARAMETER_CACHE_VAR, params)],
+    );
+    let out = cuzk()
+        .args(["queue", "submit", "--queue", &url, "--priority", "high"])
+        .args(["porep-c2", "--miner-id", &miner.to_string()])
+        .arg(&c1_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: i64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // A C1 that is not one is refused at submission.
+    let out = cuzk()
+        .args([
+            "queue",
+            "submit",
+            "--queue",
+            &url,
+            "porep-c2",
+            "--miner-id",
+            "1000",
+        ])
+        .arg(work.path().join("nothing-here.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    let mut q = Queue::connect(&url).unwrap();
+    let s = &wait_all(&mut q, &[id], &[&w])[0];
+    assert_eq!(s.state, JobState::Done, "{:?}\n{}", s.errors, w.log());
+    assert_eq!((s.kind.as_str(), s.priority), ("porep-c2", 1));
+    let proof = s.proof.as_ref().unwrap();
+    assert_eq!(proof.len(), 192); // 2 KiB: one partition
+    let input = cuzk_filecoin::parse_c1(&envelope).unwrap();
+    cuzk_filecoin::verify_proof(
+        &input,
+        cuzk_filecoin::prover_id_from_miner(miner),
+        None,
+        proof,
+        params,
+    )
+    .unwrap();
+    // Not for another miner.
+    assert!(cuzk_filecoin::verify_proof(
+        &input,
+        cuzk_filecoin::prover_id_from_miner(miner + 1),
+        None,
+        proof,
+        params,
+    )
+    .is_err());
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The `[queue]` table. A knob left out takes `cuzk_queue::QueueConfig`'s default
-/// (in brackets); the worker's flags set these fields first.
+/// (given below); the worker's flags set these fields first.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueSection {
