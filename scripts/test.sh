@@ -15,3 +15,4 @@ fi
 
 cargo build --release --workspace --all-targets
 cargo test --release --workspace "$@"
+bash scripts/ci-python-grpc.sh  # the daemon through a gRPC client that is not ours (Python)

@@ -7,10 +7,12 @@ use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::Builtin;
 
 mod bench;
+mod client;
 mod demo;
 mod progress;
 mod prove;
 mod runtime;
+mod serve;
 mod table;
 mod tools;
 
@@ -56,6 +58,11 @@ enum Command {
         #[command(subcommand)]
         command: tools::PluginsCommand,
     },
+    /// Run the proving daemon (gRPC `cuzk.v1.ProvingEngine`, as Curio calls it)
+    /// with the `[daemon]` table of `--config`.
+    Serve(serve::ServeArgs),
+    /// Talk to a running daemon: prove, status, cancel, metrics.
+    Client(client::ClientArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -132,6 +139,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Ab(args) => bench::ab(args),
         Command::Timeline(args) => tools::timeline(args),
         Command::Plugins { command } => tools::plugins(command),
+        Command::Serve(args) => serve::serve(args),
+        Command::Client(args) => client::client(args),
     }
 }
 
