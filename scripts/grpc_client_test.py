@@ -66,6 +66,16 @@ def target(addr):
     return addr
 
 
+def channel_options(addr):
+    """grpcio (C-core) sends the socket path as HTTP/2 :authority on a Unix socket,
+    which the daemon's HTTP/2 stack (h2) rejects as malformed; grpc-go (Curio)
+    sends `localhost`, as does every tonic client. Say `localhost` here too."""
+    opts = [("grpc.max_send_message_length", 256 << 20), ("grpc.max_receive_message_length", 256 << 20)]
+    if addr.startswith("unix://"):
+        opts.append(("grpc.default_authority", "localhost"))
+    return opts
+
+
 def status(stub):
     return stub.GetStatus(pb.GetStatusRequest(), timeout=30)
 
@@ -95,8 +105,7 @@ def suite(listen, label):
     work = tempfile.mkdtemp()
     daemon, addr = start_daemon(listen, work)
     try:
-        opts = [("grpc.max_send_message_length", 256 << 20), ("grpc.max_receive_message_length", 256 << 20)]
-        channel = grpc.insecure_channel(target(addr), options=opts)
+        channel = grpc.insecure_channel(target(addr), options=channel_options(addr))
         stub = rpc.ProvingEngineStub(channel)
 
         def prove():
@@ -142,7 +151,7 @@ def suite(listen, label):
             code = (
                 "import sys, json, grpc\n"
                 "from cuzk.v1 import proving_pb2 as pb, proving_pb2_grpc as rpc\n"
-                f"stub = rpc.ProvingEngineStub(grpc.insecure_channel({target(addr)!r}))\n"
+                f"stub = rpc.ProvingEngineStub(grpc.insecure_channel({target(addr)!r}, options={channel_options(addr)!r}))\n"
                 "spec = json.dumps({'circuit':'mul','log':14,'partitions':4,'seed':5}).encode()\n"
                 "stub.Prove(pb.ProveRequest(submit=pb.SubmitProofRequest(proof_kind=pb.SYNTHETIC, vanilla_proof=spec)))\n"
             )
