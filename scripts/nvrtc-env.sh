@@ -10,4 +10,3 @@ _lib="$(find "$_venv" -type d -path '*nvidia/cu13/lib' | head -n1)"
 [ -n "$_lib" ] || return 1
 [ -e "$_lib/libnvrtc.so" ] || ln -sf "$(ls "$_lib"/libnvrtc.so.13* | head -n1)" "$_lib/libnvrtc.so"
 export LD_LIBRARY_PATH="$_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CUZK_NVRTC_LIB="$_lib"

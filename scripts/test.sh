@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# The test suite, as CI runs it (`.ci/run` calls this). Works on a fresh machine
-# with a Rust toolchain: builds everything (the plugin .so files the tests load
-# included), fetches NVRTC from PyPI when it can so every CUDA kernel is compiled
-# here too, then runs every test in release mode (field arithmetic in debug builds
-# is too slow for a 2-core machine).
+# The test suite, as CI runs it (`.ci/run` calls this). Works on a fresh machine with
+# a Rust toolchain, Python 3 and a C++ compiler, and no GPU. One step a line, in
+# order; add a step as one more line where it belongs.
+#
+# Nothing here may pass by skipping: NVRTC (CUDA's run-time compiler, from PyPI) must
+# install in CI, the kernel-compile and host-arithmetic tests fail without it or a
+# C++ compiler, and only tests that need a device skip, saying
+# "skipped: no CUDA device". Tests run in release mode (field arithmetic in debug
+# builds is too slow for a 2-core machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# NVRTC (CUDA's run-time compiler) from PyPI, so kernel-compile tests run without a
-# GPU. Optional: without it those tests print "skipped: no NVRTC".
-if [ -z "${CUZK_NO_NVRTC:-}" ]; then
-  source scripts/nvrtc-env.sh || echo "note: NVRTC not installed; kernel compile tests will be skipped"
+# Style, lints and docs first: they fail fast.
+cargo fmt --all --check
+cargo clippy --release --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps --workspace
+
+# NVRTC from PyPI, so every kernel compiles here. In CI a failed install fails the run.
+if ! source scripts/nvrtc-env.sh; then
+  if [ "${CI:-}" = "true" ]; then echo "error: NVRTC did not install from PyPI" >&2; exit 1; fi
+  echo "warning: NVRTC did not install; the kernel-compile tests will fail" >&2
 fi
 
+# Build everything (the plugin .so files the tests load included), then test.
 cargo build --release --workspace --all-targets
 cargo test --release --workspace "$@"
 bash scripts/ci-python-grpc.sh  # the daemon through a gRPC client that is not ours (Python)

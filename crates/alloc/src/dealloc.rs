@@ -8,9 +8,13 @@
 //! `munmap`s turned into shootdown storms that slowed synthesis), and one bounded
 //! dealloc thread (Phase 11). Which is best depends on the machine, so the scheduler
 //! hands every large buffer to a [`DeallocPolicy`] instead of dropping it, and the
-//! policy is chosen at run time (plugins implement the others).
+//! policy is chosen at run time: [`InlineDealloc`] and [`BoundedDealloc`] here (the
+//! `bounded` plugin is a thin wrapper over the latter), others as plugins.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use crate::HeapSize;
 
@@ -109,6 +113,123 @@ impl DeallocPolicy for InlineDealloc {
     fn drain(&self) {}
 }
 
+/// One dealloc thread behind a queue of `depth` buffers (Phase 11 of the C2
+/// history, the setting the C2 history kept).
+///
+/// One thread means at most one `munmap` of the big buffers in flight, so no
+/// shootdown storm; the bound means a stage that releases faster than the thread
+/// frees is held back (back-pressure) instead of letting freed-but-not-yet-unmapped
+/// memory pile up past the memory budget. Dropping it frees what is queued (at most
+/// `depth` buffers) and joins the thread.
+pub struct BoundedDealloc {
+    queue: Mutex<Option<SyncSender<Released>>>,
+    pending: Arc<Pending>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl BoundedDealloc {
+    /// Starts the dealloc thread; `depth` buffers may wait before `release` blocks
+    /// (0: `release` waits until the thread takes the buffer).
+    pub fn new(depth: usize) -> std::io::Result<Self> {
+        let (tx, rx) = sync_channel::<Released>(depth);
+        let pending = Arc::new(Pending::default());
+        let p = Arc::clone(&pending);
+        let thread = std::thread::Builder::new()
+            .name("cuzk-dealloc".into())
+            .spawn(move || {
+                for buf in rx {
+                    buf.free();
+                    p.finish();
+                }
+            })?;
+        Ok(Self {
+            queue: Mutex::new(Some(tx)),
+            pending,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+}
+
+impl DeallocPolicy for BoundedDealloc {
+    fn release(&self, buf: Released) {
+        let tx = self
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(tx) = tx else {
+            buf.free();
+            return;
+        };
+        self.pending.start();
+        // Blocks while the queue is full: the back-pressure. The thread cannot die
+        // (frees contain panics); were it gone, the buffer comes back and is freed
+        // here.
+        if let Err(returned) = tx.send(buf) {
+            returned.0.free();
+            self.pending.finish();
+        }
+    }
+
+    fn drain(&self) {
+        self.pending.wait_idle();
+    }
+}
+
+impl Drop for BoundedDealloc {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread once it has freed what is queued.
+        drop(
+            self.queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        if let Some(t) = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for BoundedDealloc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundedDealloc").finish_non_exhaustive()
+    }
+}
+
+/// Buffers handed over but not yet freed, so `drain` can wait for none.
+#[derive(Default)]
+struct Pending {
+    count: Mutex<usize>,
+    done: Condvar,
+}
+
+impl Pending {
+    fn start(&self) {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+
+    fn finish(&self) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.done.notify_all();
+        }
+    }
+
+    fn wait_idle(&self) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *n > 0 {
+            n = self.done.wait(n).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +257,44 @@ mod tests {
         assert_eq!(n.load(Ordering::SeqCst), 3);
         InlineDealloc.release(Released::new(Counted(n.clone()), 8, "t"));
         assert_eq!(n.load(Ordering::SeqCst), 4);
+    }
+
+    /// Everything released is freed by `drain`, on the dealloc thread, in order, and
+    /// a full queue holds the releaser back.
+    #[test]
+    fn bounded_frees_on_its_thread_and_drain_waits() {
+        use std::sync::mpsc::channel;
+        let (tx, rx) = channel::<(usize, String)>();
+        struct Tagged(usize, std::sync::mpsc::Sender<(usize, String)>);
+        impl Drop for Tagged {
+            fn drop(&mut self) {
+                let name = std::thread::current().name().unwrap_or("").to_string();
+                let _ = self.1.send((self.0, name));
+            }
+        }
+        let d = BoundedDealloc::new(2).unwrap();
+        for i in 0..20 {
+            d.release(Released::new(Tagged(i, tx.clone()), 1, "t"));
+        }
+        d.drain();
+        let freed: Vec<_> = rx.try_iter().collect();
+        assert_eq!(
+            freed.len(),
+            20,
+            "drain returned before every buffer was freed"
+        );
+        for (i, (tag, thread)) in freed.iter().enumerate() {
+            assert_eq!(*tag, i);
+            assert_eq!(thread, "cuzk-dealloc");
+        }
+        // Dropping the policy frees what is still queued.
+        let n = Arc::new(AtomicUsize::new(0));
+        let d = BoundedDealloc::new(8).unwrap();
+        for _ in 0..5 {
+            d.release(Released::new(Counted(n.clone()), 1, "t"));
+        }
+        drop(d);
+        assert_eq!(n.load(Ordering::SeqCst), 5);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use blstrs::Scalar;
 pub mod dealloc;
 pub mod throttle;
 
-pub use dealloc::{DeallocPolicy, InlineDealloc, Released};
+pub use dealloc::{BoundedDealloc, DeallocPolicy, InlineDealloc, Released};
 pub use throttle::{NoThrottle, Raised, ThrottleControl};
 
 /// Evaluations of the A, B and C polynomials over the constraint domain, one value

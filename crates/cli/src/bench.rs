@@ -16,15 +16,14 @@ use clap::{Args, ValueEnum};
 use cuzk::pipeline::{job, BellpersonVerifier, PartitionInput};
 use cuzk::{Parameters, R1cs, Srs};
 use cuzk_circuits::{AnyCircuit, Builtin, PorepLike};
-use cuzk_plugin_host::BackendNeeds;
-use cuzk_scheduler::Engine;
+use cuzk_scheduler::PipelineEngine;
 use cuzk_timeline::{analyse, Analysis, Recorder};
 use sha2::{Digest, Sha256};
 
 use crate::{
     progress,
     prove::{blinding, default_cache_dir},
-    runtime::{load_policies, Loaded, RunArgs, RunConfig},
+    runtime::{load_policies, RunArgs, RunConfig},
     CircuitArgs,
 };
 
@@ -264,17 +263,13 @@ pub fn run_once(
     if prep.timing_only {
         cfg.engine.verify = false;
     }
-    let needs = BackendNeeds {
-        log_domain: Some(
-            prep.r1cs
-                .num_constraints()
-                .next_power_of_two()
-                .trailing_zeros(),
-        ),
-        g2: cfg.engine.b_g2_on_backend,
-        resident_bases: false,
-    };
-    let Loaded { policies, sources } = load_policies(&cfg, &needs)?;
+    let needs = cfg.config.backend_needs(Some(
+        prep.r1cs
+            .num_constraints()
+            .next_power_of_two()
+            .trailing_zeros(),
+    ));
+    let cuzk_config::Built { policies, sources } = load_policies(&cfg, &needs)?;
     let dir = run_dir(&w.out, label)?;
     let timeline_path = dir.join("timeline.jsonl");
     let recorder = Arc::new(
@@ -283,7 +278,7 @@ pub fn run_once(
             .with_timeline_stderr(timeline_stderr),
     );
     let backend_caps = policies.backend.capabilities();
-    let engine = Engine::start(cfg.engine.clone(), policies, recorder.clone())?;
+    let engine = PipelineEngine::start(cfg.engine.clone(), policies, recorder.clone())?;
 
     let verifier = (!prep.timing_only).then(|| Arc::new(BellpersonVerifier::new(&prep.params.vk)));
     // Partition witnesses are built up front so the run measures proving only.
@@ -413,7 +408,7 @@ fn write_manifest(
     dir: &Path,
     prep: &Prepared,
     cfg: &RunConfig,
-    sources: &[(&'static str, String, Option<PathBuf>)],
+    sources: &[cuzk_config::PolicySource],
     caps: &cuzk_gpu_backend::Capabilities,
     r: &RunResult,
     timeline: &Path,
@@ -421,12 +416,13 @@ fn write_manifest(
     let w = &prep.w;
     let plugins: Vec<_> = sources
         .iter()
-        .map(|(slot, name, path)| {
+        .map(|s| {
             serde_json::json!({
-                "slot": slot,
-                "plugin": name,
-                "path": path.as_ref().map(|p| p.display().to_string()),
-                "sha256": path.as_ref().and_then(|p| file_sha256(p)),
+                "slot": s.slot,
+                "plugin": s.name,
+                "in_process": s.in_process,
+                "path": s.path.as_ref().map(|p| p.display().to_string()),
+                "sha256": s.path.as_ref().and_then(|p| file_sha256(p)),
             })
         })
         .collect();
@@ -436,11 +432,14 @@ fn write_manifest(
         "build_revision": BUILD_REVISION,
         "cuzk_version": env!("CARGO_PKG_VERSION"),
         "config_file": cfg.source.as_ref().map(|p| p.display().to_string()),
+        // The whole cuzk.toml with the flags applied: every knob of the run.
+        "config": &cfg.config,
         "engine": {
             "synth_jobs": e.synth_jobs, "synth_threads": e.synth_threads,
             "gpu_workers_per_device": e.gpu_workers_per_device, "gpu_threads": e.gpu_threads,
             "memory_budget": e.memory_budget, "verify": e.verify,
             "check_witness": e.check_witness, "b_g2_on_backend": e.b_g2_on_backend,
+            "b_g2_on_backend_resolved": cuzk_scheduler::b_g2_on_backend(e.b_g2_on_backend, caps),
         },
         "plugins": plugins,
         "workload": {

@@ -4,7 +4,7 @@ use std::{path::PathBuf, time::Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use cuzk::{Engine, EngineConfig};
+use cuzk::{BatchProver, BatchProverConfig};
 use cuzk_circuits::AnyCircuit;
 
 use crate::{
@@ -81,9 +81,9 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let params = load_params(args.params.as_deref(), &args.cache_dir, c)?;
     println!("parameters ready in {:.1} s", t.elapsed().as_secs_f64());
 
-    let engine = Engine::new(EngineConfig {
+    let engine = BatchProver::new(BatchProverConfig {
         backend,
-        ..EngineConfig::default()
+        ..BatchProverConfig::default()
     })?;
     let seeds: Vec<u64> = (1..=args.proofs).collect();
     let circuits = seeds

@@ -8,7 +8,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use blstrs::{Bls12, Scalar};
 use clap::Args;
-use cuzk::{Engine, EngineConfig, Parameters};
+use cuzk::{BatchProver, BatchProverConfig, Parameters};
 use cuzk_circuits::{AnyCircuit, Builtin};
 use cuzk_params::Validation;
 use ff::Field;
@@ -98,12 +98,12 @@ pub struct ProveArgs {
 
 pub fn prove(args: ProveArgs) -> Result<()> {
     let params = load_params(args.params.as_deref(), &args.cache_dir, &args.circuit)?;
-    let engine = Engine::new(EngineConfig {
+    let engine = BatchProver::new(BatchProverConfig {
         prover: cuzk::ProverConfig {
             check_witness: args.check_witness,
             ..Default::default()
         },
-        ..EngineConfig::default()
+        ..BatchProverConfig::default()
     })?;
     let circuit = AnyCircuit::new(args.circuit.circuit, args.circuit.log, Some(args.seed))?;
     let (r, s) = blinding(args.seed);

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use cuzk_daemon::{Bound, DaemonTable, Shutdown};
-use cuzk_plugin_host::BackendNeeds;
+use cuzk_daemon::{Bound, DaemonConfig, Shutdown};
 use cuzk_service::{synthetic::SyntheticKind, KindProver, Service};
 
 use crate::runtime::{load_policies, RunArgs};
@@ -22,32 +21,44 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
-    let mut table = match &args.run.config {
-        Some(path) => DaemonTable::load(path)?,
-        None => DaemonTable::default(),
-    };
-    if let Some(l) = &args.listen {
-        table.listen = Some(l.clone());
-    }
-    let cfg = table.resolve()?;
     let mut run = args.run.resolve()?;
+    let mut section = run.config.daemon.clone().unwrap_or_default();
+    if let Some(l) = &args.listen {
+        section.listen = Some(l.clone());
+    }
+    let cfg = DaemonConfig::from_section(&section)?;
     // The daemon returns only verified proofs, whatever [engine] says.
     run.engine.verify = true;
-    if let (Some(gpus), Some(backend)) = (&cfg.gpus, run.plugins.backend.as_mut()) {
+    if let (Some(gpus), Some(backend)) = (&cfg.gpus, run.config.backend.as_mut()) {
         if let Some(g) = gpus.first() {
             if backend.params.contains_key("device") {
                 anyhow::bail!("set the GPU either in [daemon] gpus or in the backend's `device` parameter, not both");
             }
-            backend.params.insert("device".into(), g.to_string());
+            *backend = backend.clone().with_param("device", i64::from(*g));
         }
     }
-    let needs = BackendNeeds {
-        log_domain: None,
-        g2: run.engine.b_g2_on_backend,
-        resident_bases: false,
-    };
+    let needs = run.config.backend_needs(None);
     let loaded = load_policies(&run, &needs)?;
-    let mut kinds: Vec<Arc<dyn KindProver>> = Vec::new();
+    // filecoin-proofs' verifier reads the verifying keys from
+    // FIL_PROOFS_PARAMETER_CACHE: it must be the daemon's parameter directory.
+    match std::env::var_os(cuzk_filecoin::PARAMETER_CACHE_VAR) {
+        None => std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &cfg.param_cache),
+        Some(env) if std::path::Path::new(&env) != cfg.param_cache => anyhow::bail!(
+            "[daemon] param_cache is {} but {} is {}: filecoin-proofs' verifier reads the latter; make them the same",
+            cfg.param_cache.display(),
+            cuzk_filecoin::PARAMETER_CACHE_VAR,
+            std::path::Path::new(&env).display()
+        ),
+        Some(_) => {}
+    }
+    let prover = Arc::new(cuzk_filecoin::FilecoinProver::new(cuzk_filecoin::ProverConfig {
+        parameter_dir: cfg.param_cache.clone(),
+        verify: true,
+        check_digest: false,
+    }));
+    let mut kinds: Vec<Arc<dyn KindProver>> = vec![Arc::new(
+        cuzk_filecoin::service_kind::PorepService::new(prover),
+    )];
     if cfg.synthetic {
         kinds.push(Arc::new(
             SyntheticKind::new(cfg.param_cache.clone())

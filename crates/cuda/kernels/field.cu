@@ -26,8 +26,9 @@ __device__ __forceinline__ u32 madc_hi(u32 a, u32 b, u32 c) { u32 r; asm volatil
 #else
 // Host build (tests/host_arith.rs compiles these sources with the system C++
 // compiler to check the arithmetic against blstrs without a GPU): the same
-// instructions with the carry flag in a variable. Single-threaded use only.
-static u32 cuzk_cf;  // carry (add) or borrow (sub) flag, 0 or 1
+// instructions with the carry flag in a variable, one per thread (tests/ntt_host.rs
+// runs a block's threads as host threads).
+static thread_local u32 cuzk_cf;  // carry (add) or borrow (sub) flag, 0 or 1
 static inline u32 cuzk_set(u64 wide) { cuzk_cf = (u32)(wide >> 32) & 1; return (u32)wide; }
 static inline u32 add_cc(u32 a, u32 b) { return cuzk_set((u64)a + b); }
 static inline u32 addc_cc(u32 a, u32 b) { return cuzk_set((u64)a + b + cuzk_cf); }

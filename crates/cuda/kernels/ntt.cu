@@ -20,8 +20,14 @@
 // default). ntt_r2wg_* (with ntt_pass_g for small tiles) is the one exception to the
 // split above: the same passes with the plain radix-2 transform's global twiddles and
 // no inter-pass twiddle (see R2wg).
-// The host-side emulation in src/ntt.rs (module emu) mirrors every pass kernel line by
-// line: change both together.
+// tests/ntt_host.rs compiles this file for the host (tests/host/ntt_host.cpp runs a
+// block's threads as host threads) and checks every pass kernel against the CPU NTT.
+
+// A kernel's dynamic shared memory (the launch's shared_mem_bytes); the host harness
+// defines it as its own block-wide buffer.
+#ifndef CUZK_DYNAMIC_SMEM
+#define CUZK_DYNAMIC_SMEM(name) extern __shared__ u32 name[]
+#endif
 
 __device__ __forceinline__ Fr root_pow(const Fr* T0, const Fr* T1, u32 x) {
     u32 lo = x & 0xffff, hi = x >> 16;
@@ -56,7 +62,7 @@ __device__ __forceinline__ Fr smem_load(const u32* s, u32 tile, u32 e) {
 // Block: 2^(k + c - 1) threads, 32 * 2^(k + c) bytes of dynamic shared memory.
 extern "C" __global__ void ntt_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, u32 dit,
                                     const Fr* T0, const Fr* T1) {
-    extern __shared__ u32 smem[];
+    CUZK_DYNAMIC_SMEM(smem);
     const u32 tile = 1u << (k + c);
     const u32 half = tile >> 1;
     const u32 t = threadIdx.x;
@@ -192,7 +198,7 @@ __device__ __forceinline__ void r8_round(Fr (&x)[8], u32 t, u32 c, u32 w, u32 r,
 template <bool DIT>
 __device__ __forceinline__ void r8_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
                                         const Fr* T18) {
-    extern __shared__ u32 smem[];
+    CUZK_DYNAMIC_SMEM(smem);
     const u32 tb = k + c;
     const u32 tile = 1u << tb;
     const u32 t = threadIdx.x;
@@ -414,7 +420,7 @@ __device__ __forceinline__ void r2w_smem_stage(u32* smem, u32 tile, u32 t, u32 c
 template <bool DIT, bool FAST, bool GLOBAL>
 __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
                                          const Fr* T18, const R2wg g) {
-    extern __shared__ u32 smem[];
+    CUZK_DYNAMIC_SMEM(smem);
     const u32 tb = k + c;
     const u32 tile = 1u << tb;
     const u32 half = tile >> 1;
@@ -548,7 +554,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) ntt_r2wg_dit(Fr* data, u32 
 // elements (all passes of a transform must use the same decomposition, so these
 // cannot fall back to ntt_pass as r2wf's do).
 extern "C" __global__ void ntt_pass_g(Fr* data, u32 lo, u32 k, u32 c, u32 dit, u32 log_n, u32 inv, const Fr* W) {
-    extern __shared__ u32 smem[];
+    CUZK_DYNAMIC_SMEM(smem);
     const R2wg g{W, log_n, inv};
     const u32 tile = 1u << (k + c);
     const u32 half = tile >> 1;

@@ -11,6 +11,7 @@ use cuzk_gpu_backend::{
 };
 use group::Group;
 
+use crate::cache::KernelCache;
 use crate::error::{Ctx, CudaError};
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
@@ -29,6 +30,13 @@ pub struct CudaConfig {
     pub reserve_bytes: u64,
     /// Where base vectors live.
     pub bases: BasePlacement,
+    /// Where compiled kernels are kept between processes (`None`:
+    /// [`KernelCache::default_dir`]).
+    pub kernel_cache_dir: Option<std::path::PathBuf>,
+    /// A folder of staged kernels looked in first (the plugin sets it to the
+    /// `kernels/` folder beside its `.so`); `kernels/` beside the executable is
+    /// always looked in.
+    pub staged_kernels_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for CudaConfig {
@@ -37,6 +45,19 @@ impl Default for CudaConfig {
             device: 0,
             reserve_bytes: 2 << 30,
             bases: BasePlacement::Auto,
+            kernel_cache_dir: None,
+            staged_kernels_dir: None,
+        }
+    }
+}
+
+impl CudaConfig {
+    /// The kernel cache these settings describe.
+    pub fn kernel_cache(&self) -> KernelCache {
+        let cache = KernelCache::new(self.kernel_cache_dir.as_deref());
+        match &self.staged_kernels_dir {
+            Some(d) => cache.with_staged(d.clone()),
+            None => cache,
         }
     }
 }
@@ -84,6 +105,84 @@ pub struct CudaBackend {
     /// needs it and is done before the device is taken.
     ctx: Arc<CudaContext>,
     caps: Capabilities,
+    /// Failures the error-path tests inject (test builds and the `fault-injection`
+    /// feature only).
+    #[cfg(any(test, feature = "fault-injection"))]
+    faults: FaultInjection,
+}
+
+/// Test-only failure injection: where a partition fails on purpose, and what the
+/// device was doing then. Only in the crate's own tests and with the
+/// `fault-injection` feature; production builds have no such field or branch.
+#[cfg(any(test, feature = "fault-injection"))]
+#[derive(Debug, Default)]
+pub struct FaultInjection {
+    fail_after_upload: std::sync::atomic::AtomicBool,
+    /// Recorded on the copy stream right behind the a, b, c upload, at the injected
+    /// failure: complete once every copy of it has read the host vectors.
+    after_upload: Mutex<Option<cudarc::driver::CudaEvent>>,
+    /// Whether the copies were still running when the failure was injected (if
+    /// not, a test of the error path proves nothing).
+    in_flight_at_fault: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(any(test, feature = "fault-injection"))]
+impl CudaBackend {
+    /// Makes every later partition fail right after its a, b, c upload was enqueued
+    /// (`on = true`), before H and the MSMs are done.
+    pub fn fail_after_upload(&self, on: bool) {
+        use std::sync::atomic::Ordering;
+        self.faults.fail_after_upload.store(on, Ordering::SeqCst);
+    }
+
+    /// After an injected failure: (whether the upload was still in flight when it
+    /// was injected, whether it is complete now). `None` if none was injected.
+    pub fn upload_state_after_fault(&self) -> Option<Result<(bool, bool), CudaError>> {
+        use std::sync::atomic::Ordering;
+        let ev = self
+            .faults
+            .after_upload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let ev = ev.as_ref()?;
+        let was = self.faults.in_flight_at_fault.load(Ordering::SeqCst);
+        Some(
+            ev.try_is_complete()
+                .ctx("cuEventQuery")
+                .map(|done| (was, done)),
+        )
+    }
+}
+
+impl CudaBackend {
+    /// The injected failure right after the a, b, c upload, when a test asked for
+    /// one; nothing in other builds.
+    #[cfg(any(test, feature = "fault-injection"))]
+    fn fault_after_upload(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        use std::sync::atomic::Ordering;
+        if !self.faults.fail_after_upload.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let ev = gpu.copy.record_event(None).ctx("cuEventRecord")?;
+        let done = ev.try_is_complete().ctx("cuEventQuery")?;
+        self.faults
+            .in_flight_at_fault
+            .store(!done, Ordering::SeqCst);
+        *self
+            .faults
+            .after_upload
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(ev);
+        Err(CudaError::Shape(
+            "injected failure right after the a, b, c upload".into(),
+        ))
+    }
+
+    #[cfg(not(any(test, feature = "fault-injection")))]
+    #[inline(always)]
+    fn fault_after_upload(&self, _gpu: &Gpu) -> Result<(), CudaError> {
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -146,7 +245,7 @@ impl CudaBackend {
     /// Opens the device, compiles the kernels, builds the twiddle tables. Fails with
     /// [`CudaError::NoDevice`] where there is no driver or no device.
     pub fn new(config: CudaConfig) -> Result<Self, CudaError> {
-        let gpu = Gpu::new(config.device)?;
+        let gpu = Gpu::new(config.device, &config.kernel_cache())?;
         let ntt = Ntt::new(&gpu)?;
         gpu.sync()?;
         let budget = gpu
@@ -174,6 +273,8 @@ impl CudaBackend {
                 stager: Stager::new(),
             }),
             caps,
+            #[cfg(any(test, feature = "fault-injection"))]
+            faults: FaultInjection::default(),
         })
     }
 
@@ -747,6 +848,7 @@ impl GpuBackend for CudaBackend {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(dev)?;
             let h = HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?);
+            self.fault_after_upload(gpu).map_err(dev)?;
             let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
             Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
             let mut both = |r: &CudaSlice<AffineRepr>, k: usize, name| {
@@ -762,6 +864,7 @@ impl GpuBackend for CudaBackend {
             (h, l_p, a_p, b_p)
         } else {
             let up = Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
+            self.fault_after_upload(gpu).map_err(dev)?;
             let h = HStage::Done(ntt.h_from(gpu, up).map_err(dev)?);
             Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
             let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
@@ -850,6 +953,121 @@ impl GpuBackend for CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bug of issue #12: a partition that fails between the a, b, c upload and
+    /// the end of H must not return while the copies still read the caller's host
+    /// memory (which the caller unpins and frees as soon as it has the error). The
+    /// failure is injected right after the upload is enqueued, with the bases
+    /// resident (the upload overlaps L, A, B) and streamed (H first), with a, b, c
+    /// staged by the caller and pinned by the backend itself. 3 × 1 GiB of a, b, c
+    /// take tens of milliseconds to copy: the injected failure comes microseconds
+    /// after the enqueue.
+    #[test]
+    fn a_failure_after_the_upload_returns_only_once_the_copies_are_done() {
+        use cuzk_gpu_backend::{AbcRef, GpuBackend, PartitionJobRef, SplitMsm};
+        use ff::Field;
+        use group::Curve;
+        use rand::SeedableRng;
+        use std::io::Write as _;
+
+        let open = |bases| match CudaBackend::new(CudaConfig {
+            bases,
+            ..CudaConfig::default()
+        }) {
+            Ok(b) => Some(b),
+            Err(CudaError::NoDevice(why)) => {
+                let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({why})");
+                None
+            }
+            Err(e) => panic!("CUDA backend failed to start: {e}"),
+        };
+        // Before the inputs (6 GiB of host memory): where there is no device.
+        let Some(first) = open(BasePlacement::Auto) else {
+            return;
+        };
+        let mut first = Some(first);
+        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(12);
+        let log = 25u32;
+        let n = (1usize << log) - 3;
+        let x = blstrs::Scalar::random(&mut r);
+        let abc: Vec<Vec<blstrs::Scalar>> = (0..3)
+            .map(|k| vec![x + blstrs::Scalar::from(k as u64); n])
+            .collect();
+        let p = (blstrs::G1Projective::generator() * x).to_affine();
+        let h_bases = vec![p; (1 << log) - 1];
+        let aux: Vec<blstrs::Scalar> = (0..100).map(|_| blstrs::Scalar::random(&mut r)).collect();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let split = cuzk_msm_cpu::prep_msm(&[], None, &aux, None, &pool).unwrap();
+        let q_bases = vec![p; aux.len()];
+        let q = || SplitMsm {
+            bases: &q_bases[..],
+            split: &split,
+        };
+        let job = || PartitionJobRef {
+            abc: AbcRef {
+                a: &abc[0],
+                b: &abc[1],
+                c: &abc[2],
+            },
+            h_bases: &h_bases,
+            l: q(),
+            a: q(),
+            b_g1: q(),
+            b_g2: None,
+        };
+        for bases in [
+            BasePlacement::Auto,
+            BasePlacement::Streamed {
+                chunk_bases: 1 << 22,
+            },
+        ] {
+            let backend = match first.take() {
+                Some(b) => b,
+                None => open(bases).expect("the device was there a moment ago"),
+            };
+            backend.fail_after_upload(true);
+            for staged in [false, true] {
+                let guard = if staged {
+                    Some(backend.stage(job().abc).expect("staging a, b, c"))
+                } else {
+                    None
+                };
+                let err = backend
+                    .prove_partition_ref(job())
+                    .expect_err("the injected failure");
+                assert!(err.to_string().contains("injected failure"), "{err}");
+                let (in_flight, done) = backend
+                    .upload_state_after_fault()
+                    .expect("the failure was injected")
+                    .expect("querying the upload's event");
+                println!(
+                    "{bases:?}, staged: {staged}: upload in flight at the failure: \
+                     {in_flight}, complete at the return: {done}"
+                );
+                if !in_flight {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "warning: the upload had finished before the injected failure; \
+                         this case proved nothing"
+                    );
+                }
+                assert!(
+                    done,
+                    "{bases:?}, staged: {staged}: the call returned while the a, b, c \
+                     upload was still reading host memory"
+                );
+                drop(guard);
+            }
+            // The device is still usable: the same job without the fault.
+            backend.fail_after_upload(false);
+            backend
+                .prove_partition_ref(job())
+                .expect("the same partition without the injected failure");
+        }
+    }
 
     #[test]
     fn a_slice_that_holds_other_points_has_another_key() {

@@ -29,6 +29,9 @@ pub enum CudaError {
         need: u64,
         available: u64,
     },
+    /// The kernel cache could not be written where it was asked to be.
+    #[error("kernel cache: {0}")]
+    Cache(String),
     /// Caller input has the wrong shape.
     #[error("{0}")]
     Shape(String),

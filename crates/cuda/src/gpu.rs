@@ -19,6 +19,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use crate::cache::KernelCache;
 use crate::error::{Ctx, CudaError};
 use crate::kernels::{self, ModuleSource};
 use crate::raw;
@@ -357,9 +358,9 @@ fn cubin_cache() -> &'static Mutex<HashMap<String, Cubins>> {
     CACHE.get_or_init(Default::default)
 }
 
-/// Compiles (or takes from the process cache, or from the directory named by
-/// `CUZK_CUDA_CACHE`) every module for `arch`, the modules in parallel.
-pub fn compiled_modules(arch: &str) -> Result<Cubins, CudaError> {
+/// Compiles (or takes from the process cache, or from the disk cache `disk`) every
+/// module for `arch`, the modules in parallel.
+pub fn compiled_modules(arch: &str, disk: &KernelCache) -> Result<Cubins, CudaError> {
     let mut cache = cubin_cache().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = cache.get(arch) {
         return Ok(c.clone());
@@ -367,7 +368,7 @@ pub fn compiled_modules(arch: &str) -> Result<Cubins, CudaError> {
     let results: Vec<Result<(ModuleSource, Vec<u8>), CudaError>> = std::thread::scope(|s| {
         let handles: Vec<_> = kernels::MODULES
             .iter()
-            .map(|m| s.spawn(move || kernels::compile_cached(m, arch).map(|c| (*m, c))))
+            .map(|m| s.spawn(move || disk.load_or_compile(m, arch).map(|c| (*m, c))))
             .collect();
         handles
             .into_iter()
@@ -414,8 +415,8 @@ impl Gpu {
     }
 
     /// Opens device `ordinal`: checks the driver library and the device, compiles the
-    /// kernels for its architecture, loads them.
-    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+    /// kernels for its architecture (or finds them in `kernels`), loads them.
+    pub fn new(ordinal: usize, kernels: &KernelCache) -> Result<Self, CudaError> {
         raw::check_driver()?;
         let count = CudaContext::device_count().map_err(|e| CudaError::NoDevice(e.to_string()))?;
         if count <= 0 || ordinal >= count as usize {
@@ -438,7 +439,7 @@ impl Gpu {
         let compute = ctx.new_stream().ctx("cuStreamCreate")?;
         let copy = ctx.new_stream().ctx("cuStreamCreate")?;
 
-        let modules = compiled_modules(&arch)?;
+        let modules = compiled_modules(&arch, kernels)?;
         let mut map = HashMap::new();
         let mut loaded = Vec::new();
         for (src, cubin) in modules.iter() {

@@ -153,7 +153,8 @@ pub const MSM_G2_MODULE: ModuleSource = ModuleSource {
 pub const MODULES: [ModuleSource; 3] = [NTT_MODULE, MSM_MODULE, MSM_G2_MODULE];
 
 /// The NVRTC options besides the architecture (also part of the disk-cache key).
-const OPTIONS_TAG: &str = "--std=c++17 --device-as-default-execution-space -DCUZK_NVRTC=1";
+pub(crate) const OPTIONS_TAG: &str =
+    "--std=c++17 --device-as-default-execution-space -DCUZK_NVRTC=1";
 
 /// Whether libnvrtc can be loaded (checked first: cudarc panics on a missing library).
 pub fn nvrtc_available() -> bool {
@@ -240,46 +241,4 @@ fn cstr_lossy(raw: &[c_char]) -> String {
         Ok(s) => s.to_string_lossy().into_owned(),
         Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
     }
-}
-
-/// [`compile`], through an on-disk cache when `CUZK_CUDA_CACHE` names a directory:
-/// the CUBIN is stored under a hash of the source, the architecture and the options,
-/// so a stale file is never used. The gpu-check script ships CUBINs compiled on the
-/// development machine this way and spends no device time in NVRTC.
-pub fn compile_cached(module: &ModuleSource, arch: &str) -> Result<Vec<u8>, CudaError> {
-    let dir = std::env::var_os("CUZK_CUDA_CACHE").map(std::path::PathBuf::from);
-    let path = dir.as_ref().map(|d| {
-        d.join(format!(
-            "{}-{arch}-{:016x}.cubin",
-            module.name,
-            fnv1a(module.source().as_bytes(), arch)
-        ))
-    });
-    if let Some(p) = &path {
-        if let Ok(bytes) = std::fs::read(p) {
-            if !bytes.is_empty() {
-                return Ok(bytes);
-            }
-        }
-    }
-    let compiled = compile(module, arch)?;
-    if let Some(p) = &path {
-        // A cache that cannot be written only costs the next process a compile.
-        let _ = std::fs::create_dir_all(p.parent().unwrap_or(p));
-        let _ = std::fs::write(p, &compiled.cubin);
-    }
-    Ok(compiled.cubin)
-}
-
-fn fnv1a(bytes: &[u8], arch: &str) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for &b in bytes
-        .iter()
-        .chain(arch.as_bytes())
-        .chain(OPTIONS_TAG.as_bytes())
-    {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
 }

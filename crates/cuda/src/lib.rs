@@ -7,7 +7,7 @@
 //! a driver gets a clear [`CudaError::NoDevice`] instead of a link error or a panic,
 //! and the code is generated for the exact device found (`sm_90` on the H200). The
 //! price, a compile of a few seconds per process, is paid once
-//! ([`gpu::compiled_modules`] caches per process, `CUZK_CUDA_CACHE` on disk).
+//! ([`gpu::compiled_modules`] caches per process, [`cache::KernelCache`] on disk).
 //!
 //! Layers: raw driver calls (`cudarc::driver::sys`) → `Result` wrappers
 //! (`cudarc::driver::result`, [`raw`]) → the small safe API of [`gpu`] → the NTT
@@ -20,6 +20,7 @@
 //! read as u32 limbs with the same R.
 
 pub mod backend;
+pub mod cache;
 pub mod error;
 pub mod gpu;
 pub mod kernels;
@@ -30,6 +31,7 @@ pub mod raw;
 pub mod streamed;
 
 pub use backend::{BasePlacement, CudaBackend, CudaConfig};
+pub use cache::KernelCache;
 pub use error::CudaError;
 pub use gpu::Gpu;
 

@@ -23,8 +23,9 @@
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
 //!
-//! Every pass kernel's index math is emulated on the host, line by line, by the `emu`
-//! test module below and checked against the CPU NTT for many plans.
+//! Every pass kernel runs on the host in the tests (module `host`: `kernels/ntt.cu`
+//! compiled by the system C++ compiler, a block's threads as host threads) with the
+//! launches [`Ntt`] makes, and is checked against the CPU NTT for many plans.
 //!
 //! H uses no bit-reversal pass until the very end: the inverse transform runs as
 //! decimation in frequency (natural in, bit-reversed out), the coset factors are
@@ -157,7 +158,7 @@ impl NttKernel {
         self.is_r2w() || self == NttKernel::Radix2WarpGlobal
     }
 
-    /// One of the four-step `ntt_r2w*` kernels (the same index math, see `emu`).
+    /// One of the four-step `ntt_r2w*` kernels (the same index math).
     fn is_r2w(self) -> bool {
         matches!(
             self,
@@ -383,40 +384,6 @@ impl Ntt {
         }
     }
 
-    /// A pass of r2wg: `ntt_r2wg_*`, or `ntt_pass_g` for tiles under a full warp.
-    fn pass_global(
-        &self,
-        gpu: &Gpu,
-        data: &mut CudaSlice<FrRepr>,
-        log_n: u32,
-        p: Pass,
-        dit: bool,
-        dir: Direction,
-    ) -> Result<(), CudaError> {
-        let w = self.global_table(gpu, log_n)?;
-        let w: &CudaSlice<FrRepr> = &w;
-        let inv = u32::from(dir == Direction::Inverse);
-        let cfg = pass_config(log_n, p, 2);
-        if p.k + p.c >= 6 {
-            let name = if dit { "ntt_r2wg_dit" } else { "ntt_r2wg_dif" };
-            return crate::launch!(gpu, name, cfg, &mut *data, &p.lo, &p.k, &p.c, &log_n, &inv, w);
-        }
-        let dit = u32::from(dit);
-        crate::launch!(
-            gpu,
-            "ntt_pass_g",
-            cfg,
-            &mut *data,
-            &p.lo,
-            &p.k,
-            &p.c,
-            &dit,
-            &log_n,
-            &inv,
-            w
-        )
-    }
-
     fn tables(&self, dir: Direction) -> &Tables {
         match dir {
             Direction::Forward => &self.fwd,
@@ -433,34 +400,32 @@ impl Ntt {
         dit: bool,
         dir: Direction,
     ) -> Result<(), CudaError> {
-        if self.kernel() == NttKernel::Radix2WarpGlobal {
-            return self.pass_global(gpu, data, log_n, p, dit, dir);
-        }
-        let tb = self.tables(dir);
-        let (t0, t1, t18) = (&tb.t0, &tb.t1, &tb.t18);
-        let kernel = self.kernel().for_pass(&p);
-        if kernel != NttKernel::Radix2 {
-            let (per_thread, names) = match kernel {
-                NttKernel::Radix8 => (8, ["ntt_r8_dif", "ntt_r8_dit"]),
-                NttKernel::Radix2WarpFast => (2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
-                NttKernel::Radix2WarpFast3 => (2, ["ntt_r2wf3_dif", "ntt_r2wf3_dit"]),
-                _ => (2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
-            };
-            let cfg = pass_config(log_n, p, per_thread);
-            let args = (&p.lo, &p.k, &p.c, &p.prev_k);
-            return if dit {
+        let l = pass_launch(self.kernel(), log_n, p, dit, dir);
+        let (name, cfg) = (l.name, l.cfg);
+        match l.args {
+            PassArgs::Global([lo, k, c, log_n, inv]) => {
+                let w = self.global_table(gpu, log_n)?;
+                let w: &CudaSlice<FrRepr> = &w;
+                crate::launch!(gpu, name, cfg, &mut *data, &lo, &k, &c, &log_n, &inv, w)
+            }
+            PassArgs::GlobalSmall([lo, k, c, dit, log_n, inv]) => {
+                let w = self.global_table(gpu, log_n)?;
+                let w: &CudaSlice<FrRepr> = &w;
+                crate::launch!(gpu, name, cfg, &mut *data, &lo, &k, &c, &dit, &log_n, &inv, w)
+            }
+            PassArgs::Tables([lo, k, c, prev_k]) => {
+                let tb = self.tables(dir);
                 crate::launch!(
-                    gpu, names[1], cfg, &mut *data, args.0, args.1, args.2, args.3, t0, t1, t18
+                    gpu, name, cfg, &mut *data, &lo, &k, &c, &prev_k, &tb.t0, &tb.t1, &tb.t18
                 )
-            } else {
+            }
+            PassArgs::Radix2([lo, k, c, prev_k, dit]) => {
+                let tb = self.tables(dir);
                 crate::launch!(
-                    gpu, names[0], cfg, &mut *data, args.0, args.1, args.2, args.3, t0, t1, t18
+                    gpu, name, cfg, &mut *data, &lo, &k, &c, &prev_k, &dit, &tb.t0, &tb.t1
                 )
-            };
+            }
         }
-        let cfg = pass_config(log_n, p, 2);
-        let dit = u32::from(dit);
-        crate::launch!(gpu, "ntt_pass", cfg, &mut *data, &p.lo, &p.k, &p.c, &p.prev_k, &dit, t0, t1)
     }
 
     /// The passes of a 2^log_n transform in DIF order, as (lo, k, c, prev_k): chunk
@@ -550,23 +515,8 @@ impl Ntt {
     ) -> Result<(), CudaError> {
         let s = scalar_to_repr(&scale.unwrap_or(Scalar::ONE));
         let do_scale = u32::from(scale.is_some());
-        if self.kernel().tiled_bitrev() && log_n >= BITREV_TILED_MIN_LOG {
-            let cfg = LaunchConfig {
-                grid_dim: (1u32 << (log_n - 8), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            return crate::launch!(gpu, "bitrev_tiled", cfg, &mut *data, &log_n, &do_scale, &s);
-        }
-        crate::launch!(
-            gpu,
-            "bitrev_permute",
-            grid(1 << log_n, 256),
-            &mut *data,
-            &log_n,
-            &do_scale,
-            &s
-        )
+        let (name, cfg) = bitrev_launch(self.kernel(), log_n);
+        crate::launch!(gpu, name, cfg, &mut *data, &log_n, &do_scale, &s)
     }
 
     /// In-place transform of the first 2^log_n elements, natural order in and out,
@@ -684,6 +634,8 @@ impl Ntt {
             bufs: Vec::with_capacity(3),
             uploaded: Vec::with_capacity(3),
             regs: Vec::new(),
+            copy: Arc::clone(&gpu.copy),
+            enqueued: 0,
             log_n,
             _host: std::marker::PhantomData,
         };
@@ -704,6 +656,9 @@ impl Ntt {
         // The copies may start only after the stream-ordered allocations above.
         gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
         for (v, buf) in [a, b, c].into_iter().zip(up.bufs.iter_mut()) {
+            // From here on a DMA may read the caller's memory (registered by us, by
+            // the backend, or by the caller): any return waits for it first.
+            up.enqueued += 1;
             raw::htod_bytes(&gpu.copy, scalars_as_bytes(v), buf, 0)?;
             up.uploaded
                 .push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
@@ -775,13 +730,25 @@ impl Ntt {
 }
 
 /// `a, b, c` on their way to the device ([`Ntt::upload_abc`]): their device buffers,
-/// an event per upload, and the page-lockings made for them. Dropping it before
-/// [`Ntt::h_from`] (an error in between) waits for the copies, then unregisters.
+/// an event per upload, and the page-lockings made for them.
+///
+/// Dropping it before [`Ntt::h_from`] has waited (an error anywhere in between, in
+/// `h_from` or in the caller) waits for every copy it enqueued, whoever page-locked
+/// the host vectors: the backend pins a, b, c itself before it calls
+/// [`Ntt::upload_abc`] (or the caller did, through `GpuBackend::stage`), so this
+/// guard often owns no registration, yet the DMA still reads memory that the caller
+/// unpins and frees as soon as the call returns.
 #[must_use = "the uploads are waited for and their buffers freed when this is dropped"]
 pub struct AbcUpload<'a> {
     bufs: Vec<CudaSlice<FrRepr>>,
     uploaded: Vec<CudaEvent>,
     regs: Vec<HostRegistration>,
+    /// The stream the copies were enqueued on (waited for whole when a copy was
+    /// enqueued but its event could not be recorded).
+    copy: Arc<cudarc::driver::CudaStream>,
+    /// Copies enqueued and not waited for yet (counted before each is enqueued, so
+    /// a failed enqueue is waited for too: harmless).
+    enqueued: usize,
     log_n: u32,
     _host: std::marker::PhantomData<&'a [Scalar]>,
 }
@@ -790,8 +757,18 @@ impl AbcUpload<'_> {
     /// Waits (host side, on the last upload's event: never device-wide) until the
     /// copy engine has read the host vectors, then lets go of their page-locking.
     fn wait_uploads(&mut self) -> Result<(), CudaError> {
-        if let Some(last) = self.uploaded.last() {
-            last.synchronize().ctx("cuEventSynchronize")?;
+        if self.enqueued > 0 {
+            if self.uploaded.len() == self.enqueued {
+                // Every copy has its event; the last one covers them all (one stream).
+                if let Some(last) = self.uploaded.last() {
+                    last.synchronize().ctx("cuEventSynchronize")?;
+                }
+            } else {
+                // A copy without its event (an error between the two): the copy
+                // stream as a whole, still a stream-scoped wait.
+                self.copy.synchronize().ctx("cuStreamSynchronize")?;
+            }
+            self.enqueued = 0;
         }
         self.regs.clear();
         Ok(())
@@ -800,11 +777,93 @@ impl AbcUpload<'_> {
 
 impl Drop for AbcUpload<'_> {
     fn drop(&mut self) {
-        // The registrations must outlive the DMA that reads through them. A failed
-        // wait leaves nothing better to do than unregister (Drop never panics).
-        if !self.regs.is_empty() {
-            let _ = self.wait_uploads();
+        // Every DMA must be done before the host memory may go, whoever registered
+        // it. A failed wait (the context is broken, so no DMA progresses) leaves
+        // nothing better to do than unregister (Drop never panics).
+        if let Err(e) = self.wait_uploads() {
+            tracing::warn!("waiting for the a, b, c upload while dropping it failed: {e}");
+            self.regs.clear();
         }
+    }
+}
+
+/// What one pass launches: the kernel, its shape, and its arguments after the data
+/// (and before the tables). [`Ntt::pass`] runs it on the device; the tests run the
+/// same on the host (`tests/host/ntt_host.cpp`).
+#[derive(Clone, Copy, Debug)]
+struct PassLaunch {
+    name: &'static str,
+    cfg: LaunchConfig,
+    args: PassArgs,
+}
+
+/// A pass kernel's scalar arguments, by kernel family.
+#[derive(Clone, Copy, Debug)]
+enum PassArgs {
+    /// `ntt_r2wg_*`: lo, k, c, log_n, inv; then W.
+    Global([u32; 5]),
+    /// `ntt_pass_g`: lo, k, c, dit, log_n, inv; then W.
+    GlobalSmall([u32; 6]),
+    /// `ntt_r2w*_*`, `ntt_r8_*`: lo, k, c, prev_k; then T0, T1, T18.
+    Tables([u32; 4]),
+    /// `ntt_pass`: lo, k, c, prev_k, dit; then T0, T1.
+    Radix2([u32; 5]),
+}
+
+/// The launch of pass `p` of a 2^log_n transform with `kernel` (DIF or DIT).
+fn pass_launch(kernel: NttKernel, log_n: u32, p: Pass, dit: bool, dir: Direction) -> PassLaunch {
+    let (lo, k, c, prev_k) = (p.lo, p.k, p.c, p.prev_k);
+    let d = u32::from(dit);
+    if kernel == NttKernel::Radix2WarpGlobal {
+        let inv = u32::from(dir == Direction::Inverse);
+        let cfg = pass_config(log_n, p, 2);
+        return if k + c >= 6 {
+            let name = if dit { "ntt_r2wg_dit" } else { "ntt_r2wg_dif" };
+            PassLaunch {
+                name,
+                cfg,
+                args: PassArgs::Global([lo, k, c, log_n, inv]),
+            }
+        } else {
+            PassLaunch {
+                name: "ntt_pass_g",
+                cfg,
+                args: PassArgs::GlobalSmall([lo, k, c, d, log_n, inv]),
+            }
+        };
+    }
+    let (per_thread, names) = match kernel.for_pass(&p) {
+        NttKernel::Radix2 => {
+            return PassLaunch {
+                name: "ntt_pass",
+                cfg: pass_config(log_n, p, 2),
+                args: PassArgs::Radix2([lo, k, c, prev_k, d]),
+            }
+        }
+        NttKernel::Radix8 => (8, ["ntt_r8_dif", "ntt_r8_dit"]),
+        NttKernel::Radix2WarpFast => (2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
+        NttKernel::Radix2WarpFast3 => (2, ["ntt_r2wf3_dif", "ntt_r2wf3_dit"]),
+        _ => (2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
+    };
+    PassLaunch {
+        name: names[usize::from(dit)],
+        cfg: pass_config(log_n, p, per_thread),
+        args: PassArgs::Tables([lo, k, c, prev_k]),
+    }
+}
+
+/// The natural-order transforms' bit reversal: `bitrev_tiled` (the r2w kernels, from
+/// 2^8) or `bitrev_permute`. Arguments: data, log_n, do_scale, s.
+fn bitrev_launch(kernel: NttKernel, log_n: u32) -> (&'static str, LaunchConfig) {
+    if kernel.tiled_bitrev() && log_n >= BITREV_TILED_MIN_LOG {
+        let cfg = LaunchConfig {
+            grid_dim: (1u32 << (log_n - 8), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        ("bitrev_tiled", cfg)
+    } else {
+        ("bitrev_permute", grid(1 << log_n, 256))
     }
 }
 
@@ -870,1019 +929,5 @@ mod tests {
     }
 }
 
-/// Host emulation of the pass kernels in `kernels/ntt.cu`, written to mirror them line
-/// by line (same helper functions, same block/thread/round/element index math, same
-/// twiddle exponents and tables, shared memory as slots with race detection), checked
-/// against the CPU NTT of `cuzk-gpu-backend` for every plan of 2^1..2^14 and a few
-/// larger ones. A change to the kernels' index math must be made here too.
 #[cfg(test)]
-mod emu {
-    use super::*;
-    use rand_chacha::ChaCha20Rng;
-    use rand_core::SeedableRng;
-
-    fn bitrev(x: u32, bits: u32) -> u32 {
-        if bits == 0 {
-            0
-        } else {
-            x.reverse_bits() >> (32 - bits)
-        }
-    }
-
-    struct Tabs {
-        t0: Vec<Scalar>,
-        t1: Vec<Scalar>,
-        t18: Vec<Scalar>,
-        inv: bool,
-    }
-
-    impl Tabs {
-        fn new(dir: Direction) -> Self {
-            let w = match dir {
-                Direction::Forward => Scalar::ROOT_OF_UNITY,
-                Direction::Inverse => Scalar::ROOT_OF_UNITY_INV,
-            };
-            let [t0, t1, t18] = twiddle_tables(w);
-            Self {
-                t0,
-                t1,
-                t18,
-                inv: dir == Direction::Inverse,
-            }
-        }
-    }
-
-    /// Global memory of one pass: reads from the pass's input, writes to its output,
-    /// each position exactly once.
-    struct Global<'a> {
-        src: Vec<Scalar>,
-        dst: &'a mut [Scalar],
-        reads: Vec<u8>,
-        writes: Vec<u8>,
-    }
-
-    impl<'a> Global<'a> {
-        fn new(dst: &'a mut [Scalar]) -> Self {
-            let n = dst.len();
-            Self {
-                src: dst.to_vec(),
-                dst,
-                reads: vec![0; n],
-                writes: vec![0; n],
-            }
-        }
-        fn load(&mut self, p: u32) -> Scalar {
-            self.reads[p as usize] += 1;
-            self.src[p as usize]
-        }
-        fn store(&mut self, p: u32, x: Scalar) {
-            self.writes[p as usize] += 1;
-            self.dst[p as usize] = x;
-        }
-        fn finish(self) {
-            assert!(
-                self.reads.iter().all(|&r| r == 1),
-                "a position read != once"
-            );
-            assert!(
-                self.writes.iter().all(|&w| w == 1),
-                "a position written != once"
-            );
-        }
-    }
-
-    /// Shared memory as element slots; catches a read of a slot another thread wrote
-    /// (or a write to one another thread read or wrote) since the last barrier.
-    struct Smem {
-        slot: Vec<Option<Scalar>>,
-        writer: Vec<(u64, usize)>,
-        reader: Vec<(u64, usize)>,
-        phase: u64,
-    }
-
-    const NOBODY: usize = usize::MAX;
-    const MANY: usize = usize::MAX - 1;
-
-    impl Smem {
-        fn new(tile: u32) -> Self {
-            let n = tile as usize;
-            Self {
-                slot: vec![None; n],
-                writer: vec![(u64::MAX, NOBODY); n],
-                reader: vec![(u64::MAX, NOBODY); n],
-                phase: 0,
-            }
-        }
-        fn sync(&mut self) {
-            self.phase += 1;
-        }
-        fn store(&mut self, t: usize, s: u32, x: Scalar) {
-            let s = s as usize;
-            let (wp, wt) = self.writer[s];
-            assert!(wp != self.phase || wt == t, "smem write-write race");
-            let (rp, rt) = self.reader[s];
-            assert!(rp != self.phase || rt == t, "smem read-then-write race");
-            self.writer[s] = (self.phase, t);
-            self.slot[s] = Some(x);
-        }
-        fn load(&mut self, t: usize, s: u32) -> Scalar {
-            let s = s as usize;
-            let (wp, wt) = self.writer[s];
-            assert!(wp != self.phase || wt == t, "smem write-then-read race");
-            let (rp, rt) = self.reader[s];
-            self.reader[s] = if rp == self.phase && rt != t {
-                (rp, MANY)
-            } else {
-                (self.phase, t)
-            };
-            self.slot[s].expect("smem slot read before any write")
-        }
-    }
-
-    // ---- mirrors of ntt.cu ----
-
-    fn root_pow(tb: &Tabs, x: u32) -> Scalar {
-        let (lo, hi) = (x & 0xffff, x >> 16);
-        if lo == 0 {
-            return tb.t1[hi as usize];
-        }
-        if hi == 0 {
-            return tb.t0[lo as usize];
-        }
-        tb.t0[lo as usize] * tb.t1[hi as usize]
-    }
-
-    fn pass_twiddle(tb: &Tabs, p: u32, lo: u32, k: u32, prev_k: u32) -> Scalar {
-        let below = lo + k;
-        let kp = bitrev((p >> below) & ((1u32 << prev_k) - 1), prev_k);
-        let irest = p & ((1u32 << below) - 1);
-        let order = below + prev_k;
-        root_pow(tb, (kp * irest) << (32 - order))
-    }
-
-    fn r8_ins3(t: u32, pos: u32) -> u32 {
-        ((t >> pos) << (pos + 3)) | (t & ((1u32 << pos) - 1))
-    }
-    fn r8_elem(t: u32, pos: u32, m: u32) -> u32 {
-        r8_ins3(t, pos) | (m << pos)
-    }
-    fn r8_swz(e: u32) -> u32 {
-        e ^ ((e >> 3) & 31)
-    }
-    fn r8_group_lo(g: u32, r0: u32) -> u32 {
-        if g == 0 {
-            0
-        } else {
-            r0 + 3 * (g - 1)
-        }
-    }
-    fn r8_pos(base: u32, lo: u32, c: u32, e: u32) -> u32 {
-        base | ((e >> c) << lo) | (e & ((1u32 << c) - 1))
-    }
-
-    fn r8_twiddle(tb: &Tabs, p: u32, lo: u32, k: u32, prev_k: u32) -> Scalar {
-        let below = lo + k;
-        let kp = bitrev((p >> below) & ((1u32 << prev_k) - 1), prev_k);
-        let irest = p & ((1u32 << below) - 1);
-        let order = below + prev_k;
-        let e = kp * irest;
-        assert!(order >= 32 || u64::from(e) < 1u64 << order);
-        if order <= 16 {
-            return tb.t1[(e << (16 - order)) as usize];
-        }
-        if order <= 18 {
-            return tb.t18[(e << (18 - order)) as usize];
-        }
-        root_pow(tb, e << (32 - order))
-    }
-
-    fn t1_at(tb: &Tabs, j: u32, b: u32) -> Scalar {
-        let i = (j << (15 - b)) as usize;
-        assert!(i < TABLE);
-        tb.t1[i]
-    }
-
-    fn r8_round(x: &mut [Scalar; 8], t: u32, c: u32, w: u32, r: u32, dit: bool, tb: &Tabs) {
-        for ii in 0..3u32 {
-            let i = if dit { ii } else { 2 - ii };
-            if i < r {
-                let b = w + i;
-                for m in 0..8u32 {
-                    if m & (1 << i) != 0 {
-                        continue;
-                    }
-                    let m2 = (m | (1 << i)) as usize;
-                    let mi = m as usize;
-                    let q = r8_elem(t, c + w, m) >> c;
-                    let j = q & ((1u32 << b) - 1);
-                    if dit {
-                        let mut y = x[m2];
-                        if j != 0 {
-                            y *= t1_at(tb, j, b);
-                        }
-                        x[m2] = x[mi] - y;
-                        x[mi] += y;
-                    } else {
-                        let mut d = x[mi] - x[m2];
-                        x[mi] += x[m2];
-                        if j != 0 {
-                            d *= t1_at(tb, j, b);
-                        }
-                        x[m2] = d;
-                    }
-                }
-            }
-        }
-    }
-
-    /// `r8_pass<DIT>` over every block of the grid the host launches.
-    fn r8_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs) {
-        let Pass { lo, k, c, prev_k } = p;
-        assert!(k >= 3 && k + c <= MAX_PASS_BITS && c <= lo);
-        let mut g = Global::new(data);
-        let grid = 1u32 << (log_n - k - c);
-        let tbits = k + c;
-        let tile = 1u32 << tbits;
-        let threads = tile / 8;
-        for blk in 0..grid {
-            let base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u32 << (lo - c)) - 1)) << c);
-            let nr = k.div_ceil(3); // (k + 2) / 3 in ntt.cu
-            let r0 = k - 3 * (nr - 1);
-            let mut sm = Smem::new(tile);
-            let mut x = vec![[Scalar::ZERO; 8]; threads as usize];
-            let mut w = r8_group_lo(if dit { 0 } else { nr - 1 }, r0);
-            if c + w >= 3 {
-                for t in 0..threads {
-                    for m in 0..8u32 {
-                        let p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
-                        let mut y = g.load(p);
-                        if !dit && prev_k != 0 {
-                            y *= r8_twiddle(tb, p, lo, k, prev_k);
-                        }
-                        x[t as usize][m as usize] = y;
-                    }
-                }
-            } else {
-                for t in 0..threads {
-                    for m in 0..8u32 {
-                        let e = t + (m << (tbits - 3));
-                        let p = r8_pos(base, lo, c, e);
-                        let mut y = g.load(p);
-                        if !dit && prev_k != 0 {
-                            y *= r8_twiddle(tb, p, lo, k, prev_k);
-                        }
-                        sm.store(t as usize, r8_swz(e), y);
-                    }
-                }
-                sm.sync();
-                for t in 0..threads {
-                    for m in 0..8u32 {
-                        x[t as usize][m as usize] =
-                            sm.load(t as usize, r8_swz(r8_elem(t, c + w, m)));
-                    }
-                }
-            }
-            for ri in 0..nr {
-                let gi = if dit { ri } else { nr - 1 - ri };
-                w = r8_group_lo(gi, r0);
-                if ri > 0 {
-                    sm.sync();
-                    for t in 0..threads {
-                        for m in 0..8u32 {
-                            x[t as usize][m as usize] =
-                                sm.load(t as usize, r8_swz(r8_elem(t, c + w, m)));
-                        }
-                    }
-                }
-                for t in 0..threads {
-                    let r = if gi == 0 { r0 } else { 3 };
-                    r8_round(&mut x[t as usize], t, c, w, r, dit, tb);
-                }
-                if ri + 1 < nr {
-                    for t in 0..threads {
-                        for m in 0..8u32 {
-                            let s = r8_swz(r8_elem(t, c + w, m));
-                            sm.store(t as usize, s, x[t as usize][m as usize]);
-                        }
-                    }
-                }
-            }
-            if c + w >= 3 {
-                for t in 0..threads {
-                    for m in 0..8u32 {
-                        let p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
-                        let mut y = x[t as usize][m as usize];
-                        if dit && prev_k != 0 {
-                            y *= r8_twiddle(tb, p, lo, k, prev_k);
-                        }
-                        g.store(p, y);
-                    }
-                }
-            } else {
-                for t in 0..threads {
-                    for m in 0..8u32 {
-                        let s = r8_swz(r8_elem(t, c + w, m));
-                        sm.store(t as usize, s, x[t as usize][m as usize]);
-                    }
-                }
-                sm.sync();
-                for t in 0..threads {
-                    for m in 0..8u32 {
-                        let e = t + (m << (tbits - 3));
-                        let p = r8_pos(base, lo, c, e);
-                        let mut y = sm.load(t as usize, r8_swz(e));
-                        if dit && prev_k != 0 {
-                            y *= r8_twiddle(tb, p, lo, k, prev_k);
-                        }
-                        g.store(p, y);
-                    }
-                }
-            }
-        }
-        g.finish();
-    }
-
-    /// `ntt_pass` (the radix-2 kernel) over every block.
-    fn radix2_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs) {
-        let Pass { lo, k, c, prev_k } = p;
-        let mut g = Global::new(data);
-        let grid = 1u32 << (log_n - k - c);
-        let tile = 1u32 << (k + c);
-        let half = tile >> 1;
-        let smask = (1u32 << c) - 1;
-        for b in 0..grid {
-            let sub_base = (b & ((1u32 << (lo - c)) - 1)) << c;
-            let high = b >> (lo - c);
-            let base = (high << (lo + k)) | sub_base;
-            let mut s = vec![Scalar::ZERO; tile as usize];
-            for t in 0..half {
-                for r in 0..2 {
-                    let e = t + r * half;
-                    let p = base | ((e >> c) << lo) | (e & smask);
-                    let mut x = g.load(p);
-                    if !dit && prev_k != 0 {
-                        x *= pass_twiddle(tb, p, lo, k, prev_k);
-                    }
-                    s[e as usize] = x;
-                }
-            }
-            for st in 0..k {
-                for t in 0..half {
-                    let sidx = t & smask;
-                    let q = t >> c;
-                    let lh = if dit { st } else { k - 1 - st };
-                    let h = 1u32 << lh;
-                    let j = q & (h - 1);
-                    let l1 = ((q >> lh) << (lh + 1)) | j;
-                    let (e1, e2) = (
-                        ((l1 << c) | sidx) as usize,
-                        (((l1 + h) << c) | sidx) as usize,
-                    );
-                    let (x, mut y) = (s[e1], s[e2]);
-                    if dit {
-                        if j != 0 {
-                            y *= tb.t1[(j << (15 - lh)) as usize];
-                        }
-                        s[e1] = x + y;
-                        s[e2] = x - y;
-                    } else {
-                        let mut d = x - y;
-                        if j != 0 {
-                            d *= tb.t1[(j << (15 - lh)) as usize];
-                        }
-                        s[e1] = x + y;
-                        s[e2] = d;
-                    }
-                }
-            }
-            for t in 0..half {
-                for r in 0..2 {
-                    let e = t + r * half;
-                    let p = base | ((e >> c) << lo) | (e & smask);
-                    let mut x = s[e as usize];
-                    if dit && prev_k != 0 {
-                        x *= pass_twiddle(tb, p, lo, k, prev_k);
-                    }
-                    g.store(p, x);
-                }
-            }
-        }
-        g.finish();
-    }
-
-    /// `ntt_r2wg_table` from the forward tables.
-    fn r2wg_table(fwd: &Tabs, log_n: u32) -> Vec<Scalar> {
-        (0..1u32 << (log_n - 1))
-            .map(|j| root_pow(fwd, j << (32 - log_n)))
-            .collect()
-    }
-
-    /// `R2wg`: r2wg's table for this size and the direction.
-    struct R2wg<'a> {
-        w: &'a [Scalar],
-        log_n: u32,
-        inv: bool,
-    }
-
-    fn r2wg_index(base: u32, lo: u32, c: u32, e1: u32, lh: u32, log_n: u32) -> u32 {
-        let b = lo + lh;
-        (r8_pos(base, lo, c, e1) & ((1u32 << b) - 1)) << (log_n - 1 - b)
-    }
-
-    fn r2wg_bfly(x: &mut Scalar, y: &mut Scalar, wi: u32, dit: bool, g: &R2wg) {
-        if wi == 0 {
-            let s = *x + *y;
-            *y = *x - *y;
-            *x = s;
-            return;
-        }
-        let i = if g.inv {
-            (1u32 << (g.log_n - 1)) - wi
-        } else {
-            wi
-        };
-        assert!((i as usize) < g.w.len(), "W index out of the table");
-        let w = g.w[i as usize];
-        if dit {
-            *y *= w;
-            let (a, s) = (*x + *y, *x - *y);
-            *x = if g.inv { s } else { a };
-            *y = if g.inv { a } else { s };
-        } else {
-            let d = if g.inv { *y - *x } else { *x - *y };
-            *x += *y;
-            *y = d * w;
-        }
-    }
-
-    /// `r2w_bfly_e`: the butterfly on tile elements (e1, e1 + 2^(c + lh)).
-    #[allow(clippy::too_many_arguments)]
-    fn r2w_bfly_e(
-        x: &mut Scalar,
-        y: &mut Scalar,
-        e1: u32,
-        j: u32,
-        lh: u32,
-        dit: bool,
-        tb: &Tabs,
-        (base, lo, c): (u32, u32, u32),
-        g: Option<&R2wg>,
-    ) {
-        match g {
-            Some(g) => r2wg_bfly(x, y, r2wg_index(base, lo, c, e1, lh, g.log_n), dit, g),
-            None => r2w_bfly(x, y, j, lh, dit, tb),
-        }
-    }
-
-    /// `ntt_pass_g` over every block.
-    fn radix2_pass_g(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, g: &R2wg) {
-        let Pass { lo, k, c, .. } = p;
-        let mut gm = Global::new(data);
-        let grid = 1u32 << (log_n - k - c);
-        let tile = 1u32 << (k + c);
-        let half = tile >> 1;
-        let smask = (1u32 << c) - 1;
-        for b in 0..grid {
-            let base = ((b >> (lo - c)) << (lo + k)) | ((b & ((1u32 << (lo - c)) - 1)) << c);
-            let mut sm = Smem::new(tile);
-            for t in 0..half {
-                for r in 0..2 {
-                    let e = t + r * half;
-                    sm.store(t as usize, e, gm.load(r8_pos(base, lo, c, e)));
-                }
-            }
-            sm.sync();
-            for st in 0..k {
-                for t in 0..half {
-                    let s = t & smask;
-                    let q = t >> c;
-                    let lh = if dit { st } else { k - 1 - st };
-                    let h = 1u32 << lh;
-                    let l1 = ((q >> lh) << (lh + 1)) | (q & (h - 1));
-                    let (e1, e2) = ((l1 << c) | s, ((l1 + h) << c) | s);
-                    let mut x = sm.load(t as usize, e1);
-                    let mut y = sm.load(t as usize, e2);
-                    let wi = r2wg_index(base, lo, c, e1, lh, log_n);
-                    r2wg_bfly(&mut x, &mut y, wi, dit, g);
-                    sm.store(t as usize, e1, x);
-                    sm.store(t as usize, e2, y);
-                }
-                sm.sync();
-            }
-            for t in 0..half {
-                for r in 0..2 {
-                    let e = t + r * half;
-                    let x = sm.load(t as usize, e);
-                    gm.store(r8_pos(base, lo, c, e), x);
-                }
-            }
-        }
-        gm.finish();
-    }
-
-    fn r2w_ins1(t: u32, pos: u32) -> u32 {
-        ((t >> pos) << (pos + 1)) | (t & ((1u32 << pos) - 1))
-    }
-
-    fn r2w_bfly(x: &mut Scalar, y: &mut Scalar, j: u32, lh: u32, dit: bool, tb: &Tabs) {
-        if dit {
-            if j != 0 {
-                *y *= t1_at(tb, j, lh);
-            }
-            let s = *x + *y;
-            *y = *x - *y;
-            *x = s;
-        } else {
-            let mut d = *x - *y;
-            *x += *y;
-            if j != 0 {
-                d *= t1_at(tb, j, lh);
-            }
-            *y = d;
-        }
-    }
-
-    /// `r2w_swap` for every lane of one warp at once (`x[lane]` = the lane's x0, x1):
-    /// each lane sends, then each receives from lane ^ 2^lb.
-    fn r2w_swap(x: &mut [[Scalar; 2]], lb: u32) {
-        assert_eq!(x.len(), 32, "shuffles need a full warp");
-        let send: Vec<Scalar> = (0..32u32)
-            .map(|lane| {
-                let v = (lane >> lb) & 1;
-                x[lane as usize][(1 - v) as usize]
-            })
-            .collect();
-        for lane in 0..32u32 {
-            let v = (lane >> lb) & 1;
-            x[lane as usize][(1 - v) as usize] = send[(lane ^ (1 << lb)) as usize];
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn r2w_smem_stage(
-        sm: &mut Smem,
-        x_threads: u32,
-        c: u32,
-        p_bit: u32,
-        dit: bool,
-        tb: &Tabs,
-        (base, lo): (u32, u32),
-        g: Option<&R2wg>,
-    ) {
-        for t in 0..x_threads {
-            let e1 = r2w_ins1(t, p_bit);
-            let e2 = e1 | (1 << p_bit);
-            let lh = p_bit - c;
-            let mut x = sm.load(t as usize, e1);
-            let mut y = sm.load(t as usize, e2);
-            let j = (e1 >> c) & ((1u32 << lh) - 1);
-            r2w_bfly_e(&mut x, &mut y, e1, j, lh, dit, tb, (base, lo, c), g);
-            sm.store(t as usize, e1, x);
-            sm.store(t as usize, e2, y);
-        }
-        sm.sync();
-    }
-
-    /// `r2w_pass<DIT>` over every block; threads are kept as `x[t] = [x0, x1]` and the
-    /// warp stages run warp by warp (shuffles are warp-synchronous).
-    /// With `g`, the r2wg flavour (global twiddles, no inter-pass twiddle).
-    fn r2w_pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tb: &Tabs, rg: Option<&R2wg>) {
-        let Pass { lo, k, c, prev_k } = p;
-        assert!(k + c >= 6 && k + c <= MAX_PASS_BITS && c <= lo);
-        let mut g = Global::new(data);
-        let grid = 1u32 << (log_n - k - c);
-        let tbits = k + c;
-        let tile = 1u32 << tbits;
-        let half = tile >> 1;
-        let threads = half;
-        let top = tbits - 1;
-        let cc = c.min(5);
-        for blk in 0..grid {
-            let base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u32 << (lo - c)) - 1)) << c);
-            let mut sm = Smem::new(tile);
-            let mut x = vec![[Scalar::ZERO; 2]; threads as usize];
-            let lane_of = |t: u32| t & 31;
-            let wbase_of = |t: u32| (t >> 5) << 6;
-            let jtop = |t: u32| (t >> c) & ((1u32 << (k - 1)) - 1);
-            let bc = (base, lo, c);
-            // The warp stages of one warp (threads w*32 .. w*32 + 32; wbase = w << 6).
-            let warp_stages = |x: &mut [[Scalar; 2]], wbase: u32| {
-                if dit {
-                    for pb in cc..=5 {
-                        if pb > cc {
-                            r2w_swap(x, pb - 1);
-                        }
-                        if pb >= c {
-                            let lh = pb - c;
-                            for lane in 0..32u32 {
-                                let [x0, x1] = &mut x[lane as usize];
-                                let (e1, j) =
-                                    (wbase | r2w_ins1(lane, pb), (lane >> c) & ((1u32 << lh) - 1));
-                                r2w_bfly_e(x0, x1, e1, j, lh, true, tb, bc, rg);
-                            }
-                        }
-                    }
-                } else {
-                    for pb in (c as i32..=5).rev() {
-                        if pb < 5 {
-                            r2w_swap(x, pb as u32);
-                        }
-                        if (pb as u32) < top {
-                            let lh = pb as u32 - c;
-                            for lane in 0..32u32 {
-                                let [x0, x1] = &mut x[lane as usize];
-                                let e1 = wbase | r2w_ins1(lane, pb as u32);
-                                let j = (lane >> c) & ((1u32 << lh) - 1);
-                                r2w_bfly_e(x0, x1, e1, j, lh, false, tb, bc, rg);
-                            }
-                        }
-                    }
-                }
-            };
-            if !dit {
-                for t in 0..threads {
-                    let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
-                    let (mut x0, mut x1) = (g.load(p0), g.load(p1));
-                    if rg.is_none() && prev_k != 0 {
-                        x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
-                        x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
-                    }
-                    r2w_bfly_e(&mut x0, &mut x1, t, jtop(t), k - 1, false, tb, bc, rg);
-                    x[t as usize] = [x0, x1];
-                }
-                if top > 5 {
-                    for t in 0..threads {
-                        sm.store(t as usize, t, x[t as usize][0]);
-                        sm.store(t as usize, t + half, x[t as usize][1]);
-                    }
-                    sm.sync();
-                    for pb in (c.max(6)..top).rev() {
-                        r2w_smem_stage(&mut sm, threads, c, pb, false, tb, (base, lo), rg);
-                    }
-                    for t in 0..threads {
-                        let e = wbase_of(t) | lane_of(t);
-                        x[t as usize] = [sm.load(t as usize, e), sm.load(t as usize, e | 32)];
-                    }
-                }
-                for (wi, w) in x.chunks_mut(32).enumerate() {
-                    warp_stages(w, (wi as u32) << 6);
-                }
-                for t in 0..threads {
-                    let e0 = wbase_of(t) | r2w_ins1(lane_of(t), cc);
-                    g.store(r8_pos(base, lo, c, e0), x[t as usize][0]);
-                    g.store(r8_pos(base, lo, c, e0 | (1 << cc)), x[t as usize][1]);
-                }
-            } else {
-                for t in 0..threads {
-                    let e0 = wbase_of(t) | r2w_ins1(lane_of(t), cc);
-                    x[t as usize] = [
-                        g.load(r8_pos(base, lo, c, e0)),
-                        g.load(r8_pos(base, lo, c, e0 | (1 << cc))),
-                    ];
-                }
-                for (wi, w) in x.chunks_mut(32).enumerate() {
-                    warp_stages(w, (wi as u32) << 6);
-                }
-                if top > 5 {
-                    for t in 0..threads {
-                        let e = wbase_of(t) | lane_of(t);
-                        sm.store(t as usize, e, x[t as usize][0]);
-                        sm.store(t as usize, e | 32, x[t as usize][1]);
-                    }
-                    sm.sync();
-                    for pb in c.max(6)..top {
-                        r2w_smem_stage(&mut sm, threads, c, pb, true, tb, (base, lo), rg);
-                    }
-                    for t in 0..threads {
-                        let (mut x0, mut x1) =
-                            (sm.load(t as usize, t), sm.load(t as usize, t + half));
-                        r2w_bfly_e(&mut x0, &mut x1, t, jtop(t), k - 1, true, tb, bc, rg);
-                        x[t as usize] = [x0, x1];
-                    }
-                }
-                for t in 0..threads {
-                    let (p0, p1) = (r8_pos(base, lo, c, t), r8_pos(base, lo, c, t + half));
-                    let [mut x0, mut x1] = x[t as usize];
-                    if rg.is_none() && prev_k != 0 {
-                        x0 *= r8_twiddle(tb, p0, lo, k, prev_k);
-                        x1 *= r8_twiddle(tb, p1, lo, k, prev_k);
-                    }
-                    g.store(p0, x0);
-                    g.store(p1, x1);
-                }
-            }
-        }
-        g.finish();
-    }
-
-    /// A direction's tables, and r2wg's table for the transform's size (`w`, from
-    /// `r2wg_table`).
-    struct Tw<'a> {
-        tb: &'a Tabs,
-        w: &'a [Scalar],
-    }
-
-    /// `Ntt::pass`'s choice of kernel (and `Ntt::pass_global`'s).
-    fn pass(data: &mut [Scalar], log_n: u32, p: Pass, dit: bool, tw: &Tw, kernel: NttKernel) {
-        let tb = tw.tb;
-        match kernel.for_pass(&p) {
-            NttKernel::Radix8 => r8_pass(data, log_n, p, dit, tb),
-            // r2wf and r2wf3 are r2w with another (equal-valued) product and another
-            // register budget: the same index math.
-            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3 => {
-                r2w_pass(data, log_n, p, dit, tb, None)
-            }
-            NttKernel::Radix2WarpGlobal => {
-                let g = R2wg {
-                    w: tw.w,
-                    log_n,
-                    inv: tb.inv,
-                };
-                if p.k + p.c >= 6 {
-                    r2w_pass(data, log_n, p, dit, tb, Some(&g))
-                } else {
-                    radix2_pass_g(data, log_n, p, dit, &g)
-                }
-            }
-            NttKernel::Radix2 => radix2_pass(data, log_n, p, dit, tb),
-        }
-    }
-
-    fn dif(data: &mut [Scalar], log_n: u32, plan: &[Pass], tw: &Tw, kernel: NttKernel) {
-        for &p in plan {
-            pass(data, log_n, p, false, tw, kernel);
-        }
-    }
-
-    fn dit(data: &mut [Scalar], log_n: u32, plan: &[Pass], tw: &Tw, kernel: NttKernel) {
-        for &p in plan.iter().rev() {
-            pass(data, log_n, p, true, tw, kernel);
-        }
-    }
-
-    /// `plan` with another choice of c (the kernels take any c <= lo with k + c <= 10).
-    fn plan_with_c(log_n: u32, f: impl Fn(&Pass) -> u32) -> Vec<Pass> {
-        plan(log_n)
-            .into_iter()
-            .map(|p| Pass { c: f(&p), ..p })
-            .collect()
-    }
-
-    /// A plan like `plan`'s with a given number of passes (small transforms then have
-    /// middle passes, with both a twiddle in and one out, as 2^21 and up do).
-    fn plan_split(log_n: u32, passes: u32) -> Vec<Pass> {
-        let base = log_n / passes;
-        let extra = log_n % passes;
-        let mut out = Vec::new();
-        let (mut hi, mut prev_k) = (log_n, 0);
-        for i in 0..passes {
-            let k = base + u32::from(i < extra);
-            let lo = hi - k;
-            out.push(Pass {
-                lo,
-                k,
-                c: lo.min(MAX_PASS_BITS - k),
-                prev_k,
-            });
-            prev_k = k;
-            hi = lo;
-        }
-        out
-    }
-
-    fn check_size(log_n: u32, tabs: &[Tabs; 2], pool: &rayon::ThreadPool, more_plans: bool) {
-        let n = 1usize << log_n;
-        let mut rng = ChaCha20Rng::seed_from_u64(u64::from(log_n));
-        let input: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-        let dom = cuzk_gpu_backend::ntt::Domain::new(log_n).unwrap();
-        let mut fwd = input.clone();
-        dom.fft(&mut fwd, pool).unwrap();
-        let mut inv = input.clone();
-        dom.ifft(&mut inv, pool).unwrap();
-        let nn = Scalar::from(n as u64);
-        inv.iter_mut().for_each(|x| *x *= nn);
-        let br = |v: &[Scalar]| -> Vec<Scalar> {
-            (0..n)
-                .map(|i| v[bitrev(i as u32, log_n) as usize])
-                .collect()
-        };
-        let input_br = br(&input);
-        let mut plans = vec![("default c", plan(log_n))];
-        let zero_c =
-            |v: Vec<Pass>| -> Vec<Pass> { v.into_iter().map(|p| Pass { c: 0, ..p }).collect() };
-        for passes in [3u32, 4] {
-            if more_plans && log_n >= 3 * passes {
-                plans.push(("split", plan_split(log_n, passes)));
-                plans.push(("split, c = 0", zero_c(plan_split(log_n, passes))));
-            }
-        }
-        if more_plans && log_n > 1 {
-            plans.push(("c = 0", plan_with_c(log_n, |_| 0)));
-            plans.push((
-                "c = min(lo, 2)",
-                plan_with_c(log_n, |p| p.lo.min(2).min(MAX_PASS_BITS - p.k)),
-            ));
-        }
-        let w = r2wg_table(&tabs[0], log_n);
-        for (pname, pl) in &plans {
-            // r2wf and r2wf3 run r2w's index math (their product is checked by
-            // tests/host_arith.rs).
-            let kernels = NttKernel::ALL
-                .into_iter()
-                .filter(|&k| !matches!(k, NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3));
-            for kernel in kernels {
-                for (dir, want, tb) in [
-                    (Direction::Forward, &fwd, &tabs[0]),
-                    (Direction::Inverse, &inv, &tabs[1]),
-                ] {
-                    let what = format!("2^{log_n} {pname} {kernel:?} {dir:?}");
-                    let tw = Tw { tb, w: &w };
-                    let mut d = input.clone();
-                    dif(&mut d, log_n, pl, &tw, kernel);
-                    assert!(br(&d) == *want, "dif {what}");
-                    let mut d = input_br.clone();
-                    dit(&mut d, log_n, pl, &tw, kernel);
-                    assert!(d == *want, "dit {what}");
-                }
-            }
-        }
-    }
-
-    /// `Ntt::h_from`'s data flow with the kernels' index math (the DIF passes as
-    /// emulated above, `ab_combine` and `bitrev_scale_sub_copy` line by line; the
-    /// coset transforms of a and b by the CPU domain) against the CPU H chain: c
-    /// goes through one inverse transform and is subtracted from the coefficients.
-    #[test]
-    fn h_with_c_subtracted_from_the_coefficients_matches_the_cpu_chain() {
-        let tabs = Tabs::new(Direction::Inverse);
-        let pool = pool();
-        for (log_n, len) in [(1u32, 2usize), (5, 29), (10, 1024), (12, 3001)] {
-            let n = 1usize << log_n;
-            let mut rng = ChaCha20Rng::seed_from_u64(u64::from(log_n) + 100);
-            let mut abc: [Vec<Scalar>; 3] =
-                std::array::from_fn(|_| (0..len).map(|_| Scalar::random(&mut rng)).collect());
-            let want = cuzk_gpu_backend::compute_h(
-                cuzk_gpu_backend::Abc {
-                    a: abc[0].clone(),
-                    b: abc[1].clone(),
-                    c: abc[2].clone(),
-                },
-                &pool,
-            )
-            .unwrap();
-            for v in &mut abc {
-                v.resize(n, Scalar::ZERO);
-            }
-            let [mut a, mut b, mut c] = abc;
-            let dom = cuzk_gpu_backend::ntt::Domain::new(log_n).unwrap();
-            for v in [&mut a, &mut b] {
-                dom.ifft(v, &pool).unwrap();
-                dom.coset_fft(v, &pool).unwrap();
-            }
-            let pl = plan(log_n);
-            let tw = Tw { tb: &tabs, w: &[] };
-            dif(&mut c, log_n, &pl, &tw, NttKernel::Radix2Warp);
-            let g = Scalar::MULTIPLICATIVE_GENERATOR;
-            let zinv = (g.pow_vartime([n as u64]) - Scalar::ONE).invert().unwrap();
-            let n_inv = Scalar::from(n as u64).invert().unwrap();
-            // ab_combine
-            for (x, y) in a.iter_mut().zip(&b) {
-                *x = *x * y * zinv;
-            }
-            dif(&mut a, log_n, &pl, &tw, NttKernel::Radix2Warp);
-            // bitrev_scale_sub_copy (P0, P1: g^-q / n)
-            let s = zinv * n_inv;
-            let mut out = vec![Scalar::ZERO; n];
-            for p in 0..n {
-                let q = bitrev(p as u32, log_n) as usize;
-                let f = g.invert().unwrap().pow_vartime([q as u64]) * n_inv;
-                out[q] = a[p] * f - c[p] * s;
-            }
-            assert_eq!(out[..n - 1], want[..], "2^{log_n}, {len} constraints");
-        }
-    }
-
-    fn pool() -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap()
-    }
-
-    #[test]
-    fn kernels_match_cpu_ntt_small() {
-        let tabs = [Tabs::new(Direction::Forward), Tabs::new(Direction::Inverse)];
-        let pool = pool();
-        for log_n in 1..=14 {
-            check_size(log_n, &tabs, &pool, true);
-        }
-    }
-
-    #[test]
-    fn kernels_match_cpu_ntt_large() {
-        let tabs = [Tabs::new(Direction::Forward), Tabs::new(Direction::Inverse)];
-        let pool = pool();
-        for log_n in [16, 17, 19] {
-            check_size(log_n, &tabs, &pool, true);
-        }
-        // The real 3-pass plan (7, 7, 7), default c only.
-        check_size(21, &tabs, &pool, false);
-    }
-
-    /// `bitrev_tiled` over every block: each block writes exactly the positions it
-    /// read, so the in-place kernel has no hazard between blocks.
-    fn bitrev_tiled(data: &mut [Scalar], log_n: u32, s: Option<Scalar>) {
-        assert!(log_n >= BITREV_TILED_MIN_LOG);
-        let mut g = Global::new(data);
-        let mb = log_n - 8;
-        let sh = log_n - 4;
-        for m in 0..1u32 << mb {
-            let mr = bitrev(m, mb);
-            if mr < m {
-                continue;
-            }
-            let ntile = if mr == m { 1 } else { 2 };
-            let mut tile = vec![vec![None; 16 * 17]; 2];
-            let (mut read, mut written) = (Vec::new(), Vec::new());
-            for i in 0..ntile {
-                for t in 0..256u32 {
-                    let (hi, lo) = (t >> 4, t & 15);
-                    let p = (hi << sh) | ((if i == 1 { mr } else { m }) << 4) | lo;
-                    read.push(p);
-                    let mut x = g.load(p);
-                    if let Some(s) = s {
-                        x *= s;
-                    }
-                    let slot = &mut tile[i][(hi * 17 + lo) as usize];
-                    assert!(slot.is_none(), "tile slot written twice");
-                    *slot = Some(x);
-                }
-            }
-            for i in 0..ntile {
-                for t in 0..256u32 {
-                    let (hi, lo) = (t >> 4, t & 15);
-                    let (a, b) = (bitrev(lo, 4), bitrev(hi, 4));
-                    let x = tile[i][(a * 17 + b) as usize].expect("tile slot read before written");
-                    let p = (hi << sh) | ((if i == 1 { m } else { mr }) << 4) | lo;
-                    written.push(p);
-                    g.store(p, x);
-                }
-            }
-            read.sort_unstable();
-            written.sort_unstable();
-            assert_eq!(read, written, "block {m} writes what it did not read");
-        }
-        g.finish();
-    }
-
-    #[test]
-    fn bitrev_tiled_is_the_bit_reversal() {
-        let mut rng = ChaCha20Rng::seed_from_u64(7);
-        for log_n in BITREV_TILED_MIN_LOG..=15 {
-            let n = 1usize << log_n;
-            let input: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-            let s = Scalar::random(&mut rng);
-            for scale in [None, Some(s)] {
-                let mut d = input.clone();
-                bitrev_tiled(&mut d, log_n, scale);
-                let f = scale.unwrap_or(Scalar::ONE);
-                let ok = (0..n).all(|i| d[bitrev(i as u32, log_n) as usize] == input[i] * f);
-                assert!(ok, "2^{log_n} scale {}", scale.is_some());
-            }
-        }
-    }
-
-    /// Every shared-memory access pattern of the register kernel (round windows at any
-    /// tile bit, the linear arrangement) hits 32 distinct banks per warp.
-    #[test]
-    fn r8_smem_is_free_of_bank_conflicts() {
-        for tbits in 8..=MAX_PASS_BITS {
-            let threads = 1u32 << (tbits - 3);
-            for m in 0..8u32 {
-                for warp in (0..threads).step_by(32) {
-                    let lanes = warp..warp + 32;
-                    for pos in 0..=tbits - 3 {
-                        let mut banks: Vec<u32> = lanes
-                            .clone()
-                            .map(|t| r8_swz(r8_elem(t, pos, m)) % 32)
-                            .collect();
-                        banks.sort_unstable();
-                        banks.dedup();
-                        assert_eq!(banks.len(), 32, "tile 2^{tbits} window at {pos}");
-                    }
-                    let mut banks: Vec<u32> =
-                        lanes.map(|t| r8_swz(t + (m << (tbits - 3))) % 32).collect();
-                    banks.sort_unstable();
-                    banks.dedup();
-                    assert_eq!(banks.len(), 32, "tile 2^{tbits} linear");
-                }
-            }
-        }
-        // The swizzle is a permutation of every tile.
-        for tbits in 0..=MAX_PASS_BITS {
-            let mut v: Vec<u32> = (0..1u32 << tbits).map(r8_swz).collect();
-            v.sort_unstable();
-            assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
-        }
-    }
-}
+mod host;

@@ -214,7 +214,15 @@ impl Stager {
         // Asynchronous (pinned source): the buffer is not written or freed again
         // before `copied` says the copy has read it.
         raw::htod_bytes(&gpu.copy, staged, dst, 0)?;
-        s.copied.record(&gpu.copy).ctx("cuEventRecord")?;
+        if let Err(e) = s.copied.record(&gpu.copy) {
+            // Without its event the DMA would go unseen by the next write into this
+            // buffer and by its free: wait for it here (the copy stream only).
+            gpu.ctx.record_err(gpu.copy.synchronize());
+            return Err(CudaError::Driver {
+                call: "cuEventRecord",
+                source: e,
+            });
+        }
         stats.chunks += 1;
         stats.bytes += src.len() as u64;
         stats.host_wait += t1 - t0;

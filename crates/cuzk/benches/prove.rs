@@ -11,7 +11,7 @@ use std::{path::PathBuf, time::Duration};
 
 use blstrs::Scalar;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use cuzk::{Engine, EngineConfig};
+use cuzk::{BatchProver, BatchProverConfig};
 use cuzk_circuits::{AnyCircuit, Builtin};
 use ff::Field;
 use rand_chacha::ChaCha20Rng;
@@ -49,7 +49,7 @@ fn bench_prove(c: &mut Criterion) {
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
 
-    let in_process = Engine::new(EngineConfig::default()).expect("engine");
+    let in_process = BatchProver::new(BatchProverConfig::default()).expect("engine");
     let plugin = cuzk_plugin_host::load_backend(
         &cuzk_plugin_host::PluginSpec::new("cpu"),
         &cuzk_plugin_host::SearchPath::dir(target_dir()),
@@ -57,9 +57,9 @@ fn bench_prove(c: &mut Criterion) {
     )
     .ok()
     .map(|b| {
-        Engine::new(EngineConfig {
+        BatchProver::new(BatchProverConfig {
             backend: Some(b),
-            ..EngineConfig::default()
+            ..BatchProverConfig::default()
         })
         .expect("engine")
     });

@@ -13,7 +13,7 @@
 //! circuit's R1CS once to CSR and evaluates `a, b, c` by sparse mat-vec; `prep_msm`
 //! splits each query's scalars into zeros, ones and a tail; a backend (the CPU
 //! reference here, a GPU plugin elsewhere) computes H and the G1 MSMs; `b_g2_msm`
-//! runs on its own CPU pool alongside; assembly adds the blinding. [`Engine`] exposes
+//! runs on its own CPU pool alongside; assembly adds the blinding. [`BatchProver`] exposes
 //! the same path with its knobs (backend, pools, witness check) and per-stage times.
 //!
 //! Architecture invariant: this crate only adapts. It turns bellperson's types
@@ -38,6 +38,10 @@ pub use cuzk_assembly::{AssemblyKey, ProofPoints};
 pub use cuzk_gpu_backend::{CpuBackend, GpuBackend};
 pub use cuzk_scheduler::{ProveError, Proved, Prover, ProverConfig, Srs, StageTimes};
 pub use cuzk_synth::{Compiled, NoThrottle, R1cs, SynthError, Throttle};
+
+/// `cuzk.toml`: the typed configuration and building the strategies it names
+/// (the `cuzk-config` crate).
+pub use cuzk_config as config;
 
 mod ec_source;
 pub mod pipeline;
@@ -85,7 +89,7 @@ where
     C: Circuit<Scalar> + Send,
     P: ParameterSource<Bls12>,
 {
-    Ok(Engine::default_engine()?
+    Ok(BatchProver::default_prover()?
         .prove_batch(circuits, &params, r, s)?
         .into_iter()
         .map(|p| p.proof)
@@ -99,15 +103,17 @@ pub struct TimedProof {
     pub times: StageTimes,
 }
 
-/// The prover with its knobs: backend, pools, witness check.
+/// The one-batch prover with its knobs (backend, pools, witness check): proves a
+/// batch stage after stage and returns per-stage times. For many jobs in flight at
+/// once, with a TIMELINE, use the pipelined engine ([`pipeline::PipelineEngine`]).
 #[derive(Debug, Clone)]
-pub struct Engine {
+pub struct BatchProver {
     prover: Arc<Prover>,
 }
 
-/// How to build an [`Engine`].
+/// How to build a [`BatchProver`].
 #[derive(Clone, Default)]
-pub struct EngineConfig {
+pub struct BatchProverConfig {
     /// Threads for synthesis, spmv and prep_msm (0: all cores).
     pub synth_threads: usize,
     /// Threads of the `b_g2_msm` pool (0: all cores).
@@ -120,9 +126,9 @@ pub struct EngineConfig {
     pub prover: ProverConfig,
 }
 
-impl std::fmt::Debug for EngineConfig {
+impl std::fmt::Debug for BatchProverConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineConfig")
+        f.debug_struct("BatchProverConfig")
             .field("synth_threads", &self.synth_threads)
             .field("b_g2_threads", &self.b_g2_threads)
             .field("backend_threads", &self.backend_threads)
@@ -144,8 +150,8 @@ fn pool(threads: usize, name: &'static str) -> Result<Arc<rayon::ThreadPool>, Er
         .map_err(|e| Error::ThreadPool(e.to_string()))
 }
 
-impl Engine {
-    pub fn new(config: EngineConfig) -> Result<Self, Error> {
+impl BatchProver {
+    pub fn new(config: BatchProverConfig) -> Result<Self, Error> {
         let backend = match config.backend {
             Some(b) => b,
             None => Arc::new(CpuBackend::new(pool(config.backend_threads, "backend")?)),
@@ -162,15 +168,15 @@ impl Engine {
         })
     }
 
-    /// The process-wide engine the drop-in functions use: the CPU backend, pools of
+    /// The process-wide prover the drop-in functions use: the CPU backend, pools of
     /// all cores, built on first use.
-    pub fn default_engine() -> Result<&'static Engine, Error> {
-        static ENGINE: OnceLock<Engine> = OnceLock::new();
-        if let Some(e) = ENGINE.get() {
+    pub fn default_prover() -> Result<&'static BatchProver, Error> {
+        static PROVER: OnceLock<BatchProver> = OnceLock::new();
+        if let Some(e) = PROVER.get() {
             return Ok(e);
         }
-        let engine = Engine::new(EngineConfig::default())?;
-        Ok(ENGINE.get_or_init(|| engine))
+        let engine = BatchProver::new(BatchProverConfig::default())?;
+        Ok(PROVER.get_or_init(|| engine))
     }
 
     pub fn prover(&self) -> &Prover {

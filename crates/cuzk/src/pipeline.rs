@@ -1,7 +1,7 @@
 //! The pipelined engine with bellperson's types: jobs from circuits and parameters,
 //! proofs checked by bellperson's verifier.
 //!
-//! [`crate::Engine`] proves one batch at a time, stage after stage; the pipelined
+//! [`crate::BatchProver`] proves one batch at a time, stage after stage; the pipelined
 //! engine ([`PipelineEngine`]) keeps many partitions of many jobs in flight, under
 //! a memory budget, with the strategies (`Policies`) chosen at run time, and
 //! records a TIMELINE.
@@ -18,8 +18,8 @@ use cuzk_synth::R1cs;
 use crate::VerifyingKey;
 
 pub use cuzk_scheduler::{
-    Engine as PipelineEngine, EngineConfig as PipelineConfig, JobError, JobHandle, JobOutput,
-    Policies, Unthrottled,
+    JobError, JobHandle, JobOutput, PipelineConfig, PipelineEngine, PipelineError, Policies,
+    Unthrottled,
 };
 
 /// bellperson's Groth16 verifier behind the engine's [`ProofVerifier`].
@@ -59,7 +59,7 @@ pub struct PartitionInput<C> {
     pub public_inputs: Vec<Scalar>,
 }
 
-/// A job for [`cuzk_scheduler::Engine::submit`]: partitions of one compiled shape,
+/// A job for [`PipelineEngine::submit`]: partitions of one compiled shape,
 /// verified with `verifier` (when the engine verifies).
 pub fn job<C>(
     r1cs: Arc<R1cs>,

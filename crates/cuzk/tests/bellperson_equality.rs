@@ -219,7 +219,7 @@ impl Circuit<Scalar> for Liar {
 #[test]
 fn unsatisfied_witness_names_the_constraint() {
     let params = params_for(Liar, 15);
-    let engine = cuzk::Engine::new(cuzk::EngineConfig {
+    let engine = cuzk::BatchProver::new(cuzk::BatchProverConfig {
         prover: cuzk::ProverConfig {
             check_witness: true,
             ..Default::default()

@@ -25,7 +25,7 @@ use cuzk_gpu_backend::{
 };
 use cuzk_plugin_host::{PluginSpec, SearchPath};
 use cuzk_scheduler::{
-    partition_bytes, Engine, EngineConfig, JobError, JobSpec, Policies, Unthrottled,
+    partition_bytes, JobError, JobSpec, PipelineConfig, PipelineEngine, Policies, Unthrottled,
 };
 use cuzk_timeline::{EventKind, Recorder};
 use ff::Field;
@@ -106,14 +106,14 @@ fn check_proofs(j: usize, proofs: &[cuzk::ProofPoints]) {
     }
 }
 
-fn small_config() -> EngineConfig {
-    EngineConfig {
-        synth_jobs: 2,
+fn small_config() -> PipelineConfig {
+    PipelineConfig {
+        synth_jobs: Some(2),
         synth_threads: 2,
         gpu_workers_per_device: 2,
         gpu_threads: 1,
         memory_budget: Some(1 << 30),
-        ..EngineConfig::default()
+        ..PipelineConfig::default()
     }
 }
 
@@ -174,7 +174,7 @@ fn ensure_plugins() -> &'static Path {
     })
 }
 
-fn run_jobs(engine: &Engine, jobs: usize, partitions: usize) {
+fn run_jobs(engine: &PipelineEngine, jobs: usize, partitions: usize) {
     let handles: Vec<_> = (0..jobs)
         .map(|j| (j, engine.submit(make_job(j, partitions))))
         .collect();
@@ -194,7 +194,7 @@ fn many_jobs_through_in_process_locks() {
         Arc::new(NoLock),
     ];
     for lock in locks {
-        let engine = Engine::start(small_config(), in_process(lock), recorder()).unwrap();
+        let engine = PipelineEngine::start(small_config(), in_process(lock), recorder()).unwrap();
         run_jobs(&engine, 4, 3);
     }
 }
@@ -212,7 +212,7 @@ fn every_combination_of_shipped_plugins_proves_the_same() {
     // The same blinding gives the same proof whatever the strategies: compare
     // every combination's bytes with the in-process run's.
     let reference = {
-        let engine = Engine::start(
+        let engine = PipelineEngine::start(
             small_config(),
             in_process(Arc::new(SingleLock::new())),
             recorder(),
@@ -231,7 +231,7 @@ fn every_combination_of_shipped_plugins_proves_the_same() {
                         .unwrap(),
                     lock: cuzk_plugin_host::load_gpu_lock(&PluginSpec::new(lock), &search).unwrap(),
                 };
-                let engine = Engine::start(small_config(), policies, recorder()).unwrap();
+                let engine = PipelineEngine::start(small_config(), policies, recorder()).unwrap();
                 let handles: Vec<_> = (0..2).map(|j| engine.submit(make_job(j, 2))).collect();
                 for (j, h) in handles.into_iter().enumerate() {
                     let out = h
@@ -250,10 +250,11 @@ fn every_combination_of_shipped_plugins_proves_the_same() {
 #[test]
 fn cancelling_a_job_leaves_the_others_alone() {
     let mut cfg = small_config();
-    cfg.synth_jobs = 1;
+    cfg.synth_jobs = Some(1);
     cfg.gpu_workers_per_device = 1;
     let rec = recorder();
-    let engine = Engine::start(cfg, in_process(Arc::new(SingleLock::new())), rec.clone()).unwrap();
+    let engine =
+        PipelineEngine::start(cfg, in_process(Arc::new(SingleLock::new())), rec.clone()).unwrap();
     let a = engine.submit(make_job(0, 3));
     let b = engine.submit(make_job(1, 3));
     let c = engine.submit(make_job(2, 3));
@@ -308,7 +309,7 @@ fn a_failing_partition_fails_only_its_job() {
         }),
         ..in_process(Arc::new(SingleLock::new()))
     };
-    let engine = Engine::start(cfg, policies, recorder()).unwrap();
+    let engine = PipelineEngine::start(cfg, policies, recorder()).unwrap();
     let handles: Vec<_> = (0..3).map(|j| (j, engine.submit(make_job(j, 2)))).collect();
     let mut failed = 0;
     for (j, h) in handles {
@@ -345,12 +346,12 @@ fn a_plugin_failing_mid_proof_is_an_error_and_the_process_goes_on() {
             backend: faulty,
             ..in_process(Arc::new(SingleLock::new()))
         };
-        let engine = Engine::start(small_config(), policies, recorder()).unwrap();
+        let engine = PipelineEngine::start(small_config(), policies, recorder()).unwrap();
         let err = engine.submit(make_job(0, 2)).wait().unwrap_err();
         assert!(matches!(err, JobError::Partition { .. }), "{mode}: {err}");
     }
     // And the same process still proves.
-    let engine = Engine::start(
+    let engine = PipelineEngine::start(
         small_config(),
         in_process(Arc::new(SingleLock::new())),
         recorder(),
@@ -366,7 +367,7 @@ fn memory_budget_blocks_then_admits_and_refuses_what_never_fits() {
     // Room for one partition at a time: the second waits for the first's permit.
     cfg.memory_budget = Some(one + one / 2);
     let rec = recorder();
-    let engine = Engine::start(
+    let engine = PipelineEngine::start(
         cfg.clone(),
         in_process(Arc::new(SingleLock::new())),
         rec.clone(),
@@ -393,7 +394,8 @@ fn memory_budget_blocks_then_admits_and_refuses_what_never_fits() {
     }
 
     cfg.memory_budget = Some(one - 1);
-    let engine = Engine::start(cfg, in_process(Arc::new(SingleLock::new())), recorder()).unwrap();
+    let engine =
+        PipelineEngine::start(cfg, in_process(Arc::new(SingleLock::new())), recorder()).unwrap();
     let err = engine.submit(make_job(0, 1)).wait().unwrap_err();
     assert!(matches!(err, JobError::Budget(_)), "{err}");
     assert!(err.to_string().contains("memory budget"), "{err}");
@@ -402,7 +404,7 @@ fn memory_budget_blocks_then_admits_and_refuses_what_never_fits() {
 #[test]
 fn timeline_records_every_stage_of_every_partition() {
     let rec = recorder();
-    let engine = Engine::start(
+    let engine = PipelineEngine::start(
         small_config(),
         in_process(Arc::new(SingleLock::new())),
         rec.clone(),
@@ -552,7 +554,11 @@ impl GpuBackend for Staging {
 }
 
 /// Every job's proofs, with the engine given.
-fn proofs_of(engine: &Engine, jobs: usize, partitions: usize) -> Vec<Vec<cuzk::ProofPoints>> {
+fn proofs_of(
+    engine: &PipelineEngine,
+    jobs: usize,
+    partitions: usize,
+) -> Vec<Vec<cuzk::ProofPoints>> {
     let handles: Vec<_> = (0..jobs)
         .map(|j| engine.submit(make_job(j, partitions)))
         .collect();
@@ -582,7 +588,7 @@ fn the_engine_stages_before_the_gpu_lock_and_unstages_after_the_call() {
     };
     let rec = recorder();
     // Two GPU workers: one stages while the other holds the lock.
-    let engine = Engine::start(small_config(), policies, rec.clone()).unwrap();
+    let engine = PipelineEngine::start(small_config(), policies, rec.clone()).unwrap();
     let staged_proofs = proofs_of(&engine, 3, 2);
     drop(engine);
 
@@ -636,7 +642,7 @@ fn the_engine_stages_before_the_gpu_lock_and_unstages_after_the_call() {
     }
 
     // The same proofs, byte for byte, as the unstaged engine.
-    let engine = Engine::start(
+    let engine = PipelineEngine::start(
         small_config(),
         in_process(Arc::new(SingleLock::new())),
         recorder(),
@@ -654,7 +660,7 @@ fn a_staging_error_or_panic_does_not_fail_the_partition() {
             ..in_process(Arc::new(SingleLock::new()))
         };
         let rec = recorder();
-        let engine = Engine::start(small_config(), policies, rec.clone()).unwrap();
+        let engine = PipelineEngine::start(small_config(), policies, rec.clone()).unwrap();
         run_jobs(&engine, 2, 2);
         drop(engine);
         // Unstaged: the a, b, c were handed over.
@@ -674,7 +680,7 @@ fn a_staging_error_or_panic_does_not_fail_the_partition() {
 fn the_single_path_prover_stages_around_the_backend_call() {
     let f = fixture();
     let prove = |backend: Arc<dyn GpuBackend>| {
-        let engine = cuzk::Engine::new(cuzk::EngineConfig {
+        let engine = cuzk::BatchProver::new(cuzk::BatchProverConfig {
             synth_threads: 2,
             b_g2_threads: 1,
             backend: Some(backend),

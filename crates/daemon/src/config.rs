@@ -22,15 +22,16 @@
 //! knobs (`[engine]`, including its memory budget for partitions in flight) and
 //! the plugins are the same tables as for every other command.
 //!
-//! (This struct moves into the shared configuration crate when it lands.)
+//! The table's type, [`DaemonSection`], lives in `cuzk-config` with the rest of
+//! `cuzk.toml`; this module checks its values and applies the defaults.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::Duration,
 };
 
 use cuzk_service::{ServiceConfig, ShutdownMode};
-use serde::Deserialize;
+pub use cuzk_config::daemon::DaemonSection;
 
 /// Where the daemon listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,58 +81,10 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("the [daemon] table of {origin}: {message}")]
-    Parse { origin: String, message: String },
+    #[error(transparent)]
+    File(#[from] cuzk_config::ConfigError),
     #[error("{0}")]
     Invalid(String),
-}
-
-/// The `[daemon]` table as written (every key optional).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct DaemonTable {
-    /// gRPC address: `host:port` or `unix:///path`. Default `127.0.0.1:9820`.
-    pub listen: Option<String>,
-    /// HTTP address of the Prometheus `/metrics` endpoint; none if left out.
-    pub metrics_listen: Option<String>,
-    /// Directory of parameter files. Default: `$FIL_PROOFS_PARAMETER_CACHE`, else
-    /// `/var/tmp/filecoin-proof-parameters` (as filecoin-proofs and `cuzk c2`).
-    pub param_cache: Option<PathBuf>,
-    /// GiB of parameter sets kept resident when no job uses them (least recently
-    /// used evicted first). Default: no limit.
-    pub param_memory_gib: Option<f64>,
-    /// GPU ordinals to prove on (the CUDA backend's `device`). Default: the
-    /// backend's own choice. One per daemon for now.
-    pub gpus: Option<Vec<u32>>,
-    /// Jobs admitted to the engine at once; the rest wait in priority order.
-    /// Default 2.
-    pub max_running_jobs: Option<usize>,
-    /// Seconds a finished job's result waits to be awaited. Default 3600.
-    pub result_ttl_s: Option<u64>,
-    /// Largest gRPC message each way, MiB. Default 256 (a 64 GiB sector's C1 is
-    /// ~140 MB).
-    pub max_message_mib: Option<usize>,
-    /// On SIGTERM: `finish` every accepted job, or `cancel` them. Default `finish`.
-    pub shutdown: Option<String>,
-    /// Seconds `finish` waits before cancelling what is left. Default 900.
-    pub shutdown_timeout_s: Option<u64>,
-    /// Serve the SYNTHETIC kind (cuzk's built-in test circuits). Default false.
-    pub synthetic: Option<bool>,
-    /// Largest synthetic circuit served, log2 of its constraints. Default 18;
-    /// 27 is a 32 GiB PoRep partition's size (for benchmarks on a GPU host).
-    pub synthetic_max_log: Option<u32>,
-    /// Benchmarks only: SYNTHETIC jobs use random-point parameters of the
-    /// circuit's shape (seconds to make at 2^27, where real ones take hours), so
-    /// their proofs are returned unverified. Default false.
-    pub synthetic_timing_only: Option<bool>,
-    /// Also write the engine's TIMELINE as JSON lines here.
-    pub timeline: Option<PathBuf>,
-}
-
-#[derive(Deserialize)]
-struct File {
-    #[serde(default)]
-    daemon: DaemonTable,
 }
 
 /// The daemon's resolved settings.
@@ -152,50 +105,36 @@ pub struct DaemonConfig {
 
 impl Default for DaemonConfig {
     fn default() -> Self {
-        DaemonTable::default()
-            .resolve()
-            .expect("the defaults are valid")
+        Self::from_section(&DaemonSection::default()).expect("the defaults are valid")
     }
 }
 
 /// filecoin-proofs' default parameter directory.
 pub const DEFAULT_PARAM_CACHE: &str = "/var/tmp/filecoin-proof-parameters";
 
-impl DaemonTable {
-    /// Parses the `[daemon]` table of a `cuzk.toml`'s text (other tables are
-    /// other commands' business).
+impl DaemonConfig {
+    /// The `[daemon]` table of a whole `cuzk.toml`'s text (defaults if absent).
     pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let f: File = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.to_owned(),
-            message: e.message().to_owned(),
-        })?;
-        Ok(f.daemon)
+        let c = cuzk_config::Config::from_toml(text, origin)?;
+        Self::from_section(&c.daemon.unwrap_or_default())
     }
 
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::from_toml(&text, &path.display().to_string())
-    }
-
-    /// Applies the defaults and checks every value.
-    pub fn resolve(&self) -> Result<DaemonConfig, ConfigError> {
-        let listen = Listen::parse(self.listen.as_deref().unwrap_or("127.0.0.1:9820"))?;
-        if let Some(m) = &self.metrics_listen {
+    /// Applies the defaults to `s` and checks every value.
+    pub fn from_section(s: &DaemonSection) -> Result<DaemonConfig, ConfigError> {
+        let listen = Listen::parse(s.listen.as_deref().unwrap_or("127.0.0.1:9820"))?;
+        if let Some(m) = &s.metrics_listen {
             if !matches!(Listen::parse(m)?, Listen::Tcp(_)) {
                 return Err(ConfigError::Invalid(format!(
                     "metrics_listen `{m}`: the metrics endpoint is HTTP on `host:port`"
                 )));
             }
         }
-        let param_cache = self.param_cache.clone().unwrap_or_else(|| {
+        let param_cache = s.param_cache.clone().unwrap_or_else(|| {
             std::env::var_os("FIL_PROOFS_PARAMETER_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_PARAM_CACHE))
         });
-        let param_budget_bytes = match self.param_memory_gib {
+        let param_budget_bytes = match s.param_memory_gib {
             None => u64::MAX,
             Some(g) if g.is_finite() && g >= 0.0 => (g * (1u64 << 30) as f64) as u64,
             Some(g) => {
@@ -204,24 +143,24 @@ impl DaemonTable {
                 )))
             }
         };
-        if let Some(g) = &self.gpus {
+        if let Some(g) = &s.gpus {
             if g.len() > 1 {
                 return Err(ConfigError::Invalid(format!(
                     "gpus = {g:?}: one daemon drives one GPU for now; run one daemon per GPU"
                 )));
             }
         }
-        let max_running_jobs = self.max_running_jobs.unwrap_or(2);
+        let max_running_jobs = s.max_running_jobs.unwrap_or(2);
         if max_running_jobs == 0 {
             return Err(ConfigError::Invalid("max_running_jobs must be at least 1".into()));
         }
-        let max_message_mib = self.max_message_mib.unwrap_or(256);
+        let max_message_mib = s.max_message_mib.unwrap_or(256);
         if max_message_mib == 0 || max_message_mib > 4095 {
             return Err(ConfigError::Invalid(format!(
                 "max_message_mib = {max_message_mib}: give 1 to 4095"
             )));
         }
-        let shutdown = match self.shutdown.as_deref().unwrap_or("finish") {
+        let shutdown = match s.shutdown.as_deref().unwrap_or("finish") {
             "finish" => ShutdownMode::Finish,
             "cancel" => ShutdownMode::Cancel,
             other => {
@@ -232,22 +171,22 @@ impl DaemonTable {
         };
         Ok(DaemonConfig {
             listen,
-            metrics_listen: self.metrics_listen.clone(),
+            metrics_listen: s.metrics_listen.clone(),
             param_cache,
-            gpus: self.gpus.clone(),
+            gpus: s.gpus.clone(),
             max_message_bytes: max_message_mib << 20,
             shutdown,
-            shutdown_timeout: Duration::from_secs(self.shutdown_timeout_s.unwrap_or(900)),
-            synthetic: self.synthetic.unwrap_or(false),
-            synthetic_max_log: self
+            shutdown_timeout: Duration::from_secs(s.shutdown_timeout_s.unwrap_or(900)),
+            synthetic: s.synthetic.unwrap_or(false),
+            synthetic_max_log: s
                 .synthetic_max_log
                 .unwrap_or(cuzk_service::synthetic::MAX_LOG),
-            synthetic_timing_only: self.synthetic_timing_only.unwrap_or(false),
+            synthetic_timing_only: s.synthetic_timing_only.unwrap_or(false),
             service: ServiceConfig {
                 max_running_jobs,
                 param_budget_bytes,
-                result_ttl: Duration::from_secs(self.result_ttl_s.unwrap_or(3600)),
-                timeline_jsonl: self.timeline.clone(),
+                result_ttl: Duration::from_secs(s.result_ttl_s.unwrap_or(3600)),
+                timeline_jsonl: s.timeline.clone(),
             },
         })
     }
@@ -259,7 +198,7 @@ mod tests {
 
     #[test]
     fn every_key_parses_and_unknown_keys_are_errors() {
-        let t = DaemonTable::from_toml(
+        let c = DaemonConfig::from_toml(
             r#"
             [engine]
             synth_jobs = 2
@@ -282,7 +221,6 @@ mod tests {
             "test",
         )
         .unwrap();
-        let c = t.resolve().unwrap();
         assert_eq!(c.listen, Listen::Unix("/tmp/cuzk.sock".into()));
         assert_eq!(c.max_message_bytes, 64 << 20);
         assert_eq!(c.shutdown, ShutdownMode::Cancel);
@@ -290,7 +228,7 @@ mod tests {
         assert_eq!(c.service.param_budget_bytes, 3 << 29);
         assert!(c.synthetic);
 
-        let err = DaemonTable::from_toml("[daemon]\nlisten_addr = \"x\"\n", "test").unwrap_err();
+        let err = DaemonConfig::from_toml("[daemon]\nlisten_addr = \"x\"\n", "test").unwrap_err();
         assert!(err.to_string().contains("listen_addr"), "{err}");
     }
 
@@ -304,8 +242,9 @@ mod tests {
             ("gpus = [0, 1]", "one GPU"),
             ("metrics_listen = \"unix:///x\"", "HTTP"),
         ] {
-            let t = DaemonTable::from_toml(&format!("[daemon]\n{toml}\n"), "test").unwrap();
-            let err = t.resolve().unwrap_err().to_string();
+            let err = DaemonConfig::from_toml(&format!("[daemon]\n{toml}\n"), "test")
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{toml}: {err}");
         }
     }

@@ -26,5 +26,5 @@ pub mod wire {
     tonic::include_proto!("cuzk.v1");
 }
 
-pub use config::{ConfigError, DaemonConfig, DaemonTable, Listen};
+pub use config::{ConfigError, DaemonConfig, DaemonSection, Listen};
 pub use server::{serve, termination_signal, Api, Bound, ServeError, Shutdown};

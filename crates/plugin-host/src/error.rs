@@ -73,8 +73,6 @@ pub enum PluginError {
         code: &'static str,
         message: String,
     },
-    #[error("the plugin configuration {origin} is invalid: {reason}")]
-    Config { origin: String, reason: String },
 }
 
 impl PluginError {

@@ -19,24 +19,26 @@
 //! panics or fails later fails that call only. Plugins are never unloaded.
 //!
 //! Architecture invariant: this crate is the only one that loads libraries or sees
-//! `cuzk-plugin-api` types on the host side.
+//! `cuzk-plugin-api` types on the host side. It reads no configuration file: a
+//! [`PluginSpec`] (name and parameters) says what to load; `cuzk-config` makes them
+//! from `cuzk.toml`.
 
 use std::sync::Arc;
 
 use cuzk_plugin_api::{AbiError, ErrorCode, PluginKind};
 
 mod backend;
-mod config;
 mod error;
 mod load;
 mod policies;
+mod spec;
 
 pub use backend::{BackendNeeds, PluginBackend};
-pub use config::{Config, PluginSpec};
 pub use cuzk_plugin_api::{BaseQuery, PluginKind as Kind, ABI_VERSION};
 pub use error::PluginError;
 pub use load::{check_plugin, file_name, list_plugins, ParamInfo, PluginInfo, SearchPath};
 pub use policies::{PluginDealloc, PluginGpuLock, PluginThrottle};
+pub use spec::PluginSpec;
 
 /// Loads the backend `spec` names, instantiates it with its parameters, and checks
 /// its capabilities against `needs`.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use common::{lib_path, plugin_dir};
 use cuzk_plugin_host::{
     check_plugin, list_plugins, load_backend, load_dealloc, load_gpu_lock, load_throttle,
-    BackendNeeds, Config, Kind, PluginError, PluginSpec, SearchPath, ABI_VERSION,
+    BackendNeeds, Kind, PluginError, PluginSpec, SearchPath, ABI_VERSION,
 };
 
 fn search() -> SearchPath {
@@ -224,40 +224,23 @@ fn a_plugin_that_panics_while_being_created_is_an_error() {
     );
 }
 
+/// Each slot's plugin loads by name from a directory, with its parameters (what
+/// `cuzk-config` does for a `cuzk.toml`).
 #[test]
-fn cuzk_toml_names_every_slot() {
-    let dir = tempfile::tempdir().unwrap();
-    let toml = format!(
-        "plugin_dir = {:?}\n\
-         [backend]\nplugin = \"cpu\"\n[backend.params]\nthreads = 1\n\
-         [dealloc]\nplugin = \"bounded\"\nparams = {{ depth = 2 }}\n\
-         [throttle]\nplugin = \"off\"\n\
-         [gpu_lock]\nplugin = \"single\"\n",
-        plugin_dir().display().to_string()
-    );
-    let path = dir.path().join("cuzk.toml");
-    std::fs::write(&path, toml).unwrap();
-    let c = Config::load(&path).unwrap();
-    let s = c.search_path();
-    let b = load_backend(c.backend.as_ref().unwrap(), &s, &BackendNeeds::default()).unwrap();
+fn every_kind_loads_by_name_with_params() {
+    let s = SearchPath::dir(plugin_dir());
+    let b = load_backend(
+        &PluginSpec::new("cpu").with_param("threads", "1"),
+        &s,
+        &BackendNeeds::default(),
+    )
+    .unwrap();
     assert_eq!(b.plugin_name(), "cpu");
-    assert_eq!(
-        load_dealloc(c.dealloc.as_ref().unwrap(), &s)
-            .unwrap()
-            .plugin_name(),
-        "bounded"
-    );
-    assert_eq!(
-        load_throttle(c.throttle.as_ref().unwrap(), &s)
-            .unwrap()
-            .plugin_name(),
-        "off"
-    );
-    assert_eq!(
-        load_gpu_lock(c.gpu_lock.as_ref().unwrap(), &s)
-            .unwrap()
-            .plugin_name(),
-        "single"
-    );
-    let _: BTreeMap<String, String> = c.backend.unwrap().params;
+    let spec = PluginSpec::new("bounded").with_param("depth", "2");
+    assert_eq!(load_dealloc(&spec, &s).unwrap().plugin_name(), "bounded");
+    let spec = PluginSpec::new("off");
+    assert_eq!(load_throttle(&spec, &s).unwrap().plugin_name(), "off");
+    let spec = PluginSpec::new("single");
+    assert_eq!(load_gpu_lock(&spec, &s).unwrap().plugin_name(), "single");
+    let _: BTreeMap<String, String> = spec.params;
 }

@@ -68,9 +68,10 @@ impl ThrottleControl for Unthrottled {
 
 /// The engine's knobs.
 #[derive(Clone, Debug)]
-pub struct EngineConfig {
-    /// Partitions in synthesis at once.
-    pub synth_jobs: usize,
+pub struct PipelineConfig {
+    /// Partitions in synthesis at once; `None`: chosen from the cores and the work
+    /// (see [`PipelineConfig::synth_jobs`]'s resolution in the engine).
+    pub synth_jobs: Option<usize>,
     /// Threads of the synthesis pool (spmv, prep_msm); 0: all cores.
     pub synth_threads: usize,
     /// GPU workers per device (the C2 history settled on 2).
@@ -83,21 +84,23 @@ pub struct EngineConfig {
     pub verify: bool,
     /// Check `a·b = c` before the MSMs.
     pub check_witness: bool,
-    /// B in G2 on the backend (if it offers it) instead of the CPU pool.
-    pub b_g2_on_backend: bool,
+    /// B in G2 on the backend instead of the CPU pool: `Some(true)` where the
+    /// backend offers it, `Some(false)` never, `None` by the backend's capabilities
+    /// ([`b_g2_on_backend`](crate::b_g2_on_backend)).
+    pub b_g2_on_backend: Option<bool>,
 }
 
-impl Default for EngineConfig {
+impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
-            synth_jobs: 2,
+            synth_jobs: None,
             synth_threads: 0,
             gpu_workers_per_device: 2,
             gpu_threads: 0,
             memory_budget: None,
             verify: true,
             check_witness: false,
-            b_g2_on_backend: false,
+            b_g2_on_backend: None,
         }
     }
 }
@@ -339,7 +342,7 @@ struct FinishItem {
 }
 
 struct Shared {
-    cfg: EngineConfig,
+    cfg: PipelineConfig,
     policies: Policies,
     recorder: Arc<Recorder>,
     budget: Arc<MemoryBudget>,
@@ -443,15 +446,15 @@ impl Shared {
 
 /// The pipelined engine. Dropping it finishes the partitions in flight, fails the
 /// jobs still queued with [`JobError::ShutDown`] and joins its threads.
-pub struct Engine {
+pub struct PipelineEngine {
     shared: Arc<Shared>,
     threads: Vec<(&'static str, JoinHandle<()>)>,
     finish_tx: Option<Sender<FinishItem>>,
 }
 
-impl std::fmt::Debug for Engine {
+impl std::fmt::Debug for PipelineEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
+        f.debug_struct("PipelineEngine")
             .field("config", &self.shared.cfg)
             .field("backend", &self.shared.policies.backend.capabilities().name)
             .field("budget", &self.shared.budget.total())
@@ -461,7 +464,7 @@ impl std::fmt::Debug for Engine {
 
 /// The engine could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum EngineError {
+pub enum PipelineError {
     #[error("could not build the {pool} thread pool: {message}")]
     ThreadPool { pool: &'static str, message: String },
     #[error("could not start a {what} thread: {source}")]
@@ -473,31 +476,46 @@ pub enum EngineError {
     Config(String),
 }
 
-fn pool(threads: usize, name: &'static str) -> Result<Arc<ThreadPool>, EngineError> {
+/// Partitions in synthesis at once when not set: half the synthesis pool's cores.
+/// A partition's witness is one thread, its spmv and prep_msm use the whole pool,
+/// so about two partitions per core pair keep the cores busy without thrashing
+/// caches (the H200 machine's 16 vCPUs measured 6-8 best, BENCHMARKS.md).
+fn auto_synth_jobs(synth_threads: usize) -> usize {
+    let cores = match synth_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    (cores / 2).max(1)
+}
+
+fn pool(threads: usize, name: &'static str) -> Result<Arc<ThreadPool>, PipelineError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(move |i| format!("cuzk-{name}-{i}"))
         .build()
         .map(Arc::new)
-        .map_err(|e| EngineError::ThreadPool {
+        .map_err(|e| PipelineError::ThreadPool {
             pool: name,
             message: e.to_string(),
         })
 }
 
-impl Engine {
+impl PipelineEngine {
     /// Starts the engine's threads.
     pub fn start(
-        cfg: EngineConfig,
+        cfg: PipelineConfig,
         policies: Policies,
         recorder: Arc<Recorder>,
-    ) -> Result<Self, EngineError> {
-        if cfg.synth_jobs == 0 || cfg.gpu_workers_per_device == 0 {
-            return Err(EngineError::Config(
+    ) -> Result<Self, PipelineError> {
+        if cfg.synth_jobs == Some(0) || cfg.gpu_workers_per_device == 0 {
+            return Err(PipelineError::Config(
                 "synth_jobs and gpu_workers_per_device must be at least 1".into(),
             ));
         }
         let devices = policies.backend.capabilities().devices.len().max(1);
+        let synth_jobs = cfg
+            .synth_jobs
+            .unwrap_or_else(|| auto_synth_jobs(cfg.synth_threads));
         let shared = Arc::new(Shared {
             budget: MemoryBudget::new(
                 cfg.memory_budget
@@ -515,7 +533,7 @@ impl Engine {
             b_g2_running: Arc::new(AtomicUsize::new(0)),
         });
         let (finish_tx, finish_rx) = unbounded::<FinishItem>();
-        let mut engine = Engine {
+        let mut engine = PipelineEngine {
             shared: shared.clone(),
             threads: Vec::new(),
             finish_tx: Some(finish_tx.clone()),
@@ -524,12 +542,12 @@ impl Engine {
             std::thread::Builder::new()
                 .name(name)
                 .spawn(f)
-                .map_err(|source| EngineError::Thread {
+                .map_err(|source| PipelineError::Thread {
                     what: "worker",
                     source,
                 })
         };
-        for w in 0..shared.cfg.synth_jobs {
+        for w in 0..synth_jobs {
             let sh = shared.clone();
             let h = spawn(
                 format!("cuzk-synth-worker-{w}"),
@@ -639,7 +657,7 @@ impl Engine {
     }
 }
 
-impl Drop for Engine {
+impl Drop for PipelineEngine {
     fn drop(&mut self) {
         let sh = &self.shared;
         // Jobs still waiting for synthesis will not run.
@@ -825,7 +843,8 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
             continue;
         }
         sh.rec(Ev::GpuPickup, job.id, p, wk, dev, None, "");
-        let g2_on_backend = sh.cfg.b_g2_on_backend && sh.policies.backend.capabilities().g2;
+        let g2_on_backend =
+            crate::b_g2_on_backend(sh.cfg.b_g2_on_backend, &sh.policies.backend.capabilities());
 
         // b_g2_msm starts now on its own pool and overlaps this partition's GPU work
         // and the next one's.

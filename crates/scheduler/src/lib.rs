@@ -20,12 +20,14 @@ mod stages;
 
 pub use budget::{BudgetError, MemoryBudget, Permit};
 pub use engine::{
-    partition_bytes, Engine, EngineConfig, EngineError, JobError, JobHandle, JobOutput, JobSpec,
-    PartitionSpec, Policies, ProofVerifier, ThrottlePolicy, Unthrottled, WitnessSource,
+    partition_bytes, JobError, JobHandle, JobOutput, JobSpec, PartitionSpec, PipelineConfig,
+    PipelineEngine, PipelineError, Policies, ProofVerifier, ThrottlePolicy, Unthrottled,
+    WitnessSource,
 };
 
 pub use srs::{Bases, Srs, SrsError};
 pub use stages::{
-    assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, prep_stage, query_bases, spmv_stage,
-    stage_abc, ProveError, Proved, Prover, ProverConfig, QueryBases, Splits, StageTimes,
+    assembly_stage, b_g2_msm, b_g2_on_backend, gpu_stage, gpu_stage_ref, prep_stage, query_bases,
+    spmv_stage, stage_abc, ProveError, Proved, Prover, ProverConfig, QueryBases, Splits,
+    StageTimes,
 };

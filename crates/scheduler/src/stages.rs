@@ -25,9 +25,28 @@ pub struct ProverConfig {
     /// Check `a·b = c` for every constraint before the MSMs and fail with the first
     /// constraint that does not hold (costs one pass over a, b, c).
     pub check_witness: bool,
-    /// Run the B query in G2 on the backend instead of the CPU `b_g2_msm` stage
-    /// (only if the backend offers G2).
-    pub b_g2_on_backend: bool,
+    /// Run the B query in G2 on the backend instead of the CPU `b_g2_msm` stage:
+    /// `Some(true)` where the backend offers G2, `Some(false)` never, `None` by the
+    /// backend's capabilities ([`b_g2_on_backend`]).
+    pub b_g2_on_backend: Option<bool>,
+}
+
+/// Whether B in G2 runs inside the backend call, for the setting `setting`.
+///
+/// Unset, it does when the backend offers G2 *and* drives a device. Measured on the
+/// H200 machine (BENCHMARKS.md): the CUDA G2 MSM took 43 ms at 2^20 and 117 ms at
+/// 2^22 against 1.3 s and 5.9 s on the host's 16 threads (27-33x); a library user
+/// measured whole runs 6-10x faster on dense witnesses with B in G2 on the GPU. With
+/// boolean (PoRep-like) witnesses most B scalars are zeros and ones, the CPU tail
+/// is small and the A/B was within noise; moving it to the device never lost, and
+/// it leaves the cores to synthesis. The CPU reference backend offers G2 too, but there it
+/// would only move the same CPU work under the GPU lock and serialise it with H
+/// and the G1 MSMs, instead of overlapping them on the `b_g2_msm` pool.
+pub fn b_g2_on_backend(setting: Option<bool>, caps: &cuzk_gpu_backend::Capabilities) -> bool {
+    match setting {
+        Some(on) => on && caps.g2,
+        None => caps.g2 && !caps.devices.is_empty(),
+    }
 }
 
 /// Wall time of each stage of one proof. `gpu` and `b_g2_msm` overlap.
@@ -407,7 +426,8 @@ impl Prover {
         times.dealloc += t.elapsed();
 
         // The backend's partition call, with b_g2_msm overlapping it on its own pool.
-        let g2_on_backend = self.config.b_g2_on_backend && self.backend.capabilities().g2;
+        let g2_on_backend =
+            b_g2_on_backend(self.config.b_g2_on_backend, &self.backend.capabilities());
         let (gpu, b_g2) = std::thread::scope(|scope| {
             let b_g2 = (!g2_on_backend).then(|| {
                 scope.spawn(|| {

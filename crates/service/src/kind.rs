@@ -7,7 +7,7 @@
 
 use std::{any::Any, sync::Arc};
 
-use cuzk_scheduler::Engine;
+use cuzk_scheduler::PipelineEngine;
 
 /// What a job proves. The first four are Curio's kinds (the gRPC enum's values);
 /// `Synthetic` is cuzk's own: a built-in test circuit, served only when the
@@ -134,7 +134,7 @@ pub trait PreparedProof: Send {
     /// [`circuit_id`](PreparedProof::circuit_id).
     fn start(
         self: Box<Self>,
-        engine: &Engine,
+        engine: &PipelineEngine,
         params: &LoadedParams,
     ) -> Result<Box<dyn RunningProof>, String>;
 }
@@ -169,4 +169,11 @@ pub trait KindProver: Send + Sync {
 
     /// Loads a parameter set from disk (or generates it, for synthetic circuits).
     fn load_params(&self, circuit_id: &str) -> Result<LoadedParams, String>;
+
+    /// The service dropped `circuit_id`'s set: drop any copy the kind keeps too,
+    /// so the memory is freed (a kind with its own cache, such as the Filecoin
+    /// adapter's, releases it here). The default keeps nothing.
+    fn release_params(&self, circuit_id: &str) {
+        let _ = circuit_id;
+    }
 }

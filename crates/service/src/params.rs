@@ -34,6 +34,8 @@ struct Slot {
     /// Held while loading, so a set is loaded once even when many jobs want it.
     loading: Mutex<()>,
     loaded: Mutex<Option<Arc<LoadedParams>>>,
+    /// The kind that loaded it (told when the set is dropped).
+    kind: Mutex<Option<Arc<dyn KindProver>>>,
     last_used: Mutex<Instant>,
 }
 
@@ -67,6 +69,7 @@ impl ParamCache {
                 Arc::new(Slot {
                     loading: Mutex::new(()),
                     loaded: Mutex::new(None),
+                    kind: Mutex::new(None),
                     last_used: Mutex::new(Instant::now()),
                 })
             })
@@ -78,7 +81,7 @@ impl ParamCache {
     /// or the time spent waiting for another caller's load).
     pub fn acquire(
         &self,
-        kind: &dyn KindProver,
+        kind: &Arc<dyn KindProver>,
         circuit_id: &str,
     ) -> Result<(ParamHold, Duration), String> {
         let slot = self.slot(circuit_id);
@@ -97,6 +100,7 @@ impl ParamCache {
                     tracing::info!(circuit_id, bytes = set.bytes, "parameters loaded");
                     *slot.loaded.lock().unwrap_or_else(PoisonError::into_inner) =
                         Some(set.clone());
+                    *slot.kind.lock().unwrap_or_else(PoisonError::into_inner) = Some(kind.clone());
                     set
                 }
             }
@@ -110,7 +114,7 @@ impl ParamCache {
     /// Loads `circuit_id` if needed; `true` if it was already resident.
     pub fn preload(
         &self,
-        kind: &dyn KindProver,
+        kind: &Arc<dyn KindProver>,
         circuit_id: &str,
     ) -> Result<(bool, Duration), String> {
         let already = self.is_loaded(circuit_id);
@@ -157,6 +161,10 @@ impl ParamCache {
         }
         let bytes = set.bytes;
         *loaded = None;
+        drop(loaded);
+        if let Some(kind) = slot.kind.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            kind.release_params(circuit_id);
+        }
         tracing::info!(circuit_id, bytes, "parameters evicted");
         Ok(Some(bytes))
     }

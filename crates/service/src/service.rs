@@ -24,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cuzk_scheduler::{Engine, EngineConfig, EngineError, Policies};
+use cuzk_scheduler::{PipelineEngine, PipelineConfig, PipelineError, Policies};
 use cuzk_timeline::Recorder;
 
 use crate::{
@@ -66,7 +66,7 @@ impl Default for ServiceConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("the engine could not start: {0}")]
-    Engine(#[from] EngineError),
+    Engine(#[from] PipelineError),
     #[error("the metrics could not be registered: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("the TIMELINE file could not be opened: {0}")]
@@ -216,7 +216,7 @@ struct State {
 
 struct Inner {
     cfg: ServiceConfig,
-    engine: Mutex<Option<Arc<Engine>>>,
+    engine: Mutex<Option<Arc<PipelineEngine>>>,
     kinds: HashMap<ProofKind, Arc<dyn KindProver>>,
     params: ParamCache,
     metrics: Arc<Metrics>,
@@ -247,7 +247,7 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn engine(&self) -> Option<Arc<Engine>> {
+    fn engine(&self) -> Option<Arc<PipelineEngine>> {
         self.engine
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -260,7 +260,7 @@ impl Service {
     /// the metrics) and the service around it, serving `kinds`.
     pub fn start(
         cfg: ServiceConfig,
-        engine_cfg: EngineConfig,
+        engine_cfg: PipelineConfig,
         policies: Policies,
         kinds: Vec<Arc<dyn KindProver>>,
     ) -> Result<Self, StartError> {
@@ -276,7 +276,7 @@ impl Service {
         }
         let devices = policies.backend.capabilities().devices.len().max(1);
         let gpu_workers = devices * engine_cfg.gpu_workers_per_device;
-        let engine = Engine::start(engine_cfg, policies, Arc::new(recorder))?;
+        let engine = PipelineEngine::start(engine_cfg, policies, Arc::new(recorder))?;
         metrics.gpu_workers.set(gpu_workers as i64);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -430,7 +430,7 @@ impl Service {
         };
         let prover = inner.kinds[&kind].clone();
         let circuit_id = prepared.circuit_id().to_owned();
-        let (hold, srs_load) = match inner.params.acquire(prover.as_ref(), &circuit_id) {
+        let (hold, srs_load) = match inner.params.acquire(&prover, &circuit_id) {
             Ok(x) => x,
             Err(why) => {
                 let error = format!("loading the parameters of `{circuit_id}` failed: {why}");
@@ -731,7 +731,7 @@ impl Service {
         let prover = self.prover_for(circuit_id)?;
         self.inner
             .params
-            .preload(prover.as_ref(), circuit_id)
+            .preload(&prover, circuit_id)
             .map_err(|why| ParamsError::Load {
                 circuit_id: circuit_id.to_owned(),
                 why,

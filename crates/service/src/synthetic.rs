@@ -21,7 +21,7 @@ use blstrs::{Bls12, Scalar};
 use cuzk::pipeline::{job, to_bellperson, BellpersonVerifier, PartitionInput};
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use cuzk_circuits::{AnyCircuit, Builtin, PorepLike};
-use cuzk_scheduler::{Engine, JobError, JobHandle, Srs};
+use cuzk_scheduler::{PipelineEngine, JobError, JobHandle, Srs};
 use cuzk_synth::R1cs;
 use ff::Field;
 use serde::Deserialize;
@@ -306,7 +306,7 @@ impl PreparedProof for Prepared {
 
     fn start(
         self: Box<Self>,
-        engine: &Engine,
+        engine: &PipelineEngine,
         params: &LoadedParams,
     ) -> Result<Box<dyn RunningProof>, String> {
         let p = params

@@ -116,10 +116,30 @@ pub struct Compiled {
 /// Memory: 8 bytes per non-zero, 12 per constraint, plus the witness.
 #[tracing::instrument(name = "synthesis", skip_all, fields(compile = true))]
 pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<Compiled, SynthError> {
-    let mut cs = record::Recorder::new();
+    let mut cs = record::Recorder::with_values();
     cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
-    cs.finish()
+    let (r1cs, witness) = cs.finish()?;
+    Ok(Compiled {
+        r1cs,
+        // `with_values` keeps the values, so there is always a witness here.
+        witness: witness.unwrap_or_default(),
+    })
+}
+
+/// The shape alone, from a circuit that may carry no values: the allocation closures
+/// are never called (as bellperson's parameter generator never calls them), so a
+/// *blank* circuit, whose every value is `None`, compiles. This is how a proof type's
+/// R1CS is compiled once, at start-up, before any input exists; it is the same R1CS
+/// [`compile`] records from a circuit with values, for a circuit whose constraints do
+/// not depend on its values (every Groth16 circuit, since the proving key fixes the
+/// shape). Memory: the matrices only, no witness.
+#[tracing::instrument(name = "synthesis", skip_all, fields(compile = true, shape_only = true))]
+pub fn compile_shape<C: Circuit<Scalar>>(circuit: C) -> Result<R1cs, SynthError> {
+    let mut cs = record::Recorder::shape_only();
+    cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    Ok(cs.finish()?.0)
 }
 
 /// Witness only: `alloc`/`alloc_input` record values, `enforce` is skipped (only

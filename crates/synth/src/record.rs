@@ -7,26 +7,57 @@ use cuzk_alloc::Witness;
 use ff::Field;
 
 use crate::r1cs::{CoeffTable, Csr, R1cs, Term};
-use crate::{Compiled, Deferred, SynthError};
+use crate::{Deferred, SynthError};
 
 /// Marks an input column while recording. Inputs and aux variables interleave freely
 /// during synthesis, so their final columns (`[inputs, aux]`) are only known at the end;
 /// until then an input column is `INPUT_TAG | index` and an aux column is its index.
 pub(crate) const INPUT_TAG: u32 = 1 << 31;
 
-/// Records the R1CS shape and the witness. `enforce` evaluates the linear-combination
-/// closures and appends one row to each matrix; errors that bellperson would panic on
-/// (a variable that does not exist yet, an index past 32 bits) are kept and reported
-/// when synthesis ends, since `enforce` cannot return them.
+/// Records the R1CS shape and, unless it records the shape only, the witness.
+/// `enforce` evaluates the linear-combination closures and appends one row to each
+/// matrix; errors that bellperson would panic on (a variable that does not exist yet,
+/// an index past 32 bits) are kept and reported when synthesis ends, since `enforce`
+/// cannot return them.
+///
+/// In shape-only mode ([`Recorder::shape_only`]) the allocation closures are never
+/// called, as bellperson's `KeypairAssembly` never calls them: a blank circuit (every
+/// value `None`, as parameter generation synthesizes it) compiles, where a value
+/// closure would fail with `AssignmentMissing`.
 pub(crate) struct Recorder {
-    input: Vec<Scalar>,
-    aux: Vec<Scalar>,
+    num_inputs: usize,
+    num_aux: usize,
+    /// The witness values, `None` in shape-only mode.
+    values: Option<Witness>,
     mats: [Csr; 3],
     coeffs: CoeffTable,
     error: Option<Deferred>,
 }
 
 impl Recorder {
+    /// Records shape and witness.
+    pub fn with_values() -> Self {
+        Self {
+            num_inputs: 0,
+            num_aux: 0,
+            values: Some(Witness {
+                input: Vec::new(),
+                aux: Vec::new(),
+            }),
+            mats: Default::default(),
+            coeffs: CoeffTable::default(),
+            error: None,
+        }
+    }
+
+    /// Records the shape only; allocation closures are not called.
+    pub fn shape_only() -> Self {
+        Self {
+            values: None,
+            ..Self::with_values()
+        }
+    }
+
     fn fail(&mut self, e: Deferred) {
         self.error.get_or_insert(e);
     }
@@ -44,7 +75,7 @@ impl Recorder {
     /// Appends `lc` as the next row of matrix `m`. Zero coefficients are dropped: they
     /// add nothing to the value and bellperson does not count them in the densities.
     fn push_row(&mut self, m: usize, lc: &LinearCombination<Scalar>, constraint: usize) {
-        let (ni, na) = (self.input.len(), self.aux.len());
+        let (ni, na) = (self.num_inputs, self.num_aux);
         let mut error = None;
         let mat = &mut self.mats[m];
         let coeffs = &mut self.coeffs;
@@ -89,28 +120,21 @@ impl Recorder {
     }
 
     /// Ends synthesis: reports a kept error, else appends the public-input constraints
-    /// and returns the compiled shape and the witness.
-    pub fn finish(mut self) -> Result<Compiled, SynthError> {
+    /// and returns the compiled shape and the witness (`None` in shape-only mode).
+    pub fn finish(self) -> Result<(R1cs, Option<Witness>), SynthError> {
         if let Some(e) = self.error {
             return Err(e.into());
         }
-        // Growth by doubling leaves up to half the capacity unused, and the memory
-        // budget counts capacity. Shrinking a large block is an in-place `mremap`.
-        self.input.shrink_to_fit();
-        self.aux.shrink_to_fit();
-        let r1cs = R1cs::from_recorded(
-            self.input.len(),
-            self.aux.len(),
-            self.mats,
-            self.coeffs.values,
-        )?;
-        Ok(Compiled {
-            r1cs,
-            witness: Witness {
-                input: self.input,
-                aux: self.aux,
-            },
-        })
+        let values = self.values.map(|mut w| {
+            // Growth by doubling leaves up to half the capacity unused, and the memory
+            // budget counts capacity. Shrinking a large block is an in-place `mremap`.
+            w.input.shrink_to_fit();
+            w.aux.shrink_to_fit();
+            w
+        });
+        let r1cs =
+            R1cs::from_recorded(self.num_inputs, self.num_aux, self.mats, self.coeffs.values)?;
+        Ok((r1cs, values))
     }
 }
 
@@ -118,13 +142,7 @@ impl ConstraintSystem<Scalar> for Recorder {
     type Root = Self;
 
     fn new() -> Self {
-        Self {
-            input: Vec::new(),
-            aux: Vec::new(),
-            mats: Default::default(),
-            coeffs: CoeffTable::default(),
-            error: None,
-        }
+        Self::with_values()
     }
 
     fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
@@ -133,9 +151,12 @@ impl ConstraintSystem<Scalar> for Recorder {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        self.aux.push(f()?);
-        self.check_count("aux variables", self.aux.len());
-        Ok(Variable(Index::Aux(self.aux.len() - 1)))
+        if let Some(w) = &mut self.values {
+            w.aux.push(f()?);
+        }
+        self.num_aux += 1;
+        self.check_count("aux variables", self.num_aux);
+        Ok(Variable(Index::Aux(self.num_aux - 1)))
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
@@ -144,9 +165,12 @@ impl ConstraintSystem<Scalar> for Recorder {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        self.input.push(f()?);
-        self.check_count("inputs", self.input.len());
-        Ok(Variable(Index::Input(self.input.len() - 1)))
+        if let Some(w) = &mut self.values {
+            w.input.push(f()?);
+        }
+        self.num_inputs += 1;
+        self.check_count("inputs", self.num_inputs);
+        Ok(Variable(Index::Input(self.num_inputs - 1)))
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
@@ -202,16 +226,16 @@ impl ConstraintSystem<Scalar> for Recorder {
             };
             self.fail(e);
         }
-        if self.input.is_empty() || other.input.is_empty() {
+        if self.num_inputs == 0 || other.num_inputs == 0 {
             self.fail(Deferred::ExtendWithoutOne);
         }
         if self.error.is_some() {
             return;
         }
-        let in_off = self.input.len() as u32 - 1;
-        let aux_off = self.aux.len() as u32;
-        self.check_count("inputs", self.input.len() + other.input.len() - 1);
-        self.check_count("aux variables", self.aux.len() + other.aux.len());
+        let in_off = self.num_inputs as u32 - 1;
+        let aux_off = self.num_aux as u32;
+        self.check_count("inputs", self.num_inputs + other.num_inputs - 1);
+        self.check_count("aux variables", self.num_aux + other.num_aux);
         if self.error.is_some() {
             return;
         }
@@ -247,7 +271,19 @@ impl ConstraintSystem<Scalar> for Recorder {
             mine.row_ptr
                 .extend(theirs.row_ptr[1..].iter().map(|&p| p + base));
         }
-        self.input.extend_from_slice(&other.input[1..]);
-        self.aux.extend_from_slice(&other.aux);
+        self.num_inputs += other.num_inputs - 1;
+        self.num_aux += other.num_aux;
+        match (&mut self.values, &other.values) {
+            (Some(mine), Some(theirs)) => {
+                mine.input.extend_from_slice(&theirs.input[1..]);
+                mine.aux.extend_from_slice(&theirs.aux);
+            }
+            // `ConstraintSystem::new` makes systems that keep values, so a shape-only
+            // system only ever meets such a one here; their values are not wanted.
+            (None, _) => {}
+            // A system that keeps values extended by a shape-only one cannot happen
+            // through the public API (only `compile_shape` makes one, as the root).
+            (Some(_), None) => self.fail(Deferred::ExtendWithoutOne),
+        }
     }
 }

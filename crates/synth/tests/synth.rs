@@ -10,7 +10,7 @@ use blstrs::Scalar;
 use common::{reference, Extending, MulChain, Sha};
 use cuzk_alloc::HeapSize;
 use cuzk_synth::{
-    check_shape, check_witness, compile, spmv_parallel, synthesize_witness, synthesize_witness_for,
+    check_shape, check_witness, compile, compile_shape, spmv_parallel, synthesize_witness, synthesize_witness_for,
     Abc, NoThrottle, SynthError, Throttle,
 };
 use ff::Field;
@@ -363,4 +363,68 @@ fn heap_size_counts_the_matrices() {
     let nnz: usize = r1cs.nnz().iter().sum();
     // 8 bytes per non-zero, 4 per row pointer of each matrix.
     assert!(r1cs.heap_size() >= 8 * nnz + 3 * 4 * (r1cs.num_constraints() + 1));
+}
+
+/// A multiplication chain whose values may be missing, as a blank circuit's are
+/// (parameter generation synthesizes circuits with every value `None`).
+struct MaybeBlank {
+    len: usize,
+    x: Option<Scalar>,
+}
+
+impl Circuit<Scalar> for MaybeBlank {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let x_val = self.x;
+        let x = cs.alloc(|| "x", || x_val.ok_or(SynthesisError::AssignmentMissing))?;
+        let (mut acc, mut acc_val) = (x, x_val);
+        for i in 0..self.len {
+            let next_val = acc_val.zip(x_val).map(|(a, b)| a * b);
+            let next = if i + 1 == self.len {
+                cs.alloc_input(|| "out", || next_val.ok_or(SynthesisError::AssignmentMissing))?
+            } else {
+                cs.alloc(|| "acc", || next_val.ok_or(SynthesisError::AssignmentMissing))?
+            };
+            cs.enforce(|| "mul", |lc| lc + acc, |lc| lc + x, |lc| lc + next);
+            // A coefficient other than ±1 and 2, so the table is exercised too.
+            cs.enforce(
+                || "lin",
+                |lc| lc + (Scalar::from(7u64), acc) + CS::one(),
+                |lc| lc + CS::one(),
+                |lc| lc + (Scalar::from(7u64), acc) + CS::one(),
+            );
+            (acc, acc_val) = (next, next_val);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_blank_circuit_compiles_to_the_shape_of_a_full_one() {
+    let full = compile(MaybeBlank {
+        len: 9,
+        x: Some(Scalar::from(3u64)),
+    })
+    .unwrap()
+    .r1cs;
+    // The values are never asked for: a blank circuit compiles.
+    let blank = compile_shape(MaybeBlank { len: 9, x: None }).unwrap();
+    assert_eq!(blank, full);
+    assert_eq!(blank.num_inputs(), 2);
+    assert_eq!(blank.num_aux(), 9);
+    // The full compile still asks, and a missing value is still its error.
+    assert!(matches!(
+        compile(MaybeBlank { len: 9, x: None }),
+        Err(SynthError::Circuit(SynthesisError::AssignmentMissing))
+    ));
+    // A witness computed for the blank-compiled shape fits it.
+    let w = synthesize_witness_for(
+        &blank,
+        MaybeBlank {
+            len: 9,
+            x: Some(Scalar::from(5u64)),
+        },
+    )
+    .unwrap();
+    let abc = spmv_parallel(&blank, &w, &pool(2), &NoThrottle).unwrap();
+    check_witness(&blank, &abc).unwrap();
 }

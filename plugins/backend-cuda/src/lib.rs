@@ -52,6 +52,8 @@ impl BackendPlugin for Cuda {
                 0 => BasePlacement::Auto,
                 n => BasePlacement::Streamed { chunk_bases: n },
             },
+            staged_kernels_dir: own_dir().map(|d| d.join("kernels")),
+            ..CudaConfig::default()
         })
         .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
         Ok(Self { backend })
@@ -72,6 +74,25 @@ impl BackendPlugin for Cuda {
     fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
         stages::stage(&self.backend, abc)
     }
+}
+
+/// The folder this plugin's `.so` was loaded from (staged kernels ship in `kernels/`
+/// beside it), found through the dynamic loader.
+fn own_dir() -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    // SAFETY: Dl_info is plain pointers, for which all zeros is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let addr = own_dir as *const () as *const libc::c_void;
+    // SAFETY: dladdr reads the loader's tables for an address inside this object and
+    // fills `info`; `dli_fname` is a NUL-terminated path owned by the loader.
+    let found = unsafe { libc::dladdr(addr, &mut info) } != 0 && !info.dli_fname.is_null();
+    if !found {
+        return None;
+    }
+    // SAFETY: checked non-null above; the loader keeps the string alive.
+    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+    path.parent().map(std::path::Path::to_path_buf)
 }
 
 cuzk_plugin_api::export_plugin! {

@@ -1,22 +1,12 @@
-//! Dealloc plugin `bounded`: one dealloc thread behind a queue of `depth` buffers
-//! (Phase 11 of the C2 history).
-//!
-//! One thread means at most one `munmap` in flight from this process's big buffers,
-//! so no shootdown storm; the bound means a stage that releases faster than the
-//! thread frees is held back (back-pressure) instead of letting freed-but-not-yet-
-//! unmapped memory pile up past the memory budget.
+//! Dealloc plugin `bounded`: [`cuzk_alloc::BoundedDealloc`] (one dealloc thread
+//! behind a queue of `depth` buffers, Phase 11 of the C2 history) behind the plugin
+//! ABI, so the same strategy runs in-process (`builtin = "bounded"` in `cuzk.toml`)
+//! or as a plugin, and the two can be compared.
 
-use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use cuzk_alloc::{BoundedDealloc, DeallocPolicy, Released};
+use cuzk_plugin_api::{AbiError, DeallocPlugin, ParamDoc, Params, ReleasedBuf};
 
-use cuzk_plugin_api::{pending::Pending, AbiError, DeallocPlugin, ParamDoc, Params, ReleasedBuf};
-
-pub struct Bounded {
-    queue: Mutex<Option<SyncSender<ReleasedBuf>>>,
-    pending: Arc<Pending>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
+pub struct Bounded(BoundedDealloc);
 
 impl DeallocPlugin for Bounded {
     const PARAMS: &'static [ParamDoc] = &[ParamDoc::new(
@@ -27,72 +17,21 @@ impl DeallocPlugin for Bounded {
 
     fn new(params: &Params<'_>) -> Result<Self, AbiError> {
         let depth: usize = params.get("depth")?;
-        let (tx, rx) = sync_channel::<ReleasedBuf>(depth);
-        let pending = Arc::new(Pending::default());
-        let p = Arc::clone(&pending);
-        let thread = std::thread::Builder::new()
-            .name("cuzk-dealloc".into())
-            .spawn(move || {
-                for buf in rx {
-                    buf.free();
-                    p.finish();
-                }
-            })
-            .map_err(|e| AbiError::other(format!("could not start the dealloc thread: {e}")))?;
-        Ok(Self {
-            queue: Mutex::new(Some(tx)),
-            pending,
-            thread: Mutex::new(Some(thread)),
-        })
+        BoundedDealloc::new(depth)
+            .map(Self)
+            .map_err(|e| AbiError::other(format!("could not start the dealloc thread: {e}")))
     }
 
     fn release(&self, buf: ReleasedBuf) -> Result<(), AbiError> {
-        let tx = self
-            .queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let Some(tx) = tx else {
-            buf.free();
-            return Ok(());
-        };
-        self.pending.start();
-        // Blocks while the queue is full: the back-pressure.
-        if let Err(returned) = tx.send(buf) {
-            // The thread is gone (it cannot panic: frees are contained); free here.
-            returned.0.free();
-            self.pending.finish();
-            return Err(AbiError::other(
-                "the dealloc thread has stopped; freed inline",
-            ));
-        }
+        // A `ReleasedBuf` frees its buffer when dropped, so it travels as a value.
+        let (bytes, label) = (buf.bytes() as usize, buf.label());
+        self.0.release(Released::new(buf, bytes, label));
         Ok(())
     }
 
     fn drain(&self) -> Result<(), AbiError> {
-        self.pending.wait_idle();
+        self.0.drain();
         Ok(())
-    }
-}
-
-impl Drop for Bounded {
-    fn drop(&mut self) {
-        // Closing the queue ends the thread once it has freed what is queued (at
-        // most `depth` buffers, so the wait is bounded).
-        drop(
-            self.queue
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        if let Some(t) = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            let _ = t.join();
-        }
     }
 }
 

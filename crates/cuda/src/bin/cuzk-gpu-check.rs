@@ -4,14 +4,14 @@
 //! cuzk-gpu-check [OUT_DIR] [--quick] [--no-bench] [--no-check] [--table-only] [--sweeps]
 //!                [--skip fields,ntt,h,msm,g2,partition,
 //!                        field-bench,msm-bench,g2-bench,ntt-bench,h-bench,partition-bench]
-//! cuzk-gpu-check --compile-only [ARCH]     (fills $CUZK_CUDA_CACHE, no GPU needed)
+//! cuzk-gpu-check --compile-only DIR [ARCH]   (writes staged kernels, no GPU needed)
 //! ```
 //! Checks each kernel against the CPU (blstrs, cuzk-msm-cpu, cuzk-gpu-backend's NTT,
 //! compute_h and CpuBackend) on fresh random inputs and 0/1-heavy ones, output
 //! buffers poisoned first; then times MSM, NTT and H (warm-up, median of 5, CUDA
 //! events). Full log in OUT_DIR/gpu-check.log, the table last on stdout and in
-//! OUT_DIR/table.md. Exit status 1 if any check failed; "skipped: no CUDA device"
-//! and status 0 where there is no GPU.
+//! OUT_DIR/table.md. Exit status 1 if any check failed, 2 where there is no GPU
+//! (nothing was checked). `--seed N` replays a run's inputs.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -79,20 +79,16 @@ fn pool() -> Arc<rayon::ThreadPool> {
     )
 }
 
-/// The run's seed: `CUZK_CHECK_SEED`, or the clock read once (logged at the start,
-/// so that a failure can be replayed with the same inputs).
+static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// The run's seed: `--seed N` (set in `main`), or the clock read once (logged at
+/// the start, so that a failure can be replayed with the same inputs).
 fn run_seed() -> u64 {
-    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *SEED.get_or_init(|| {
-        std::env::var("CUZK_CHECK_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1)
-            })
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
     })
 }
 
@@ -1708,20 +1704,32 @@ fn bench_partition(
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(i) = args.iter().position(|a| a == "--compile-only") {
-        // Fill the CUZK_CUDA_CACHE directory without a device (the check script ships
-        // these CUBINs so the device spends no time in NVRTC).
-        let arch = args.get(i + 1).cloned().unwrap_or_else(|| "sm_90".into());
+        // Stage kernels without a device: `--compile-only DIR [ARCH]` writes every
+        // module's CUBIN into DIR (scripts/stage-device.sh ships them in `kernels/`
+        // beside the binaries, so the device spends no time in NVRTC).
+        let dir = args
+            .get(i + 1)
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow!("--compile-only needs a folder"))?;
+        let arch = args.get(i + 2).cloned().unwrap_or_else(|| "sm_90".into());
         for m in cuzk_cuda::kernels::MODULES {
             let t = Instant::now();
-            let cubin = cuzk_cuda::kernels::compile_cached(&m, &arch)?;
+            let path = cuzk_cuda::KernelCache::compile_into(&dir, &m, &arch)?;
             println!(
-                "{} for {arch}: {} bytes in {:.1?}",
+                "{} for {arch}: {} in {:.1?}",
                 m.name,
-                cubin.len(),
+                path.display(),
                 t.elapsed()
             );
         }
         return Ok(());
+    }
+    if let Some(i) = args.iter().position(|a| a == "--seed") {
+        let seed = args
+            .get(i + 1)
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("--seed needs a number"))?;
+        let _ = SEED.set(seed);
     }
     let quick = args.iter().any(|a| a == "--quick");
     let table_only = args.iter().any(|a| a == "--table-only");
@@ -1736,9 +1744,14 @@ fn main() -> Result<()> {
         .map(|s| s.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
     let on = |name: &str| !skip.iter().any(|s| s == name);
+    // The one positional argument: what follows no option that takes a value.
+    let takes_value = |a: &str| a == "--seed" || a == "--skip";
     let out = PathBuf::from(
         args.iter()
-            .find(|a| !a.starts_with("--"))
+            .enumerate()
+            .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || !takes_value(&args[i - 1])))
+            .map(|(_, a)| a)
+            .next()
             .cloned()
             .unwrap_or_else(|| "gpu-check-out".into()),
     );
@@ -1753,8 +1766,9 @@ fn main() -> Result<()> {
     let backend = match CudaBackend::new(CudaConfig::default()) {
         Ok(b) => b,
         Err(CudaError::NoDevice(why)) => {
-            log.line(&format!("skipped: no CUDA device ({why})"));
-            return Ok(());
+            // A check run that found no device checked nothing: say so, and fail.
+            log.line(&format!("no CUDA device ({why}): nothing was checked"));
+            std::process::exit(2);
         }
         Err(e) => return Err(e.into()),
     };
@@ -1765,7 +1779,7 @@ fn main() -> Result<()> {
         t0.elapsed()
     ));
     log.line(&format!(
-        "seed {} (CUZK_CHECK_SEED={} replays this run's inputs)",
+        "seed {} (--seed {} replays this run's inputs)",
         run_seed(),
         run_seed()
     ));

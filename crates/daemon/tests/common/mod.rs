@@ -11,12 +11,12 @@ use std::{
 };
 
 use cuzk_alloc::InlineDealloc;
-use cuzk_daemon::{client, wire as pb, Bound, DaemonConfig, DaemonTable, Shutdown};
+use cuzk_daemon::{client, wire as pb, Bound, DaemonConfig, Shutdown};
 use cuzk_gpu_backend::{
     lock::SingleLock, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob,
     PartitionResult,
 };
-use cuzk_scheduler::{EngineConfig, Policies, Unthrottled};
+use cuzk_scheduler::{PipelineConfig, Policies, Unthrottled};
 use cuzk_service::{synthetic::SyntheticKind, KindProver, Service};
 
 /// Holds every backend call while closed.
@@ -83,6 +83,8 @@ pub struct Daemon {
 pub struct Opts {
     pub unix: bool,
     pub daemon_toml: String,
+    /// Kinds served besides the synthetic one.
+    pub kinds: Vec<Arc<dyn KindProver>>,
 }
 
 pub fn start(opts: Opts) -> Daemon {
@@ -97,10 +99,7 @@ pub fn start(opts: Opts) -> Daemon {
         param_dir().display(),
         opts.daemon_toml
     );
-    let cfg: DaemonConfig = DaemonTable::from_toml(&toml, "test")
-        .unwrap()
-        .resolve()
-        .unwrap();
+    let cfg = DaemonConfig::from_toml(&toml, "test").unwrap();
     let gate = Arc::new(Gate::default());
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
@@ -115,15 +114,17 @@ pub fn start(opts: Opts) -> Daemon {
         throttle: Arc::new(Unthrottled),
         lock: Arc::new(SingleLock::new()),
     };
-    let engine = EngineConfig {
-        synth_jobs: 2,
+    let engine = PipelineConfig {
+        synth_jobs: Some(2),
         synth_threads: 2,
         gpu_workers_per_device: 1,
         gpu_threads: 1,
         memory_budget: Some(1 << 30),
-        ..EngineConfig::default()
+        ..PipelineConfig::default()
     };
-    let kinds: Vec<Arc<dyn KindProver>> = vec![Arc::new(SyntheticKind::new(cfg.param_cache.clone()))];
+    let mut kinds: Vec<Arc<dyn KindProver>> =
+        vec![Arc::new(SyntheticKind::new(cfg.param_cache.clone()))];
+    kinds.extend(opts.kinds);
     let service = Service::start(cfg.service.clone(), engine, policies, kinds).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

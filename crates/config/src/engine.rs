@@ -1,0 +1,59 @@
+//! `[engine]`: the pipelined engine's knobs.
+
+use serde::{Deserialize, Serialize};
+
+use cuzk_scheduler::PipelineConfig;
+
+/// The `[engine]` table. A knob left out takes [`PipelineConfig::default`]'s value;
+/// the CLI's flags set these fields before [`EngineSection::pipeline_config`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSection {
+    /// Partitions in synthesis at once (unset: chosen from the cores and the work).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synth_jobs: Option<usize>,
+    /// Threads of the synthesis pool (0: all cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synth_threads: Option<usize>,
+    /// GPU workers per device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_workers_per_device: Option<usize>,
+    /// Threads of the `b_g2_msm` pool (0: all cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_threads: Option<usize>,
+    /// Memory budget in GiB for all partitions in flight (unset: the machine's
+    /// limit, cgroups included, less a margin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_budget_gib: Option<f64>,
+    /// Verify every proof before returning it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<bool>,
+    /// Check `a·b = c` before the MSMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_witness: Option<bool>,
+    /// B in G2 on the backend (unset: where a device backend offers it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b_g2_on_backend: Option<bool>,
+}
+
+impl EngineSection {
+    /// These knobs over [`PipelineConfig::default`].
+    pub fn pipeline_config(&self) -> PipelineConfig {
+        let d = PipelineConfig::default();
+        PipelineConfig {
+            synth_jobs: self.synth_jobs.or(d.synth_jobs),
+            synth_threads: self.synth_threads.unwrap_or(d.synth_threads),
+            gpu_workers_per_device: self
+                .gpu_workers_per_device
+                .unwrap_or(d.gpu_workers_per_device),
+            gpu_threads: self.gpu_threads.unwrap_or(d.gpu_threads),
+            memory_budget: self
+                .memory_budget_gib
+                .map(|g| (g * (1u64 << 30) as f64) as u64)
+                .or(d.memory_budget),
+            verify: self.verify.unwrap_or(d.verify),
+            check_witness: self.check_witness.unwrap_or(d.check_witness),
+            b_g2_on_backend: self.b_g2_on_backend.or(d.b_g2_on_backend),
+        }
+    }
+}

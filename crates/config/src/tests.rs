@@ -1,0 +1,204 @@
+use super::*;
+
+fn configs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs")
+}
+
+/// Every shipped configuration parses, names a backend, and turns into engine
+/// settings.
+#[test]
+fn shipped_configs_parse() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(configs_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let c = Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(c.backend.is_some(), "{}", path.display());
+            let p = c.pipeline_config();
+            assert!(p.gpu_workers_per_device >= 1, "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5, "only {seen} configs");
+    let c = Config::load(&configs_dir().join("dealloc-bounded.toml")).unwrap();
+    let d = c.dealloc.unwrap();
+    assert_eq!(d.plugin.as_deref(), Some("bounded"));
+    assert_eq!(d.text_params("dealloc").unwrap()["depth"], "4");
+    assert_eq!(c.engine.synth_jobs, Some(2));
+}
+
+/// An unknown table or key anywhere is an error that names it.
+#[test]
+fn unknown_tables_and_keys_are_named() {
+    for (text, name) in [
+        ("[engine]\nsynth_job = 2\n", "synth_job"),
+        ("[deamon]\nport = 1\n", "deamon"),
+        ("plugin_dri = \"x\"\n", "plugin_dri"),
+        ("[backend]\nplugn = \"cpu\"\n", "plugn"),
+        (
+            "[gpu_lock]\nplugin = \"single\"\nparam = { a = 1 }\n",
+            "param",
+        ),
+    ] {
+        let e = Config::from_toml(text, "cuzk.toml").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("cuzk.toml") && msg.contains(name),
+            "{text:?}: {msg}"
+        );
+        assert!(matches!(e, ConfigError::Parse { .. }), "{msg}");
+    }
+}
+
+#[test]
+fn slots_name_one_plugin_or_builtin_with_scalar_params() {
+    let e = Config::from_toml("[dealloc]\nplugin = \"a\"\nbuiltin = \"b\"\n", "t").unwrap_err();
+    assert!(e.to_string().contains("not both"), "{e}");
+    let e = Config::from_toml("[dealloc]\nparams = { depth = 1 }\n", "t").unwrap_err();
+    assert!(e.to_string().contains("[dealloc]"), "{e}");
+    let e =
+        Config::from_toml("[backend]\nplugin = \"cpu\"\nparams = { a = [1] }\n", "t").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("[backend]: parameter `a` is a array"),
+        "{e}"
+    );
+    let e = Config::from_toml("[engine]\nsynth_jobs = \"two\"\n", "t").unwrap_err();
+    assert!(e.to_string().contains("synth_jobs"), "{e}");
+}
+
+#[test]
+fn engine_knobs_reach_the_pipeline_config() {
+    let c = Config::from_toml(
+        "[engine]\nsynth_jobs = 3\nsynth_threads = 4\ngpu_workers_per_device = 1\n\
+         gpu_threads = 5\nmemory_budget_gib = 1.5\nverify = false\ncheck_witness = true\n\
+         b_g2_on_backend = false\n",
+        "t",
+    )
+    .unwrap();
+    let p = c.pipeline_config();
+    assert_eq!(p.synth_jobs, Some(3));
+    assert_eq!(p.synth_threads, 4);
+    assert_eq!(p.gpu_workers_per_device, 1);
+    assert_eq!(p.gpu_threads, 5);
+    assert_eq!(p.memory_budget, Some(3 << 29));
+    assert!(!p.verify && p.check_witness);
+    assert_eq!(p.b_g2_on_backend, Some(false));
+    // Left out: the defaults.
+    let d = Config::from_toml("", "empty").unwrap();
+    assert_eq!(d, Config::default());
+    let (p, dp) = (d.pipeline_config(), PipelineConfig::default());
+    assert_eq!(
+        (
+            p.synth_jobs,
+            p.gpu_workers_per_device,
+            p.verify,
+            p.b_g2_on_backend
+        ),
+        (
+            dp.synth_jobs,
+            dp.gpu_workers_per_device,
+            dp.verify,
+            dp.b_g2_on_backend
+        )
+    );
+}
+
+/// Builtins build in-process with their parameters; unknown names and parameters
+/// are errors that say what exists.
+#[test]
+fn builtins_build_and_reject_what_they_do_not_know() {
+    let c = Config::from_toml(
+        "[backend]\nbuiltin = \"cpu\"\nparams = { threads = 1 }\n\
+         [dealloc]\nbuiltin = \"bounded\"\nparams = { depth = 2 }\n\
+         [throttle]\nbuiltin = \"off\"\n[gpu_lock]\nbuiltin = \"split\"\n",
+        "t",
+    )
+    .unwrap();
+    let built = c.build_policies(&c.backend_needs(Some(10))).unwrap();
+    assert_eq!(built.policies.backend.capabilities().name, "cpu");
+    let names: Vec<_> = built.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["cpu", "bounded", "off", "split"]);
+    assert!(built
+        .sources
+        .iter()
+        .all(|s| s.in_process && s.path.is_none()));
+    // The bounded builtin frees what it is given.
+    let freed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    struct Flag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    built
+        .policies
+        .dealloc
+        .release(cuzk_alloc::Released::new(Flag(freed.clone()), 1, "t"));
+    built.policies.dealloc.drain();
+    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+
+    // Empty slots: the defaults, marked as such.
+    let built = Config::default()
+        .build_policies(&BackendNeeds::default())
+        .unwrap();
+    assert_eq!(built.sources[0].name, "cpu (default)");
+    assert_eq!(built.sources[1].name, "inline (default)");
+
+    for (text, want) in [
+        (
+            "[dealloc]\nbuiltin = \"detatched\"\n",
+            "builtins: inline, bounded",
+        ),
+        (
+            "[dealloc]\nbuiltin = \"bounded\"\nparams = { deep = 2 }\n",
+            "`deep`",
+        ),
+        (
+            "[dealloc]\nbuiltin = \"bounded\"\nparams = { depth = -1 }\n",
+            "`depth`",
+        ),
+        (
+            "[backend]\nbuiltin = \"cuda\"\n",
+            "no builtin backend named `cuda`",
+        ),
+        (
+            "[gpu_lock]\nbuiltin = \"single\"\nparams = { x = 1 }\n",
+            "`x`",
+        ),
+    ] {
+        let c = Config::from_toml(text, "t").unwrap();
+        let e = c.build_policies(&BackendNeeds::default()).unwrap_err();
+        assert!(e.to_string().contains(want), "{text:?}: {e}");
+    }
+}
+
+/// A plugin that is not there is the plugin host's error, naming it.
+#[test]
+fn a_missing_plugin_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cuzk.toml");
+    std::fs::write(
+        &path,
+        "plugin_dir = \"plugins\"\n[throttle]\nplugin = \"nope\"\n",
+    )
+    .unwrap();
+    let c = Config::load(&path).unwrap();
+    assert_eq!(c.plugin_dir, Some(dir.path().join("plugins")));
+    let e = c.build_policies(&BackendNeeds::default()).unwrap_err();
+    assert!(
+        matches!(e, ConfigError::Plugin(PluginError::NotFound { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("nope"), "{e}");
+}
+
+/// The manifest's view: the whole configuration serialises and reads back equal.
+#[test]
+fn a_config_round_trips_through_serde() {
+    let c = Config::load(&configs_dir().join("throttle-flag.toml")).unwrap();
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["throttle"]["plugin"], "flag");
+    let text = toml::to_string(&c).unwrap();
+    assert_eq!(Config::from_toml(&text, "again").unwrap(), c);
+}

@@ -1,0 +1,121 @@
+//! The one error type of the crate: what went wrong, in words a provider can act on.
+
+use std::path::PathBuf;
+
+/// The variable that names Filecoin's parameter cache directory.
+pub const PARAMETER_CACHE_VAR: &str = "FIL_PROOFS_PARAMETER_CACHE";
+
+/// Why a Filecoin proof could not be made (or checked).
+#[derive(Debug, thiserror::Error)]
+pub enum FilecoinError {
+    /// The C1 output or envelope is not valid JSON of the expected form (truncated,
+    /// malformed, a missing field, a value of the wrong type).
+    #[error("the {what} is not valid: {source}")]
+    Json {
+        /// `"C1 output"` or `"envelope"`.
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The envelope's `Phase1Out` is not standard base64.
+    #[error("the envelope's Phase1Out is not valid base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    /// The envelope's `SectorSize` differs from its C1 output's registered proof.
+    #[error("the envelope says SectorSize {envelope} but its C1 output is for {proof} ({c1} bytes)")]
+    EnvelopeSizeMismatch {
+        envelope: u64,
+        c1: u64,
+        proof: String,
+    },
+    /// Two sources of the sector number disagree.
+    #[error("the sector number was given as {given} but the envelope says {envelope}")]
+    SectorMismatch { given: u64, envelope: u64 },
+    /// No sector number was given and the input has none.
+    #[error("a sector number is needed: the C1 output carries none (give --sector, or use an envelope)")]
+    NoSectorNumber,
+    /// A prover id that is not a miner id, `f0…`/`t0…` address or 32 bytes of hex.
+    #[error("`{input}` is not a prover id: give a miner actor id (1234 or f01234) or 32 bytes of hex")]
+    ProverId { input: String },
+    /// The registered proof is not one this crate proves.
+    #[error("{proof} is not supported: {reason}")]
+    Unsupported { proof: String, reason: &'static str },
+    /// filecoin-proofs refused the C1 output while building the circuits (an all-zero
+    /// commitment, no vanilla proofs, a vanilla proof of another shape, ...).
+    #[error("the C1 output for {proof} does not give valid circuits: {message}")]
+    Circuit { proof: String, message: String },
+    /// The blank circuit could not be compiled.
+    #[error("compiling the {proof} circuit failed: {source}")]
+    Compile {
+        proof: String,
+        #[source]
+        source: cuzk_synth::SynthError,
+    },
+    /// The parameter file is not in the parameter cache.
+    #[error("the parameter file {} is missing (the cache directory comes from {PARAMETER_CACHE_VAR} or --param-cache; `cuzk params gen --proof {proof}` writes test parameters)", path.display())]
+    ParamsMissing { path: PathBuf, proof: String },
+    /// The parameter file could not be read: corrupted, truncated, not a parameter file.
+    #[error("the parameter file {} cannot be read: {source}", path.display())]
+    ParamsRead {
+        path: PathBuf,
+        #[source]
+        source: cuzk_params::ParamsError,
+    },
+    /// The parameter file reads, but is for another circuit.
+    #[error("the parameter file {} is not for the {proof} circuit: {detail}", path.display())]
+    ParamsMismatch {
+        path: PathBuf,
+        proof: String,
+        detail: String,
+    },
+    /// The file's digest is not the one Filecoin's `parameters.json` lists.
+    #[error("the parameter file {} has digest {actual}, but Filecoin's parameters.json lists {expected}", path.display())]
+    DigestMismatch {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    /// Filecoin's `parameters.json` has no entry for the file (test parameters).
+    #[error("Filecoin's parameters.json has no entry for {file}: its digest cannot be checked (generated test parameters?)")]
+    DigestUnknown { file: String },
+    /// A file could not be read or written.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine did not produce the partitions' proofs.
+    #[error("proving failed: {0}")]
+    Job(#[from] cuzk_scheduler::JobError),
+    /// filecoin-proofs' `verify_seal` rejected the proof: it is never returned.
+    #[error("the proof for sector {sector} does not verify with filecoin-proofs' verify_seal (a wrong prover id or sector number, or parameters for another circuit)")]
+    NotVerified { sector: u64 },
+    /// filecoin-proofs' `verify_seal` could not run.
+    #[error("filecoin-proofs' verify_seal failed: {0}")]
+    Verifier(String),
+    /// The proof bytes are not N × 192 bytes for the registered proof.
+    #[error("a {proof} proof is {expected} bytes, this one is {actual}")]
+    ProofLength {
+        proof: String,
+        expected: usize,
+        actual: usize,
+    },
+    /// filecoin-proofs' verifier reads the verifying key from its own parameter cache
+    /// directory, which is not the one this prover reads parameters from.
+    #[error("parameters are read from {} but filecoin-proofs' verifier reads verifying keys from {} ({PARAMETER_CACHE_VAR}); set {PARAMETER_CACHE_VAR} to the same directory", ours.display(), theirs.display())]
+    ParameterDirConflict { ours: PathBuf, theirs: PathBuf },
+    /// Sealing a test sector failed (`cuzk c1`).
+    #[error("sealing the test sector failed in {step}: {message}")]
+    Seal { step: &'static str, message: String },
+}
+
+impl FilecoinError {
+    pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        FilecoinError::Io {
+            what,
+            path: path.into(),
+            source,
+        }
+    }
+}

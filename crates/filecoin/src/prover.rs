@@ -1,0 +1,567 @@
+//! `FilecoinProver`: the caches a process keeps (compiled circuits, loaded
+//! parameters) and the submission of a sector's C2 to cuzk's pipelined engine.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use blstrs::Scalar;
+use cuzk::pipeline::{job, to_bellperson, JobHandle, JobOutput, PartitionInput, PipelineEngine};
+use cuzk::R1cs;
+use cuzk_scheduler::Srs;
+use ff::Field;
+use filecoin_proofs_api::RegisteredSealProof;
+use rand::rngs::OsRng;
+
+use crate::shape::{self, BlankUser, Partition, PartitionsUser, SealPublic};
+use crate::{C1Input, FilecoinError, PorepKind, PARTITION_PROOF_LEN};
+
+/// How a [`FilecoinProver`] finds and checks parameters and proofs.
+#[derive(Clone, Debug)]
+pub struct ProverConfig {
+    /// Where the `.params` files are; default [`crate::default_parameter_dir`]
+    /// (`FIL_PROOFS_PARAMETER_CACHE`).
+    pub parameter_dir: PathBuf,
+    /// Verify every proof with filecoin-proofs' `verify_seal` before returning it
+    /// (off only for benchmarks, e.g. with timing-only parameters).
+    pub verify: bool,
+    /// Check each parameter file's digest against Filecoin's `parameters.json` when it
+    /// is loaded (reads the whole file once: minutes for 32 GiB).
+    pub check_digest: bool,
+}
+
+impl Default for ProverConfig {
+    fn default() -> Self {
+        Self {
+            parameter_dir: crate::default_parameter_dir(),
+            verify: true,
+            check_digest: false,
+        }
+    }
+}
+
+/// A proof type's parameters, loaded once and shared by every job of that type.
+#[derive(Debug)]
+pub struct LoadedParams {
+    pub path: PathBuf,
+    pub srs: Arc<Srs>,
+    /// Bytes the decoded points hold in memory.
+    pub bytes: u64,
+    pub load_time: Duration,
+    /// Random points of the right sizes: proofs do not verify.
+    pub timing_only: bool,
+}
+
+/// What the caches hold for one circuit (one cache identifier).
+#[derive(Default)]
+struct Slot {
+    r1cs: Option<(Arc<R1cs>, Duration)>,
+    params: Option<Arc<LoadedParams>>,
+}
+
+/// Everything the prover has loaded, for status pages.
+#[derive(Clone, Debug)]
+pub struct LoadedEntry {
+    pub cache_id: String,
+    /// Constraints and bytes of the compiled R1CS, and how long the compile took.
+    pub r1cs: Option<(usize, u64, Duration)>,
+    /// The parameter file and the bytes its points hold.
+    pub params: Option<(PathBuf, u64)>,
+}
+
+/// How each partition is blinded.
+#[derive(Clone, Debug, Default)]
+pub enum Blinding {
+    /// Fresh `r, s` from the OS for every partition, as filecoin-proofs draws them.
+    #[default]
+    Random,
+    /// These `(r, s)`, one pair per partition (tests: byte-identity with bellperson).
+    Fixed(Vec<(Scalar, Scalar)>),
+}
+
+/// One sector's C2 request.
+#[derive(Clone, Debug)]
+pub struct PorepRequest {
+    pub input: C1Input,
+    pub prover_id: [u8; 32],
+    /// The sector number; `None`: the envelope's.
+    pub sector: Option<u64>,
+    pub blinding: Blinding,
+}
+
+/// Holds the per-process caches: each proof type's R1CS, compiled once from
+/// filecoin-proofs' blank circuit, and its parameters, loaded once; both shared by
+/// every job of that type. Cheap to share behind an `Arc`; every method takes `&self`.
+pub struct FilecoinProver {
+    config: ProverConfig,
+    /// One slot per cache identifier, each behind its own lock so that compiling or
+    /// loading one proof type never blocks another.
+    slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+}
+
+impl std::fmt::Debug for FilecoinProver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilecoinProver")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl FilecoinProver {
+    pub fn new(config: ProverConfig) -> Self {
+        Self {
+            config,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn config(&self) -> &ProverConfig {
+        &self.config
+    }
+
+    fn slot(&self, kind: &PorepKind) -> Arc<Mutex<Slot>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(kind.cache_id.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// The R1CS of `kind`, compiled from filecoin-proofs' blank circuit on first use.
+    pub fn r1cs(&self, kind: &PorepKind) -> Result<Arc<R1cs>, FilecoinError> {
+        let slot = self.slot(kind);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((r1cs, _)) = &slot.r1cs {
+            return Ok(r1cs.clone());
+        }
+        struct Compile;
+        impl BlankUser for Compile {
+            type Out = Result<R1cs, cuzk_synth::SynthError>;
+            fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+                self,
+                circuit: C,
+            ) -> Self::Out {
+                cuzk_synth::compile_shape(circuit)
+            }
+        }
+        let t = Instant::now();
+        let r1cs = shape::with_blank_circuit(&kind.config, kind.name.clone(), Compile)?
+            .map_err(|source| FilecoinError::Compile {
+                proof: kind.name.clone(),
+                source,
+            })?;
+        let r1cs = Arc::new(r1cs);
+        let took = t.elapsed();
+        tracing::info!(proof = %kind.name, constraints = r1cs.num_constraints(), ?took, "compiled the circuit");
+        slot.r1cs = Some((r1cs.clone(), took));
+        Ok(r1cs)
+    }
+
+    /// The parameters of `kind`, loaded (memory-mapped and decoded in parallel) on
+    /// first use and checked against the compiled circuit.
+    pub fn params(&self, kind: &PorepKind) -> Result<Arc<LoadedParams>, FilecoinError> {
+        let r1cs = self.r1cs(kind)?;
+        let slot = self.slot(kind);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = &slot.params {
+            return Ok(p.clone());
+        }
+        let loaded = Arc::new(load_params(kind, &self.config, &r1cs)?);
+        slot.params = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Compiles the circuit and loads the parameters of `proof` now, so that no sector
+    /// waits for them.
+    pub fn preload(&self, proof: RegisteredSealProof) -> Result<(), FilecoinError> {
+        let kind = PorepKind::new(proof)?;
+        self.params(&kind).map(|_| ())
+    }
+
+    /// Drops `proof`'s parameters (jobs in flight keep theirs until they finish).
+    /// Returns whether any were loaded.
+    pub fn evict(&self, proof: RegisteredSealProof) -> Result<bool, FilecoinError> {
+        let kind = PorepKind::new(proof)?;
+        let slot = self.slot(&kind);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(slot.params.take().is_some())
+    }
+
+    /// What is loaded now, per circuit.
+    pub fn loaded(&self) -> Vec<LoadedEntry> {
+        let slots: Vec<_> = self
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        slots
+            .into_iter()
+            .map(|(cache_id, slot)| {
+                let slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                LoadedEntry {
+                    cache_id,
+                    r1cs: slot
+                        .r1cs
+                        .as_ref()
+                        .map(|(r, t)| (r.num_constraints(), r.heap_size() as u64, *t)),
+                    params: slot.params.as_ref().map(|p| (p.path.clone(), p.bytes)),
+                }
+            })
+            .collect()
+    }
+
+    /// Builds a sector's partitions exactly as filecoin-proofs' `seal_commit_phase2`
+    /// does and submits them to `engine` as one job. `priority` is the job's priority
+    /// in the engine's queues (higher first), where the engine has priorities.
+    pub fn submit_porep(
+        &self,
+        engine: &PipelineEngine,
+        request: PorepRequest,
+        priority: i32,
+    ) -> Result<PorepJob, FilecoinError> {
+        Ok(self.prepare_porep(request)?.submit(engine, priority))
+    }
+
+    /// The engine job of a sector's C2, not yet submitted: its circuits built (as
+    /// `seal_commit_phase2` builds them), its circuit compiled and parameters loaded
+    /// (on first use). Benchmarks build all their jobs first, then submit them.
+    pub fn prepare_porep(&self, request: PorepRequest) -> Result<PreparedPorep, FilecoinError> {
+        let kind = PorepKind::new(request.input.c1.registered_proof)?;
+        let sector = request.input.sector(request.sector)?;
+        let params = self.params(&kind)?;
+        let r1cs = self.r1cs(&kind)?;
+        let c1 = request.input.c1;
+        let public = SealPublic {
+            comm_r: c1.comm_r,
+            comm_d: c1.comm_d,
+            prover_id: request.prover_id,
+            sector,
+            ticket: c1.ticket,
+            seed: c1.seed,
+        };
+        let n = kind.partitions();
+        let blinding = match request.blinding {
+            Blinding::Random => (0..n)
+                .map(|_| (Scalar::random(OsRng), Scalar::random(OsRng)))
+                .collect(),
+            Blinding::Fixed(rs) => rs,
+        };
+        if blinding.len() != n {
+            return Err(FilecoinError::Circuit {
+                proof: kind.name.clone(),
+                message: format!("{} blinding pairs for {n} partitions", blinding.len()),
+            });
+        }
+        struct MakeJob {
+            r1cs: Arc<R1cs>,
+            srs: Arc<Srs>,
+            blinding: Vec<(Scalar, Scalar)>,
+        }
+        impl PartitionsUser for MakeJob {
+            type Out = cuzk_scheduler::JobSpec;
+            fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+                self,
+                partitions: Vec<Partition<C>>,
+            ) -> Self::Out {
+                let parts = partitions
+                    .into_iter()
+                    .zip(self.blinding)
+                    .map(|(p, (r, s))| PartitionInput {
+                        circuit: p.circuit,
+                        r,
+                        s,
+                        public_inputs: p.public_inputs,
+                    })
+                    .collect();
+                job(self.r1cs, self.srs, parts, None)
+            }
+        }
+        let spec = shape::with_partitions(
+            &kind.config,
+            c1,
+            kind.name.clone(),
+            MakeJob {
+                r1cs,
+                srs: params.srs.clone(),
+                blinding,
+            },
+        )?;
+        Ok(PreparedPorep {
+            spec,
+            kind,
+            public,
+            verify: self.config.verify && !params.timing_only,
+            parameter_dir: self.config.parameter_dir.clone(),
+        })
+    }
+
+    /// Installs timing-only parameters for `proof` (random points of the right sizes,
+    /// made in memory in seconds at any size): proofs made with them do not verify,
+    /// so verification is skipped for this proof type from now on. For timing a
+    /// 32 GiB C2 where no one has its 44 GiB of real parameters.
+    pub fn use_timing_only_params(
+        &self,
+        proof: RegisteredSealProof,
+        seed: u64,
+    ) -> Result<Arc<LoadedParams>, FilecoinError> {
+        let kind = PorepKind::new(proof)?;
+        let r1cs = self.r1cs(&kind)?;
+        let t = Instant::now();
+        let shape = cuzk_params::timing::TimingShape {
+            num_inputs: r1cs.num_inputs(),
+            num_aux: r1cs.num_aux(),
+            a_aux_dense: r1cs.a_aux_density().count(),
+            b_inputs_dense: r1cs.b_input_density().count(),
+            b_aux_dense: r1cs.b_aux_density().count(),
+            domain: r1cs.num_constraints().next_power_of_two(),
+        };
+        let path = PathBuf::from(format!("<{}>", cuzk_params::timing::TIMING_ONLY_LABEL));
+        let params = cuzk_params::timing::timing_only_params(&shape, seed)
+            .map_err(|e| FilecoinError::ParamsMismatch {
+                path: path.clone(),
+                proof: kind.name.clone(),
+                detail: e.to_string(),
+            })?
+            .into_params();
+        let bytes = params_bytes(&params);
+        let srs = cuzk::srs_from_source(&&params, &r1cs).map_err(|e| FilecoinError::ParamsMismatch {
+            path: path.clone(),
+            proof: kind.name.clone(),
+            detail: e.to_string(),
+        })?;
+        let loaded = Arc::new(LoadedParams {
+            path,
+            srs: Arc::new(srs),
+            bytes,
+            load_time: t.elapsed(),
+            timing_only: true,
+        });
+        let slot = self.slot(&kind);
+        slot.lock().unwrap_or_else(PoisonError::into_inner).params = Some(loaded.clone());
+        Ok(loaded)
+    }
+}
+
+/// A sector's C2 job, built and ready to submit.
+pub struct PreparedPorep {
+    spec: cuzk_scheduler::JobSpec,
+    kind: PorepKind,
+    public: SealPublic,
+    verify: bool,
+    parameter_dir: PathBuf,
+}
+
+impl std::fmt::Debug for PreparedPorep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedPorep")
+            .field("proof", &self.kind.name)
+            .field("sector", &self.public.sector)
+            .field("partitions", &self.spec.partitions.len())
+            .finish()
+    }
+}
+
+impl PreparedPorep {
+    /// Submits the job to `engine` (`priority`: higher first, where the engine has
+    /// priorities).
+    pub fn submit(self, engine: &PipelineEngine, priority: i32) -> PorepJob {
+        let _ = priority;
+        let handle = engine.submit(self.spec);
+        PorepJob {
+            handle,
+            kind: self.kind,
+            public: self.public,
+            verify: self.verify,
+            parameter_dir: self.parameter_dir,
+        }
+    }
+}
+
+fn params_bytes(params: &cuzk_params::Parameters<blstrs::Bls12>) -> u64 {
+    (params.h.len() + params.l.len() + params.a.len() + params.b_g1.len()) as u64 * 96
+        + params.b_g2.len() as u64 * 192
+}
+
+fn load_params(
+    kind: &PorepKind,
+    config: &ProverConfig,
+    r1cs: &R1cs,
+) -> Result<LoadedParams, FilecoinError> {
+    let path = config.parameter_dir.join(kind.params_file());
+    if !path.exists() {
+        return Err(FilecoinError::ParamsMissing {
+            path,
+            proof: kind.name.clone(),
+        });
+    }
+    if config.check_digest {
+        crate::check_digest(kind, &config.parameter_dir, false)?;
+    }
+    let t = Instant::now();
+    let params = cuzk_params::read_params(&path, cuzk_params::Validation::None).map_err(|source| {
+        FilecoinError::ParamsRead {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    let mismatch = |detail: String| FilecoinError::ParamsMismatch {
+        path: path.clone(),
+        proof: kind.name.clone(),
+        detail,
+    };
+    if params.vk.ic.len() != r1cs.num_inputs() {
+        return Err(mismatch(format!(
+            "its verifying key has {} IC points, the circuit {} public inputs (the one included)",
+            params.vk.ic.len(),
+            r1cs.num_inputs()
+        )));
+    }
+    let srs = cuzk::srs_from_source(&&params, r1cs).map_err(|e| mismatch(e.to_string()))?;
+    // The engine's own check, run now so that a wrong file fails the load, not a job.
+    let bytes = params_bytes(&params);
+    if params.h.len() != r1cs.num_constraints().next_power_of_two() - 1 {
+        return Err(mismatch(format!(
+            "its h query has {} points, the circuit's domain needs {}",
+            params.h.len(),
+            r1cs.num_constraints().next_power_of_two() - 1
+        )));
+    }
+    if params.l.len() != r1cs.num_aux() {
+        return Err(mismatch(format!(
+            "its l query has {} points, the circuit has {} private variables",
+            params.l.len(),
+            r1cs.num_aux()
+        )));
+    }
+    Ok(LoadedParams {
+        path,
+        srs: Arc::new(srs),
+        bytes,
+        load_time: t.elapsed(),
+        timing_only: false,
+    })
+}
+
+/// A sector's C2 in the engine.
+#[derive(Debug)]
+pub struct PorepJob {
+    handle: JobHandle,
+    kind: PorepKind,
+    public: SealPublic,
+    verify: bool,
+    parameter_dir: PathBuf,
+}
+
+/// A finished C2: the proof bytes and what the engine reports about the job.
+#[derive(Debug)]
+pub struct PorepOutput {
+    /// N × 192 bytes, partition order: what `seal_commit_phase2` returns.
+    pub proof: Vec<u8>,
+    /// The engine's output (per-partition stage times, the proofs as points).
+    pub job: JobOutput,
+    /// Whether `verify_seal` accepted the proof (false only when verification is off).
+    pub verified: bool,
+}
+
+impl PorepJob {
+    /// The engine's job id (for `cancel`).
+    pub fn id(&self) -> u64 {
+        self.handle.id()
+    }
+
+    pub fn kind(&self) -> &PorepKind {
+        &self.kind
+    }
+
+    pub fn sector(&self) -> u64 {
+        self.public.sector
+    }
+
+    /// Waits for the proof bytes (verified, unless verification is off).
+    pub fn wait(self) -> Result<Vec<u8>, FilecoinError> {
+        self.wait_output().map(|o| o.proof)
+    }
+
+    /// Waits for the job; assembles the bytes and verifies them with filecoin-proofs'
+    /// `verify_seal`. A proof that does not verify is an error, never a result.
+    pub fn wait_output(self) -> Result<PorepOutput, FilecoinError> {
+        let out = self.handle.wait()?;
+        let mut proof = Vec::with_capacity(out.proofs.len() * PARTITION_PROOF_LEN);
+        for p in &out.proofs {
+            to_bellperson(p)
+                .write(&mut proof)
+                .map_err(|e| FilecoinError::io("encoding the proof", "", e))?;
+        }
+        if self.verify {
+            verify_bytes(&self.kind, &self.public, &proof, &self.parameter_dir)?;
+        }
+        Ok(PorepOutput {
+            proof,
+            job: out,
+            verified: self.verify,
+        })
+    }
+}
+
+/// Verifies proof bytes with filecoin-proofs' `verify_seal`, which reads the
+/// verifying key from its own parameter cache (`FIL_PROOFS_PARAMETER_CACHE`).
+pub(crate) fn verify_bytes(
+    kind: &PorepKind,
+    public: &SealPublic,
+    proof: &[u8],
+    parameter_dir: &Path,
+) -> Result<(), FilecoinError> {
+    if proof.len() != kind.proof_len() {
+        return Err(FilecoinError::ProofLength {
+            proof: kind.name.clone(),
+            expected: kind.proof_len(),
+            actual: proof.len(),
+        });
+    }
+    let theirs = crate::default_parameter_dir();
+    if !same_dir(parameter_dir, &theirs) {
+        return Err(FilecoinError::ParameterDirConflict {
+            ours: parameter_dir.to_path_buf(),
+            theirs,
+        });
+    }
+    if shape::verify_seal(&kind.config, public, proof, kind.name.clone())? {
+        Ok(())
+    } else {
+        Err(FilecoinError::NotVerified {
+            sector: public.sector,
+        })
+    }
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a.components().eq(b.components()),
+    }
+}
+
+/// Verifies a C2 proof for a C1 output with filecoin-proofs' `verify_seal`
+/// (`cuzk c2 verify`).
+pub fn verify_proof(
+    input: &C1Input,
+    prover_id: [u8; 32],
+    sector: Option<u64>,
+    proof: &[u8],
+    parameter_dir: &Path,
+) -> Result<(), FilecoinError> {
+    let kind = PorepKind::new(input.c1.registered_proof)?;
+    let public = SealPublic {
+        comm_r: input.c1.comm_r,
+        comm_d: input.c1.comm_d,
+        prover_id,
+        sector: input.sector(sector)?,
+        ticket: input.c1.ticket,
+        seed: input.c1.seed,
+    };
+    verify_bytes(&kind, &public, proof, parameter_dir)
+}

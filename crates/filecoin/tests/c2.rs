@@ -1,0 +1,279 @@
+//! A 2 KiB sector sealed here by filecoin-proofs, its C2 proven by cuzk's engine
+//! through `cuzk-filecoin`, verified by filecoin-proofs' `verify_seal` and compared
+//! byte for byte with bellperson's prover at the same `r, s`; and every kind of bad
+//! input, each a typed error after which the prover goes on.
+//!
+//! Parameters are generated once per build directory (`target/tmp/filecoin-params`,
+//! shared with the CLI's tests), never downloaded.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use blstrs::Scalar;
+use cuzk_alloc::InlineDealloc;
+use cuzk_filecoin::reference::prove_with_bellperson;
+use cuzk_filecoin::{
+    ensure_params, parse_c1, prover_id_from_miner, seal_test_sector, verify_proof, Blinding,
+    Envelope, FilecoinError, FilecoinProver, PorepKind, PorepRequest, ProverConfig,
+    RegisteredSealProof, SealedSector,
+};
+use cuzk_gpu_backend::{lock::SingleLock, CpuBackend};
+use cuzk_scheduler::{Engine, EngineConfig, Policies, Unthrottled};
+use cuzk_timeline::Recorder;
+use ff::Field;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
+const MINER: u64 = 1000;
+const SECTOR: u64 = 7;
+
+/// The parameter directory, set as `FIL_PROOFS_PARAMETER_CACHE` before anything of
+/// filecoin-proofs reads its settings (every test calls this first).
+fn param_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params");
+        std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &dir);
+        dir
+    })
+}
+
+fn kind() -> PorepKind {
+    param_dir();
+    PorepKind::new(PROOF).unwrap()
+}
+
+/// The 2 KiB test parameters, generated on first use in this build directory.
+fn params_path() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let t = Instant::now();
+        let p = ensure_params(&kind(), param_dir(), 2026).unwrap();
+        eprintln!("parameters ready in {:.1} s: {}", t.elapsed().as_secs_f64(), p.display());
+        p
+    })
+}
+
+fn sealed() -> &'static SealedSector {
+    static S: OnceLock<SealedSector> = OnceLock::new();
+    S.get_or_init(|| {
+        param_dir();
+        let work = tempfile::tempdir().unwrap();
+        seal_test_sector(PROOF, prover_id_from_miner(MINER), SECTOR, 11, work.path()).unwrap()
+    })
+}
+
+fn envelope_bytes() -> Vec<u8> {
+    let s = sealed();
+    serde_json::to_vec(&Envelope::wrap(&s.c1_json, SECTOR, 2048)).unwrap()
+}
+
+fn engine() -> Engine {
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap(),
+    );
+    Engine::start(
+        EngineConfig {
+            synth_jobs: 1,
+            synth_threads: 2,
+            gpu_workers_per_device: 1,
+            gpu_threads: 2,
+            memory_budget: Some(4 << 30),
+            verify: false,
+            ..EngineConfig::default()
+        },
+        Policies {
+            backend: Arc::new(CpuBackend::new(pool)),
+            dealloc: Arc::new(InlineDealloc),
+            throttle: Arc::new(Unthrottled),
+            lock: Arc::new(SingleLock::default()),
+        },
+        Arc::new(Recorder::new(Instant::now())),
+    )
+    .unwrap()
+}
+
+fn request(bytes: &[u8], blinding: Blinding) -> PorepRequest {
+    PorepRequest {
+        input: parse_c1(bytes).unwrap(),
+        prover_id: prover_id_from_miner(MINER),
+        sector: None,
+        blinding,
+    }
+}
+
+#[test]
+fn c2_of_a_sealed_2kib_sector_verifies_and_matches_bellperson() {
+    let params = params_path();
+    let prover = FilecoinProver::new(ProverConfig::default());
+    let t = Instant::now();
+    prover.preload(PROOF).unwrap();
+    eprintln!("preload (compile + load) {:.1} s", t.elapsed().as_secs_f64());
+    let engine = engine();
+
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let blinding = vec![(Scalar::random(&mut rng), Scalar::random(&mut rng))];
+    let env = envelope_bytes();
+    let t = Instant::now();
+    let job = prover
+        .submit_porep(&engine, request(&env, Blinding::Fixed(blinding.clone())), 0)
+        .unwrap();
+    assert_eq!(job.sector(), SECTOR);
+    // `wait` verifies with filecoin-proofs' verify_seal before returning.
+    let proof = job.wait().unwrap();
+    eprintln!("cuzk C2 {:.1} s", t.elapsed().as_secs_f64());
+    assert_eq!(proof.len(), 192);
+
+    let input = parse_c1(&env).unwrap();
+    let t = Instant::now();
+    let reference = prove_with_bellperson(&input, params, &blinding).unwrap();
+    eprintln!("bellperson C2 {:.1} s", t.elapsed().as_secs_f64());
+    assert_eq!(proof, reference, "cuzk's partition proof differs from bellperson's");
+
+    // The same proof checked again, and refused for another miner or sector.
+    let dir = param_dir();
+    verify_proof(&input, prover_id_from_miner(MINER), None, &proof, dir).unwrap();
+    let wrong_miner = verify_proof(&input, prover_id_from_miner(MINER + 1), None, &proof, dir);
+    assert!(
+        matches!(wrong_miner, Err(FilecoinError::NotVerified { sector: SECTOR })),
+        "{wrong_miner:?}"
+    );
+    assert!(matches!(
+        verify_proof(&input, prover_id_from_miner(MINER), Some(SECTOR + 1), &proof, dir),
+        Err(FilecoinError::SectorMismatch { .. })
+    ));
+    let bare = parse_c1(&sealed().c1_json).unwrap();
+    assert!(matches!(
+        verify_proof(&bare, prover_id_from_miner(MINER), Some(SECTOR + 1), &proof, dir),
+        Err(FilecoinError::NotVerified { .. })
+    ));
+    let mut flipped = proof.clone();
+    flipped[100] ^= 1;
+    assert!(verify_proof(&input, prover_id_from_miner(MINER), None, &flipped, dir).is_err());
+
+    // A submission with the wrong miner id is proven, then refused by verify_seal:
+    // the bytes never come back.
+    let mut wrong = request(&env, Blinding::Random);
+    wrong.prover_id = prover_id_from_miner(MINER + 1);
+    let e = prover.submit_porep(&engine, wrong, 0).unwrap().wait();
+    assert!(matches!(e, Err(FilecoinError::NotVerified { .. })), "{e:?}");
+
+    // And the prover goes on: a second proof (fresh r, s) reuses the compiled circuit
+    // and the loaded parameters, and verifies.
+    let again = prover
+        .submit_porep(&engine, request(&env, Blinding::Random), 0)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_ne!(again, proof);
+    let loaded = prover.loaded();
+    assert_eq!(loaded.len(), 1);
+    assert!(loaded[0].params.is_some() && loaded[0].r1cs.is_some());
+    assert!(prover.evict(PROOF).unwrap());
+    assert!(prover.loaded()[0].params.is_none());
+}
+
+#[test]
+fn bad_c1_inputs_are_typed_errors() {
+    param_dir();
+    let s = sealed();
+    let json = &s.c1_json;
+
+    let truncated = parse_c1(&json[..json.len() / 2]);
+    assert!(matches!(truncated, Err(FilecoinError::Json { what: "C1 output", .. })), "{truncated:?}");
+    assert!(matches!(parse_c1(b"{\"registered_proof\": 12"), Err(FilecoinError::Json { .. })));
+    assert!(matches!(parse_c1(b"not json at all"), Err(FilecoinError::Json { .. })));
+
+    // Envelopes: any key order; bad base64; a size that disagrees with the C1 output.
+    let b64 = Envelope::wrap(json, SECTOR, 2048).phase1_out;
+    let reordered = format!(r#"{{ "SectorSize": 2048, "Phase1Out": "{b64}", "SectorNum": {SECTOR} }}"#);
+    let input = parse_c1(reordered.as_bytes()).unwrap();
+    assert_eq!(input.sector(None).unwrap(), SECTOR);
+    assert_eq!(input.c1.comm_r, s.c1.comm_r);
+    let bad64 = format!(r#"{{"SectorNum": 1, "Phase1Out": "@@@{b64}", "SectorSize": 2048}}"#);
+    assert!(matches!(parse_c1(bad64.as_bytes()), Err(FilecoinError::Base64(_))));
+    let size = format!(r#"{{"SectorNum": 1, "Phase1Out": "{b64}", "SectorSize": 34359738368}}"#);
+    let e = parse_c1(size.as_bytes()).unwrap_err();
+    assert!(matches!(e, FilecoinError::EnvelopeSizeMismatch { envelope: 34359738368, c1: 2048, .. }));
+    assert!(e.to_string().contains("StackedDrg2KiBV1_1"), "{e}");
+    let truncated_env = format!(r#"{{"SectorNum": 1, "Phase1Out": "{b64}""#);
+    assert!(matches!(parse_c1(truncated_env.as_bytes()), Err(FilecoinError::Json { what: "envelope", .. })));
+    // A bare C1 output has no sector number.
+    assert!(matches!(parse_c1(json).unwrap().sector(None), Err(FilecoinError::NoSectorNumber)));
+
+    // A registered proof filecoin-proofs does not prove here (non-interactive PoRep's
+    // C2 is an aggregate), and one that does not exist at all.
+    let text = String::from_utf8(json.clone()).unwrap();
+    let ni = text.replace("\"StackedDrg2KiBV1_1\"", "\"StackedDrg2KiBV1_2_Feat_NonInteractivePoRep\"");
+    let prover = FilecoinProver::new(ProverConfig::default());
+    let engine = engine();
+    let e = prover
+        .submit_porep(&engine, request(ni.as_bytes(), Blinding::Random), 0)
+        .unwrap_err();
+    assert!(matches!(e, FilecoinError::Unsupported { .. }), "{e:?}");
+    let unknown = text.replace("\"StackedDrg2KiBV1_1\"", "\"StackedDrg4KiBV1_1\"");
+    assert!(matches!(parse_c1(unknown.as_bytes()), Err(FilecoinError::Json { .. })));
+    // Vanilla proofs of another shape than the registered proof says.
+    let shape = text.replace("\"StackedDrg2KiBV1_1\"", "\"StackedDrg8MiBV1_1\"");
+    let e = prover
+        .submit_porep(&engine, request(shape.as_bytes(), Blinding::Random), 0)
+        .err();
+    assert!(e.is_some());
+}
+
+#[test]
+fn bad_parameter_files_are_typed_errors() {
+    let kind = kind();
+    let input = || request(&envelope_bytes(), Blinding::Random);
+    let engine = engine();
+    let dir = tempfile::tempdir().unwrap();
+    let prover = |dir: &Path| {
+        FilecoinProver::new(ProverConfig {
+            parameter_dir: dir.to_path_buf(),
+            verify: false,
+            check_digest: false,
+        })
+    };
+
+    // Missing: the error names the file and the variable.
+    let e = prover(dir.path()).submit_porep(&engine, input(), 0).unwrap_err();
+    assert!(matches!(e, FilecoinError::ParamsMissing { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains(&kind.params_file()) && msg.contains("FIL_PROOFS_PARAMETER_CACHE"), "{msg}");
+    assert!(kind.params_file().starts_with("v28-stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-"));
+
+    // Corrupted: not a parameter file at all.
+    let path = dir.path().join(kind.params_file());
+    std::fs::write(&path, vec![0x5a; 4096]).unwrap();
+    let e = prover(dir.path()).submit_porep(&engine, input(), 0).unwrap_err();
+    assert!(matches!(e, FilecoinError::ParamsRead { .. }), "{e:?}");
+    assert!(e.to_string().contains(&kind.params_file()));
+
+    // Another circuit's (valid) parameters under this circuit's name.
+    let other = cuzk_params::generate_params(
+        cuzk_circuits::MulChain::new(10, 2, None).unwrap(),
+        &mut ChaCha20Rng::seed_from_u64(3),
+    )
+    .unwrap();
+    cuzk_params::write_params(&other, &path).unwrap();
+    let e = prover(dir.path()).submit_porep(&engine, input(), 0).unwrap_err();
+    assert!(matches!(e, FilecoinError::ParamsMismatch { .. }), "{e:?}");
+
+    // Test parameters are not Filecoin's: the digest check says so.
+    let e = cuzk_filecoin::check_digest(&kind, dir.path(), false).unwrap_err();
+    assert!(matches!(e, FilecoinError::DigestMismatch { .. }), "{e:?}");
+
+    // A prover reading parameters elsewhere than filecoin-proofs' verifier is told so.
+    let bare = parse_c1(&sealed().c1_json).unwrap();
+    let e = verify_proof(&bare, [0; 32], Some(1), &[0; 192], dir.path()).unwrap_err();
+    assert!(matches!(e, FilecoinError::ParameterDirConflict { .. }), "{e:?}");
+    assert!(matches!(
+        verify_proof(&bare, [0; 32], Some(1), &[0; 100], param_dir()),
+        Err(FilecoinError::ProofLength { expected: 192, actual: 100, .. })
+    ));
+}
