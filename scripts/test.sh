@@ -28,3 +28,4 @@ CUZK_TEST_PG_URL=$(bash scripts/ci-postgres.sh start); export CUZK_TEST_PG_URL; 
 # Build everything (the plugin .so files the tests load included), then test.
 cargo build --release --workspace --all-targets
 cargo test --release --workspace "$@"
+bash scripts/ci-python-grpc.sh  # the daemon through a gRPC client that is not ours (Python)

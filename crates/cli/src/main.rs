@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::Builtin;
 
 mod bench;
+mod client;
 mod demo;
 mod filecoin;
 mod porep_job;
@@ -15,6 +16,7 @@ mod prove;
 mod queue_cmd;
 mod runtime;
 mod synthetic_job;
+mod serve;
 mod table;
 mod tools;
 mod worker;
@@ -76,6 +78,11 @@ enum Command {
         #[command(subcommand)]
         command: queue_cmd::QueueCommand,
     },
+    /// Run the proving daemon (gRPC `cuzk.v1.ProvingEngine`, as Curio calls it)
+    /// with the `[daemon]` table of `--config`.
+    Serve(serve::ServeArgs),
+    /// Talk to a running daemon: prove, status, cancel, metrics.
+    Client(client::ClientArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -157,6 +164,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Plugins { command } => tools::plugins(command),
         Command::Worker(args) => worker::worker(args),
         Command::Queue { command } => queue_cmd::run(command),
+        Command::Serve(args) => serve::serve(args),
+        Command::Client(args) => client::client(args),
     }
 }
 

@@ -64,6 +64,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod builtin;
+pub mod daemon;
 mod engine;
 mod queue;
 mod slot;
@@ -136,6 +137,9 @@ pub struct Config {
     /// The queue worker's knobs (`cuzk worker`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueSection>,
+    /// The gRPC daemon (`cuzk serve`, crate `cuzk-daemon`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<daemon::DaemonSection>,
 }
 
 impl Config {

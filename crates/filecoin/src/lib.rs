@@ -41,6 +41,7 @@ mod prover;
 pub mod reference;
 mod seal;
 mod shape_only;
+pub mod service_kind;
 
 pub use cuzk_scheduler::Priority;
 pub use error::{FilecoinError, PARAMETER_CACHE_VAR};

@@ -45,7 +45,7 @@ pub use analysis::{
     analyse, intervals, Analysis, DeviceBusy, Interval, IntervalKind, Intervals, PartitionWaits,
     Stats, WaitKind,
 };
-pub use recorder::{Recorder, StageGuard};
+pub use recorder::{Recorder, StageGuard, Subscriber};
 pub use svg::{render_html, render_svg};
 
 /// Errors reading or writing timelines.

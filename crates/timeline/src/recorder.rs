@@ -3,7 +3,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::{Event, EventKind, Stage, TimelineError};
@@ -25,6 +25,18 @@ pub struct Recorder {
     start: Instant,
     inner: Mutex<Inner>,
     timeline_stderr: bool,
+    /// Whether events are kept in memory (a long-lived process that only needs
+    /// the subscribers turns this off, so memory does not grow with every proof).
+    retain: bool,
+    subscribers: Vec<Arc<dyn Subscriber>>,
+}
+
+/// Receives every event as it is recorded (after the tracing event, under the
+/// recorder's lock, so subscribers see events in time order). The daemon's
+/// metrics are one: its histograms come from the same events as the waterfall.
+/// A subscriber must be quick and must not record into the same recorder.
+pub trait Subscriber: Send + Sync {
+    fn event(&self, event: &Event);
 }
 
 struct Inner {
@@ -45,6 +57,8 @@ impl std::fmt::Debug for Recorder {
             .field("events", &inner.events.len())
             .field("jsonl", &inner.jsonl.as_ref().map(|j| &j.path))
             .field("timeline_stderr", &self.timeline_stderr)
+            .field("retain", &self.retain)
+            .field("subscribers", &self.subscribers.len())
             .finish()
     }
 }
@@ -59,7 +73,23 @@ impl Recorder {
                 jsonl: None,
             }),
             timeline_stderr: false,
+            retain: true,
+            subscribers: Vec::new(),
         }
+    }
+
+    /// Also hands every event to `subscriber`.
+    pub fn with_subscriber(mut self, subscriber: Arc<dyn Subscriber>) -> Self {
+        self.subscribers.push(subscriber);
+        self
+    }
+
+    /// Whether [`events`](Recorder::events) keeps every event (the default). A
+    /// daemon that proves for months turns it off; the JSONL file, stderr lines,
+    /// `tracing` and subscribers still see every event.
+    pub fn with_retention(mut self, retain: bool) -> Self {
+        self.retain = retain;
+        self
     }
 
     /// Also appends every event to `path` as a JSON line (the file is created if
@@ -159,7 +189,12 @@ impl Recorder {
                 }
             }
         }
-        inner.events.push(e);
+        for s in &self.subscribers {
+            s.event(&e);
+        }
+        if self.retain {
+            inner.events.push(e);
+        }
     }
 
     /// Records `stage`'s start now and returns a guard that records its end when

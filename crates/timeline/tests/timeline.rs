@@ -655,3 +655,34 @@ fn staging_events_become_intervals_rows_and_bars_on_the_gpu_lane() {
     assert_eq!(bars(&svg), bars(&render_svg(&fixture())) + 2);
     assert_eq!(lane_labels(&svg), lane_labels(&render_svg(&fixture())));
 }
+
+/// A subscriber sees every event in recorded order; without retention the
+/// recorder keeps none of them in memory.
+#[test]
+fn subscribers_see_every_event_and_retention_can_be_off() {
+    use cuzk_timeline::Subscriber;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<(EventKind, u64)>>);
+    impl Subscriber for Collect {
+        fn event(&self, e: &Event) {
+            self.0.lock().unwrap().push((e.event, e.job));
+        }
+    }
+    let seen = Arc::new(Collect::default());
+    let rec = Recorder::new(Instant::now())
+        .with_subscriber(seen.clone())
+        .with_retention(false);
+    rec.record(EventKind::JobSubmit, 7, 0, None, None, None, "");
+    rec.record(EventKind::SynthStart, 7, 1, Some(0), None, None, "");
+    rec.record(EventKind::JobDone, 7, 0, None, None, None, "");
+    assert!(rec.is_empty());
+    assert_eq!(
+        *seen.0.lock().unwrap(),
+        [
+            (EventKind::JobSubmit, 7),
+            (EventKind::SynthStart, 7),
+            (EventKind::JobDone, 7)
+        ]
+    );
+}

@@ -1,0 +1,97 @@
+//! `cuzk serve`: the proving daemon. The engine and plugins come from the same
+//! `cuzk.toml` tables as every other command; the daemon's own settings from its
+//! `[daemon]` table.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use cuzk_daemon::{Bound, DaemonConfig, Shutdown};
+use cuzk_service::{synthetic::SyntheticKind, KindProver, Service};
+
+use crate::runtime::{load_policies, RunArgs};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Overrides `[daemon] listen`: `host:port` or `unix:///path`.
+    #[arg(long)]
+    pub listen: Option<String>,
+}
+
+pub fn serve(args: ServeArgs) -> Result<()> {
+    let mut run = args.run.resolve()?;
+    let mut section = run.config.daemon.clone().unwrap_or_default();
+    if let Some(l) = &args.listen {
+        section.listen = Some(l.clone());
+    }
+    let cfg = DaemonConfig::from_section(&section)?;
+    // The daemon returns only verified proofs, whatever [engine] says.
+    run.engine.verify = true;
+    if let (Some(gpus), Some(backend)) = (&cfg.gpus, run.config.backend.as_mut()) {
+        if let Some(g) = gpus.first() {
+            if backend.params.contains_key("device") {
+                anyhow::bail!("set the GPU either in [daemon] gpus or in the backend's `device` parameter, not both");
+            }
+            *backend = backend.clone().with_param("device", i64::from(*g));
+        }
+    }
+    let needs = run.config.backend_needs(None);
+    let loaded = load_policies(&run, &needs)?;
+    // filecoin-proofs' verifier reads the verifying keys from
+    // FIL_PROOFS_PARAMETER_CACHE: it must be the daemon's parameter directory.
+    match std::env::var_os(cuzk_filecoin::PARAMETER_CACHE_VAR) {
+        None => std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &cfg.param_cache),
+        Some(env) if std::path::Path::new(&env) != cfg.param_cache => anyhow::bail!(
+            "[daemon] param_cache is {} but {} is {}: filecoin-proofs' verifier reads the latter; make them the same",
+            cfg.param_cache.display(),
+            cuzk_filecoin::PARAMETER_CACHE_VAR,
+            std::path::Path::new(&env).display()
+        ),
+        Some(_) => {}
+    }
+    let prover = Arc::new(cuzk_filecoin::FilecoinProver::new(cuzk_filecoin::ProverConfig {
+        parameter_dir: cfg.param_cache.clone(),
+        verify: true,
+        check_digest: false,
+    }));
+    let mut kinds: Vec<Arc<dyn KindProver>> = vec![Arc::new(
+        cuzk_filecoin::service_kind::PorepService::new(prover),
+    )];
+    if cfg.synthetic {
+        kinds.push(Arc::new(
+            SyntheticKind::new(cfg.param_cache.clone())
+                .with_max_log(cfg.synthetic_max_log)
+                .with_timing_only(cfg.synthetic_timing_only),
+        ));
+        if cfg.synthetic_timing_only {
+            eprintln!("cuzk serve: SYNTHETIC proofs are TIMING-ONLY (random-point parameters): they are not verified and do not verify");
+        }
+    }
+    let service = Service::start(cfg.service.clone(), run.engine.clone(), loaded.policies, kinds)
+        .context("starting the proving service")?;
+    eprintln!(
+        "cuzk serve: kinds {:?}, parameters from {}, engine {:?}",
+        service.kinds(),
+        cfg.param_cache.display(),
+        run.engine
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let bound = Bound::bind(&cfg.listen).await?;
+        // Tests and scripts read this line to learn the address (port 0 binds any).
+        println!("listening on {}", bound.address());
+        let shutdown = Shutdown::default();
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            cuzk_daemon::termination_signal().await;
+            trigger.trigger();
+        });
+        cuzk_daemon::serve(&cfg, service, bound, shutdown).await
+    })?;
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! `[daemon]`: the proving daemon's settings (`cuzk serve`, crate `cuzk-daemon`).
+//!
+//! ```toml
+//! [daemon]
+//! listen = "127.0.0.1:9820"          # or "unix:///run/cuzk.sock"
+//! metrics_listen = "127.0.0.1:9821"  # HTTP /metrics; left out: no endpoint
+//! param_cache = "/var/tmp/filecoin-proof-parameters"
+//! param_memory_gib = 200             # parameter sets kept resident when idle
+//! gpus = [0]
+//! max_running_jobs = 2
+//! result_ttl_s = 3600
+//! max_message_mib = 256
+//! shutdown = "finish"                # or "cancel"
+//! shutdown_timeout_s = 900
+//! synthetic = false
+//! synthetic_max_log = 18
+//! synthetic_timing_only = false
+//! timeline = "/var/log/cuzk/timeline.jsonl"
+//! ```
+//!
+//! Every key is optional. `cuzk-daemon` checks the values the types cannot
+//! (`DaemonConfig::from_section`) and applies the defaults documented here.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The `[daemon]` table as written (every key optional).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSection {
+    /// gRPC address: `host:port` or `unix:///path`. Default `127.0.0.1:9820`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// HTTP address of the Prometheus `/metrics` endpoint; none if left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
+    /// Directory of parameter files. Default: `$FIL_PROOFS_PARAMETER_CACHE`, else
+    /// `/var/tmp/filecoin-proof-parameters` (as filecoin-proofs and `cuzk c2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param_cache: Option<PathBuf>,
+    /// GiB of parameter sets kept resident when no job uses them (least recently
+    /// used evicted first). Default: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param_memory_gib: Option<f64>,
+    /// GPU ordinals to prove on (the CUDA backend's `device`). Default: the
+    /// backend's own choice. One per daemon for now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<Vec<u32>>,
+    /// Jobs admitted to the engine at once; the rest wait in priority order.
+    /// Default 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_running_jobs: Option<usize>,
+    /// Seconds a finished job's result waits to be awaited. Default 3600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_ttl_s: Option<u64>,
+    /// Largest gRPC message each way, MiB. Default 256 (a 64 GiB sector's C1 is
+    /// ~140 MB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_mib: Option<usize>,
+    /// On SIGTERM: `finish` every accepted job, or `cancel` them. Default `finish`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<String>,
+    /// Seconds `finish` waits before cancelling what is left. Default 900.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_timeout_s: Option<u64>,
+    /// Serve the SYNTHETIC kind (cuzk's built-in test circuits). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<bool>,
+    /// Largest synthetic circuit served, log2 of its constraints. Default 18;
+    /// 27 is a 32 GiB PoRep partition's size (for benchmarks on a GPU host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic_max_log: Option<u32>,
+    /// Benchmarks only: SYNTHETIC jobs use random-point parameters of the
+    /// circuit's shape (seconds to make at 2^27, where real ones take hours), so
+    /// their proofs are returned unverified. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic_timing_only: Option<bool>,
+    /// Also write the engine's TIMELINE as JSON lines here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<PathBuf>,
+}
+

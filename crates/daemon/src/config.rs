@@ -1,0 +1,251 @@
+//! The `[daemon]` table of `cuzk.toml`.
+//!
+//! ```toml
+//! [daemon]
+//! listen = "127.0.0.1:9820"          # or "unix:///run/cuzk.sock"
+//! metrics_listen = "127.0.0.1:9821"  # HTTP /metrics; left out: no endpoint
+//! param_cache = "/var/tmp/filecoin-proof-parameters"
+//! param_memory_gib = 200             # parameter sets kept resident when idle
+//! gpus = [0]
+//! max_running_jobs = 2
+//! result_ttl_s = 3600
+//! max_message_mib = 256
+//! shutdown = "finish"                # or "cancel"
+//! shutdown_timeout_s = 900
+//! synthetic = false
+//! synthetic_max_log = 18
+//! synthetic_timing_only = false
+//! timeline = "/var/log/cuzk/timeline.jsonl"
+//! ```
+//!
+//! Every key is optional; an unknown key is an error that names it. The engine's
+//! knobs (`[engine]`, including its memory budget for partitions in flight) and
+//! the plugins are the same tables as for every other command.
+//!
+//! The table's type, [`DaemonSection`], lives in `cuzk-config` with the rest of
+//! `cuzk.toml`; this module checks its values and applies the defaults.
+
+use std::{
+    path::PathBuf,
+    time::Duration,
+};
+
+use cuzk_service::{ServiceConfig, ShutdownMode};
+pub use cuzk_config::daemon::DaemonSection;
+
+/// Where the daemon listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    /// `host:port`.
+    Tcp(String),
+    /// `unix:///path`.
+    Unix(PathBuf),
+}
+
+impl Listen {
+    /// Parses `host:port` or `unix:///path` (Curio's forms).
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        if let Some(path) = s.strip_prefix("unix://") {
+            if !path.starts_with('/') {
+                return Err(ConfigError::Invalid(format!(
+                    "listen `{s}`: a Unix socket is `unix:///absolute/path`"
+                )));
+            }
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        match s.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(Listen::Tcp(s.to_owned()))
+            }
+            _ => Err(ConfigError::Invalid(format!(
+                "listen `{s}`: expected `host:port` (such as 127.0.0.1:9820) or `unix:///path`"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(a) => f.write_str(a),
+            Listen::Unix(p) => write!(f, "unix://{}", p.display()),
+        }
+    }
+}
+
+/// A bad `[daemon]` table.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("could not read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    File(#[from] cuzk_config::ConfigError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The daemon's resolved settings.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    pub listen: Listen,
+    pub metrics_listen: Option<String>,
+    pub param_cache: PathBuf,
+    pub gpus: Option<Vec<u32>>,
+    pub max_message_bytes: usize,
+    pub shutdown: ShutdownMode,
+    pub shutdown_timeout: Duration,
+    pub synthetic: bool,
+    pub synthetic_max_log: u32,
+    pub synthetic_timing_only: bool,
+    pub service: ServiceConfig,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self::from_section(&DaemonSection::default()).expect("the defaults are valid")
+    }
+}
+
+/// filecoin-proofs' default parameter directory.
+pub const DEFAULT_PARAM_CACHE: &str = "/var/tmp/filecoin-proof-parameters";
+
+impl DaemonConfig {
+    /// The `[daemon]` table of a whole `cuzk.toml`'s text (defaults if absent).
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let c = cuzk_config::Config::from_toml(text, origin)?;
+        Self::from_section(&c.daemon.unwrap_or_default())
+    }
+
+    /// Applies the defaults to `s` and checks every value.
+    pub fn from_section(s: &DaemonSection) -> Result<DaemonConfig, ConfigError> {
+        let listen = Listen::parse(s.listen.as_deref().unwrap_or("127.0.0.1:9820"))?;
+        if let Some(m) = &s.metrics_listen {
+            if !matches!(Listen::parse(m)?, Listen::Tcp(_)) {
+                return Err(ConfigError::Invalid(format!(
+                    "metrics_listen `{m}`: the metrics endpoint is HTTP on `host:port`"
+                )));
+            }
+        }
+        let param_cache = s.param_cache.clone().unwrap_or_else(|| {
+            std::env::var_os("FIL_PROOFS_PARAMETER_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_PARAM_CACHE))
+        });
+        let param_budget_bytes = match s.param_memory_gib {
+            None => u64::MAX,
+            Some(g) if g.is_finite() && g >= 0.0 => (g * (1u64 << 30) as f64) as u64,
+            Some(g) => {
+                return Err(ConfigError::Invalid(format!(
+                    "param_memory_gib = {g}: give a number of GiB, 0 or more"
+                )))
+            }
+        };
+        if let Some(g) = &s.gpus {
+            if g.len() > 1 {
+                return Err(ConfigError::Invalid(format!(
+                    "gpus = {g:?}: one daemon drives one GPU for now; run one daemon per GPU"
+                )));
+            }
+        }
+        let max_running_jobs = s.max_running_jobs.unwrap_or(2);
+        if max_running_jobs == 0 {
+            return Err(ConfigError::Invalid("max_running_jobs must be at least 1".into()));
+        }
+        let max_message_mib = s.max_message_mib.unwrap_or(256);
+        if max_message_mib == 0 || max_message_mib > 4095 {
+            return Err(ConfigError::Invalid(format!(
+                "max_message_mib = {max_message_mib}: give 1 to 4095"
+            )));
+        }
+        let shutdown = match s.shutdown.as_deref().unwrap_or("finish") {
+            "finish" => ShutdownMode::Finish,
+            "cancel" => ShutdownMode::Cancel,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "shutdown = \"{other}\": use \"finish\" or \"cancel\""
+                )))
+            }
+        };
+        Ok(DaemonConfig {
+            listen,
+            metrics_listen: s.metrics_listen.clone(),
+            param_cache,
+            gpus: s.gpus.clone(),
+            max_message_bytes: max_message_mib << 20,
+            shutdown,
+            shutdown_timeout: Duration::from_secs(s.shutdown_timeout_s.unwrap_or(900)),
+            synthetic: s.synthetic.unwrap_or(false),
+            synthetic_max_log: s
+                .synthetic_max_log
+                .unwrap_or(cuzk_service::synthetic::MAX_LOG),
+            synthetic_timing_only: s.synthetic_timing_only.unwrap_or(false),
+            service: ServiceConfig {
+                max_running_jobs,
+                param_budget_bytes,
+                result_ttl: Duration::from_secs(s.result_ttl_s.unwrap_or(3600)),
+                timeline_jsonl: s.timeline.clone(),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_parses_and_unknown_keys_are_errors() {
+        let c = DaemonConfig::from_toml(
+            r#"
+            [engine]
+            synth_jobs = 2
+            [daemon]
+            listen = "unix:///tmp/cuzk.sock"
+            metrics_listen = "127.0.0.1:9821"
+            param_cache = "/params"
+            param_memory_gib = 1.5
+            gpus = [0]
+            max_running_jobs = 3
+            result_ttl_s = 60
+            max_message_mib = 64
+            shutdown = "cancel"
+            shutdown_timeout_s = 5
+            synthetic = true
+            synthetic_max_log = 20
+            synthetic_timing_only = false
+            timeline = "/tmp/t.jsonl"
+            "#,
+            "test",
+        )
+        .unwrap();
+        assert_eq!(c.listen, Listen::Unix("/tmp/cuzk.sock".into()));
+        assert_eq!(c.max_message_bytes, 64 << 20);
+        assert_eq!(c.shutdown, ShutdownMode::Cancel);
+        assert_eq!(c.service.max_running_jobs, 3);
+        assert_eq!(c.service.param_budget_bytes, 3 << 29);
+        assert!(c.synthetic);
+
+        let err = DaemonConfig::from_toml("[daemon]\nlisten_addr = \"x\"\n", "test").unwrap_err();
+        assert!(err.to_string().contains("listen_addr"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_say_what_to_write() {
+        for (toml, needle) in [
+            ("listen = \"9820\"", "host:port"),
+            ("listen = \"unix://rel.sock\"", "absolute"),
+            ("shutdown = \"now\"", "finish"),
+            ("max_running_jobs = 0", "at least 1"),
+            ("gpus = [0, 1]", "one GPU"),
+            ("metrics_listen = \"unix:///x\"", "HTTP"),
+        ] {
+            let err = DaemonConfig::from_toml(&format!("[daemon]\n{toml}\n"), "test")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{toml}: {err}");
+        }
+    }
+}

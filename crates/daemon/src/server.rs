@@ -1,0 +1,315 @@
+//! The gRPC service and the serving loop.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use cuzk_service::Service;
+use tokio::sync::Notify;
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tonic::{transport::Server, Request, Response, Status};
+
+use crate::{
+    config::{DaemonConfig, Listen},
+    convert,
+    wire::{self as pb, proving_engine_server::ProvingEngineServer},
+};
+
+/// `cuzk.v1.ProvingEngine` over a [`Service`].
+#[derive(Clone)]
+pub struct Api {
+    service: Service,
+}
+
+impl Api {
+    pub fn new(service: Service) -> Self {
+        Self { service }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(Service) -> T + Send + 'static,
+    ) -> Result<T, Status> {
+        let svc = self.service.clone();
+        tokio::task::spawn_blocking(move || f(svc))
+            .await
+            .map_err(|e| Status::internal(format!("the handler failed: {e}")))
+    }
+
+    async fn submit(&self, r: pb::SubmitProofRequest) -> Result<cuzk_service::Submitted, Status> {
+        let (kind, request) = convert::request(r)?;
+        self.blocking(move |svc| svc.submit(kind, request))
+            .await?
+            .map_err(convert::request_error)
+    }
+}
+
+/// Cancels and forgets a job whose `Prove` caller went away (the call's future
+/// was dropped before the result was handed over), so its memory is freed and
+/// no result waits for nobody.
+struct AbandonOnDrop {
+    service: Service,
+    job_id: String,
+    armed: bool,
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::info!(job_id = self.job_id, "Prove caller went away: job abandoned");
+            self.service.abandon(&self.job_id);
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::proving_engine_server::ProvingEngine for Api {
+    async fn submit_proof(
+        &self,
+        request: Request<pb::SubmitProofRequest>,
+    ) -> Result<Response<pb::SubmitProofResponse>, Status> {
+        let s = self.submit(request.into_inner()).await?;
+        Ok(Response::new(pb::SubmitProofResponse {
+            job_id: s.job_id,
+            queue_position: s.queue_position,
+            assigned_gpu: String::new(),
+        }))
+    }
+
+    async fn await_proof(
+        &self,
+        request: Request<pb::AwaitProofRequest>,
+    ) -> Result<Response<pb::AwaitProofResponse>, Status> {
+        let r = request.into_inner();
+        let fut = self.service.result(&r.job_id);
+        let out = if r.timeout_ms == 0 {
+            fut.await
+        } else {
+            match tokio::time::timeout(Duration::from_millis(r.timeout_ms), fut).await {
+                Ok(x) => x,
+                Err(_) => return Ok(Response::new(convert::timed_out(r.job_id))),
+            }
+        };
+        let result = out.map_err(convert::lookup_error)?;
+        Ok(Response::new(convert::result(result)))
+    }
+
+    async fn prove(
+        &self,
+        request: Request<pb::ProveRequest>,
+    ) -> Result<Response<pb::ProveResponse>, Status> {
+        let submit = request
+            .into_inner()
+            .submit
+            .ok_or_else(|| Status::invalid_argument("ProveRequest.submit is missing"))?;
+        let s = self.submit(submit).await?;
+        let mut guard = AbandonOnDrop {
+            service: self.service.clone(),
+            job_id: s.job_id.clone(),
+            armed: true,
+        };
+        let out = self.service.result(&s.job_id).await;
+        guard.armed = false;
+        let result = out.map_err(convert::lookup_error)?;
+        Ok(Response::new(pb::ProveResponse {
+            result: Some(convert::result(result)),
+        }))
+    }
+
+    async fn cancel_proof(
+        &self,
+        request: Request<pb::CancelProofRequest>,
+    ) -> Result<Response<pb::CancelProofResponse>, Status> {
+        let id = request.into_inner().job_id;
+        let was_running = self
+            .blocking(move |svc| svc.cancel(&id))
+            .await?
+            .map_err(convert::lookup_error)?;
+        Ok(Response::new(pb::CancelProofResponse { was_running }))
+    }
+
+    async fn get_status(
+        &self,
+        _request: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        let s = self.blocking(|svc| svc.status()).await?;
+        Ok(Response::new(convert::status(s)))
+    }
+
+    async fn get_metrics(
+        &self,
+        _request: Request<pb::GetMetricsRequest>,
+    ) -> Result<Response<pb::GetMetricsResponse>, Status> {
+        Ok(Response::new(pb::GetMetricsResponse {
+            prometheus_text: self.service.metrics_text(),
+        }))
+    }
+
+    async fn preload_srs(
+        &self,
+        request: Request<pb::PreloadSrsRequest>,
+    ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
+        let id = request.into_inner().circuit_id;
+        let (already_loaded, took) = self
+            .blocking(move |svc| svc.preload(&id))
+            .await?
+            .map_err(convert::params_error)?;
+        Ok(Response::new(pb::PreloadSrsResponse {
+            already_loaded,
+            load_time_ms: took.as_millis() as u64,
+        }))
+    }
+
+    async fn evict_srs(
+        &self,
+        request: Request<pb::EvictSrsRequest>,
+    ) -> Result<Response<pb::EvictSrsResponse>, Status> {
+        let id = request.into_inner().circuit_id;
+        let freed = self
+            .blocking(move |svc| svc.evict(&id))
+            .await?
+            .map_err(convert::params_error)?;
+        Ok(Response::new(pb::EvictSrsResponse {
+            was_loaded: freed.is_some(),
+            freed_bytes: freed.unwrap_or(0),
+        }))
+    }
+}
+
+/// Serving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("could not listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("the gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// A running daemon's shutdown trigger (what SIGTERM pulls).
+#[derive(Clone, Default)]
+pub struct Shutdown {
+    notify: Arc<Notify>,
+}
+
+impl Shutdown {
+    pub fn trigger(&self) {
+        self.notify.notify_one();
+    }
+
+    fn wait(&self) -> impl Future<Output = ()> + Send + 'static {
+        let n = self.notify.clone();
+        async move { n.notified().await }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn termination_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            }
+        }
+        _ => {
+            tracing::error!("could not install signal handlers; only the trigger stops the daemon");
+            std::future::pending::<()>().await
+        }
+    }
+}
+
+/// A bound listener, so callers (tests) can learn the port before serving.
+pub enum Bound {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, std::path::PathBuf),
+}
+
+impl Bound {
+    /// Binds `listen` (a stale Unix socket file is replaced).
+    pub async fn bind(listen: &Listen) -> Result<Self, ServeError> {
+        let err = |source| ServeError::Bind {
+            addr: listen.to_string(),
+            source,
+        };
+        match listen {
+            Listen::Tcp(addr) => Ok(Bound::Tcp(
+                tokio::net::TcpListener::bind(addr).await.map_err(err)?,
+            )),
+            Listen::Unix(path) => {
+                if path.exists() {
+                    std::fs::remove_file(path).map_err(err)?;
+                }
+                let l = tokio::net::UnixListener::bind(path).map_err(err)?;
+                Ok(Bound::Unix(l, path.clone()))
+            }
+        }
+    }
+
+    /// The address as clients name it (`host:port` with the real port, or
+    /// `unix:///path`).
+    pub fn address(&self) -> String {
+        match self {
+            Bound::Tcp(l) => l
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|e| format!("unknown ({e})")),
+            Bound::Unix(_, p) => format!("unix://{}", p.display()),
+        }
+    }
+}
+
+/// Serves `service` on `bound` (and `/metrics` if configured) until `shutdown`
+/// fires; then stops accepting, finishes or cancels the jobs accepted (as
+/// `cfg.shutdown` says), waits for the calls in flight, and stops the engine.
+pub async fn serve(
+    cfg: &DaemonConfig,
+    service: Service,
+    bound: Bound,
+    shutdown: Shutdown,
+) -> Result<(), ServeError> {
+    let metrics_task = match &cfg.metrics_listen {
+        Some(addr) => Some(crate::metrics_http::spawn(addr, service.clone()).await?),
+        None => None,
+    };
+    let api = ProvingEngineServer::new(Api::new(service.clone()))
+        .max_decoding_message_size(cfg.max_message_bytes)
+        .max_encoding_message_size(cfg.max_message_bytes);
+    let mode = cfg.shutdown;
+    let svc = service.clone();
+    let stop = async move {
+        shutdown.wait().await;
+        // New jobs are refused from here; in cancel mode the accepted ones end now,
+        // so the calls waiting for them return and the server can drain.
+        svc.begin_shutdown(mode);
+    };
+    let router = Server::builder().add_service(api);
+    let served = match bound {
+        Bound::Tcp(l) => {
+            tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving gRPC");
+            router
+                .serve_with_incoming_shutdown(TcpListenerStream::new(l), stop)
+                .await
+        }
+        Bound::Unix(l, path) => {
+            tracing::info!(path = %path.display(), "serving gRPC on a Unix socket");
+            let r = router
+                .serve_with_incoming_shutdown(UnixListenerStream::new(l), stop)
+                .await;
+            let _ = std::fs::remove_file(&path);
+            r
+        }
+    };
+    let timeout = cfg.shutdown_timeout;
+    let _ = tokio::task::spawn_blocking(move || service.shutdown(mode, timeout)).await;
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
+    served?;
+    tracing::info!("daemon stopped");
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! Proof kinds, priorities, requests, and the trait each kind implements.
+//!
+//! The service knows no proof format: a [`KindProver`] checks a request, names the
+//! parameter set it needs, loads parameter sets, and starts the proof on the
+//! engine. The Filecoin kinds are implementations in the Filecoin adapter; the
+//! synthetic kind ([`crate::synthetic`]) is a built-in test circuit.
+
+use std::{any::Any, sync::Arc};
+
+use cuzk_scheduler::PipelineEngine;
+
+/// What a job proves. The first four are Curio's kinds (the gRPC enum's values);
+/// `Synthetic` is cuzk's own: a built-in test circuit, served only when the
+/// configuration enables it, never a stand-in for a Filecoin proof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProofKind {
+    PorepSealCommit,
+    SnapDealsUpdate,
+    WindowPostPartition,
+    WinningPost,
+    Synthetic,
+}
+
+impl ProofKind {
+    pub const ALL: [ProofKind; 5] = [
+        ProofKind::PorepSealCommit,
+        ProofKind::SnapDealsUpdate,
+        ProofKind::WindowPostPartition,
+        ProofKind::WinningPost,
+        ProofKind::Synthetic,
+    ];
+
+    /// The name used in status, metrics labels and errors (the gRPC enum's name).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProofKind::PorepSealCommit => "POREP_SEAL_COMMIT",
+            ProofKind::SnapDealsUpdate => "SNAP_DEALS_UPDATE",
+            ProofKind::WindowPostPartition => "WINDOW_POST_PARTITION",
+            ProofKind::WinningPost => "WINNING_POST",
+            ProofKind::Synthetic => "SYNTHETIC",
+        }
+    }
+
+    /// The priority a request of this kind gets when it asks for none: a
+    /// WinningPoSt misses its block if it waits, a WindowPoSt its deadline.
+    pub fn default_priority(self) -> Priority {
+        match self {
+            ProofKind::WinningPost => Priority::Critical,
+            ProofKind::WindowPostPartition => Priority::High,
+            ProofKind::PorepSealCommit | ProofKind::SnapDealsUpdate | ProofKind::Synthetic => {
+                Priority::Normal
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ProofKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Scheduling priority: higher first, then submission order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Priority {
+    Low = 1,
+    Normal = 2,
+    High = 3,
+    Critical = 4,
+}
+
+impl Priority {
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Low => "LOW",
+            Priority::Normal => "NORMAL",
+            Priority::High => "HIGH",
+            Priority::Critical => "CRITICAL",
+        }
+    }
+}
+
+/// A proof request as Curio sends it, without its wire encoding. Which fields a
+/// kind reads is the kind's business; the others are ignored.
+#[derive(Clone, Debug, Default)]
+pub struct ProofRequest {
+    /// Becomes the job id; a fresh id if `None`.
+    pub request_id: Option<String>,
+    /// `None`: the kind's default.
+    pub priority: Option<Priority>,
+    pub sector_size: u64,
+    pub registered_proof: u64,
+    /// PoRep: the C1 envelope. Synthetic: its JSON spec.
+    pub vanilla_proof: Vec<u8>,
+    /// SnapDeals: one partition proof each; PoSt: one sector proof each.
+    pub vanilla_proofs: Vec<Vec<u8>>,
+    pub sector_number: u64,
+    pub miner_id: u64,
+    pub randomness: Vec<u8>,
+    pub partition_index: u32,
+    pub comm_r_old: Vec<u8>,
+    pub comm_r_new: Vec<u8>,
+    pub comm_d_new: Vec<u8>,
+}
+
+/// The request cannot be proved as it stands: the caller must change it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("{kind} proofs are not served by this daemon: {why}")]
+    Unsupported { kind: ProofKind, why: String },
+    #[error("the {kind} request is malformed: {why}")]
+    Malformed { kind: ProofKind, why: String },
+    #[error("a job with id `{0}` is already known; use another request_id or await that job")]
+    DuplicateId(String),
+    #[error("the daemon is shutting down and accepts no new jobs")]
+    ShuttingDown,
+}
+
+/// A parameter set in memory, as its kind loaded it. The service keeps it while
+/// the memory budget allows and hands it to every job of its circuit.
+pub struct LoadedParams {
+    /// The kind's own value (downcast by the kind in [`PreparedProof::start`]).
+    pub value: Arc<dyn Any + Send + Sync>,
+    /// Host bytes it holds.
+    pub bytes: u64,
+}
+
+/// A request that passed its kind's checks, waiting to run.
+pub trait PreparedProof: Send {
+    /// The parameter set it needs (Curio's circuit ids: `porep-32g`, ...).
+    fn circuit_id(&self) -> &str;
+
+    /// Starts the proof on `engine` with the parameters of
+    /// [`circuit_id`](PreparedProof::circuit_id).
+    fn start(
+        self: Box<Self>,
+        engine: &PipelineEngine,
+        params: &LoadedParams,
+    ) -> Result<Box<dyn RunningProof>, String>;
+}
+
+/// Why a running proof did not give bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProofFailure {
+    #[error("the job was cancelled")]
+    Cancelled,
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A proof on the engine.
+pub trait RunningProof: Send {
+    /// The engine's job id (for cancellation and the TIMELINE).
+    fn engine_job(&self) -> u64;
+    /// Blocks until the proof is done; the bytes are verified before they are
+    /// returned.
+    fn wait(self: Box<Self>) -> Result<Vec<u8>, ProofFailure>;
+}
+
+/// One proof kind: checks requests, loads parameter sets, starts proofs.
+pub trait KindProver: Send + Sync {
+    fn kind(&self) -> ProofKind;
+
+    /// Checks `request` (cheaply: this runs while the client waits for its job id).
+    fn prepare(&self, request: ProofRequest) -> Result<Box<dyn PreparedProof>, RequestError>;
+
+    /// Whether `circuit_id` is one of this kind's parameter sets.
+    fn knows_circuit(&self, circuit_id: &str) -> bool;
+
+    /// Loads a parameter set from disk (or generates it, for synthetic circuits).
+    fn load_params(&self, circuit_id: &str) -> Result<LoadedParams, String>;
+
+    /// The service dropped `circuit_id`'s set: drop any copy the kind keeps too,
+    /// so the memory is freed (a kind with its own cache, such as the Filecoin
+    /// adapter's, releases it here). The default keeps nothing.
+    fn release_params(&self, circuit_id: &str) {
+        let _ = circuit_id;
+    }
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The daemon's overhead against the CLI on the same jobs: `cuzk bench` (the engine
+# in-process) runs JOBS jobs of PARTS partitions; then `cuzk serve` (same config) is
+# sent the same JOBS jobs at once by JOBS `cuzk client synthetic` processes. Prints
+# s/proof for both, each job's timings as the daemon reports them, and GPU busy %
+# from the daemon's TIMELINE (`cuzk timeline`). Everything lands in OUT.
+#
+#   bash scripts/daemon-bench.sh OUT CIRCUIT LOG JOBS PARTS [CONFIG] [timing-only]
+#
+# dev (CPU):  bash scripts/daemon-bench.sh /tmp/daemon-bench mul 14 4 2
+# H200, several 32 GiB-shape sectors at once (the PoRep-shaped circuit at 2^27, 10
+# partitions each; timing-only parameters, since real ones at 2^27 take hours to
+# generate; the binaries and plugins staged by scripts/stage-device.sh):
+#   CUZK=.device/run/cuzk PLUGIN_DIR=.device/run \
+#     bash scripts/daemon-bench.sh OUT porep 27 5 10 configs/cuda.toml timing-only
+# Look for: "daemon: ... s/proof" within noise of "cli: ... s/proof", and
+# "GPU 0 busy" in daemon-timeline.txt (the engine sweep's best was ~88-98%).
+set -u
+out=${1:?usage: daemon-bench.sh OUT CIRCUIT LOG JOBS PARTS [CONFIG] [timing-only]}
+circuit=${2:?}; lg=${3:?}; jobs=${4:?}; parts=${5:?}; cfg=${6:-}; timing=${7:-}
+cuzk=${CUZK:-target/release/cuzk}
+mkdir -p "$out"
+params=${PARAM_DIR:-$out/params}
+mkdir -p "$params"
+plugin_args=()
+[ -n "${PLUGIN_DIR:-}" ] && plugin_args=(--plugin-dir "$PLUGIN_DIR")
+cfg_args=()
+[ -n "$cfg" ] && cfg_args=(--config "$cfg")
+bench_timing=()
+[ "$timing" = timing-only ] && bench_timing=(--timing-only)
+
+# 1. The CLI: the engine in-process.
+CUZK_CACHE_DIR=$params timeout "${BENCH_TIMEOUT:-1800}" "$cuzk" bench "${cfg_args[@]}" "${plugin_args[@]}" \
+    --circuit "$circuit" --log "$lg" --jobs "$jobs" --partitions "$parts" "${bench_timing[@]}" \
+    --out "$out/bench-runs" >"$out/cli.txt" 2>&1
+echo "cli rc=$?: $(grep -m1 's/proof' "$out/cli.txt")" | tee "$out/summary.txt"
+
+# 2. The daemon: its own config file = the given one plus a [daemon] table.
+dcfg=$out/daemon.toml
+{ if [ -n "$cfg" ]; then cat "$cfg"; fi
+  echo
+  echo "[daemon]"
+  echo "listen = \"unix://$out/cuzk.sock\""
+  echo "synthetic = true"
+  echo "synthetic_max_log = $lg"
+  echo "param_cache = \"$params\""
+  echo "timeline = \"$out/daemon-timeline.jsonl\""
+  echo "max_running_jobs = $jobs"
+  [ "$timing" = timing-only ] && echo "synthetic_timing_only = true"
+} >"$dcfg"
+rm -f "$out/daemon-timeline.jsonl"
+"$cuzk" serve --config "$dcfg" "${plugin_args[@]}" >"$out/serve.out" 2>"$out/serve.err" &
+pid=$!
+for _ in $(seq 600); do grep -q "listening on" "$out/serve.out" 2>/dev/null && break; sleep 0.2; done
+addr="unix://$out/cuzk.sock"
+# The parameters are loaded (or generated) once, before the clock starts, as the
+# bench's are.
+"$cuzk" client --addr "$addr" synthetic --circuit "$circuit" --log "$lg" --partitions 1 \
+    --seed 999 --out "$out/warm.bin" >"$out/warm.txt" 2>&1
+t0=$(date +%s.%N)
+clients=()
+for j in $(seq 1 "$jobs"); do
+    "$cuzk" client --addr "$addr" synthetic --circuit "$circuit" --log "$lg" \
+        --partitions "$parts" --seed "$((j * 100))" --out "$out/proof-$j.bin" >"$out/client-$j.txt" 2>&1 &
+    clients+=($!)
+done
+wait "${clients[@]}"
+t1=$(date +%s.%N)
+"$cuzk" client --addr "$addr" status >"$out/status.txt" 2>&1
+"$cuzk" client --addr "$addr" metrics >"$out/metrics.txt" 2>&1
+kill -TERM "$pid"; wait "$pid"; rc=$?
+ok=$(grep -l COMPLETED "$out"/client-*.txt | wc -l)
+awk -v a="$t0" -v b="$t1" -v n="$jobs" -v ok="$ok" -v rc="$rc" 'BEGIN {
+    printf "daemon: %.3f s/proof (%d jobs at once, %d completed, wall %.2f s; serve exit %d)\n", (b-a)/n, n, ok, b-a, rc }' \
+    | tee -a "$out/summary.txt"
+cat "$out"/client-*.txt | grep "^job" | tee -a "$out/summary.txt"
+"$cuzk" timeline "$out/daemon-timeline.jsonl" >"$out/daemon-timeline.txt" 2>&1
+grep -iE "busy|s/proof" "$out/daemon-timeline.txt" | tee -a "$out/summary.txt"
