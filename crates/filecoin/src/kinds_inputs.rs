@@ -157,7 +157,10 @@ pub fn snap_test_inputs(
         .truncate(true)
         .open(&staged)
         .map_err(|e| FilecoinError::io("creating", &staged, e))?;
-    File::create(&replica).map_err(|e| FilecoinError::io("creating", &replica, e))?;
+    // The new replica is written in place: it must be the sector key's size.
+    File::create(&replica)
+        .and_then(|f| f.set_len(size))
+        .map_err(|e| FilecoinError::io("creating", &replica, e))?;
     let (piece, _) = add_piece(seal, Cursor::new(&data), &mut staged_file, unpadded, &[])
         .map_err(seal_err("add_piece"))?;
     drop(staged_file);

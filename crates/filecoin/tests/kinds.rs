@@ -309,10 +309,11 @@ fn bad_inputs_of_the_other_kinds_are_typed_errors() {
     r.proof = RegisteredPoStProof::StackedDrgWindow8MiBV1_2;
     let e = prover.submit_window_post(&engine, r, Priority::High);
     assert!(matches!(e, Err(FilecoinError::VanillaShape { .. })), "{e:?}");
+    // (8 MiB updates have 4 partitions: the count alone refuses one 2 KiB proof.)
     let mut s = snap.clone();
     s.proof = RegisteredUpdateProof::StackedDrg8MiBV1;
     let e = prover.submit_snap(&engine, s, Priority::Normal);
-    assert!(matches!(e, Err(FilecoinError::VanillaShape { .. })), "{e:?}");
+    assert!(matches!(e, Err(FilecoinError::VanillaCount { expected: 4, .. })), "{e:?}");
     // And of another tree type (32 GiB's is 8-8-0): the bytes do not even decode.
     let mut r = window_request(window, Blinding::Random);
     r.proof = RegisteredPoStProof::StackedDrgWindow32GiBV1_2;
