@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Builds everything a visit to the GPU machine needs and stages it in .device/run
-# (ignored): the cuzk CLI, the backend plugins, cuzk-gpu-check (stripped), and every
-# kernel module compiled to CUBIN here by NVRTC from PyPI, so the device spends no
-# time compiling. Then, through the device tool with carry [".device/run"]:
+# (ignored): the cuzk CLI, the backend plugins, cuzk-gpu-check, the CUDA crate's
+# device test binaries (the lib's unit tests, among them the error-path test of
+# issue #12; tests/gpu.rs; tests/device.rs, every kernel against the CPU), all
+# stripped, and every kernel module compiled to
+# CUBIN here by NVRTC from PyPI into .device/run/kernels (found there beside the
+# binaries and plugins, so the device spends no time compiling). Then, through the
+# device tool with carry [".device/run"]:
 #
 #   bash scripts/h200-run.sh "$OUT"
 set -euo pipefail
@@ -11,15 +15,27 @@ source scripts/nvrtc-env.sh
 target=${CARGO_TARGET_DIR:-target}
 cargo build --release --workspace --bins --lib
 rm -rf .device/run
-mkdir -p .device/run
+mkdir -p .device/run/tests
 for f in cuzk cuzk-gpu-check "$target"/release/libcuzk_plugin_*.so; do
     cp "$target/release/$(basename "$f")" .device/run/
     strip .device/run/"$(basename "$f")"
 done
-CUZK_CUDA_CACHE=.device/run/cubin .device/run/cuzk-gpu-check --compile-only sm_90
-# STAGE_FIELD_MUL="cios": also the modules of those field-product variants, for a
-# visit that runs the A/B with CUZK_FIELD_MUL set.
-for v in ${STAGE_FIELD_MUL:-}; do
-    CUZK_FIELD_MUL=$v CUZK_CUDA_CACHE=.device/run/cubin .device/run/cuzk-gpu-check --compile-only sm_90
+# The CUDA crate's test binaries: the lib's unit tests (named lib) and each file of
+# crates/cuda/tests that needs a device (named after it).
+cargo test --release -p cuzk-cuda --no-run --message-format=json 2>/dev/null |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("profile", {}).get("test") or not m.get("executable"):
+        continue
+    kind = m["target"]["kind"][0]
+    name = "lib" if kind == "lib" else m["target"]["name"]
+    print(name, m["executable"])
+' | while read -r name exe; do
+    case "$name" in lib | gpu | device) cp "$exe" ".device/run/tests/$name" && strip ".device/run/tests/$name" ;; esac
 done
+[ -x .device/run/tests/lib ] && [ -x .device/run/tests/gpu ] && [ -x .device/run/tests/device ] || { echo "error: test binaries not staged" >&2; exit 1; }
+.device/run/cuzk-gpu-check --compile-only .device/run/kernels sm_90
+cp -r .device/run/kernels .device/run/tests/kernels   # beside the test binaries (no links: the device tool drops them)
 du -sh .device/run

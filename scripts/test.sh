@@ -22,6 +22,9 @@ if ! source scripts/nvrtc-env.sh; then
   echo "warning: NVRTC did not install; the kernel-compile tests will fail" >&2
 fi
 
+# PostgreSQL for the queue's tests, on a loopback port; stopped when this ends.
+CUZK_TEST_PG_URL=$(bash scripts/ci-postgres.sh start); export CUZK_TEST_PG_URL; trap 'bash scripts/ci-postgres.sh stop' EXIT
+
 # Build everything (the plugin .so files the tests load included), then test.
 cargo build --release --workspace --all-targets
 cargo test --release --workspace "$@"

@@ -66,6 +66,14 @@ pub struct WorkloadArgs {
     /// Where runs write their timeline, waterfall and manifest.
     #[arg(long, default_value = "cuzk-runs")]
     pub out: PathBuf,
+    /// Filecoin PoRep C2 instead of a built-in circuit: every job is a sector of this
+    /// C1 output or envelope (real, or shape-only from `cuzk c1 --shape-only`),
+    /// proven through cuzk-filecoin (`--jobs` sectors; `--circuit`, `--log` and
+    /// `--partitions` do not apply).
+    #[arg(long)]
+    pub c1: Option<PathBuf>,
+    #[command(flatten)]
+    pub filecoin: crate::filecoin::BenchC1Args,
 }
 
 #[derive(Args, Debug)]
@@ -141,14 +149,27 @@ impl WorkCircuit {
 pub struct Prepared {
     r1cs: Arc<R1cs>,
     srs: Arc<Srs>,
-    params: Arc<Parameters<Bls12>>,
+    params: Option<Arc<Parameters<Bls12>>>,
     timing_only: bool,
     w: WorkloadArgs,
+    /// Filecoin sectors (`--c1`) instead of built-in circuits.
+    filecoin: Option<crate::filecoin::BenchC1>,
 }
 
 /// Compiles the workload's shape and gets its parameters (generated and cached,
 /// read from `--params`, or timing-only).
 pub fn prepare(w: &WorkloadArgs) -> Result<Prepared> {
+    if let Some(c1) = &w.c1 {
+        let fc = crate::filecoin::bench_prepare(c1, &w.filecoin, w.timing_only)?;
+        return Ok(Prepared {
+            r1cs: fc.r1cs.clone(),
+            srs: fc.srs.clone(),
+            params: None,
+            timing_only: fc.timing_only,
+            w: w.clone(),
+            filecoin: Some(fc),
+        });
+    }
     let pb = progress::spinner(format!(
         "compiling the {} circuit at 2^{}",
         WorkCircuit::name(w.circuit),
@@ -209,9 +230,10 @@ pub fn prepare(w: &WorkloadArgs) -> Result<Prepared> {
     Ok(Prepared {
         r1cs,
         srs,
-        params: Arc::new(params),
+        params: Some(Arc::new(params)),
         timing_only: w.timing_only,
         w: w.clone(),
+        filecoin: None,
     })
 }
 
@@ -280,7 +302,15 @@ pub fn run_once(
     let backend_caps = policies.backend.capabilities();
     let engine = PipelineEngine::start(cfg.engine.clone(), policies, recorder.clone())?;
 
-    let verifier = (!prep.timing_only).then(|| Arc::new(BellpersonVerifier::new(&prep.params.vk)));
+    if let Some(fc) = &prep.filecoin {
+        let wall = crate::filecoin::bench_run(fc, &engine, w.jobs, show_progress, label)?;
+        return finish_run(prep, &cfg, engine, recorder, wall, true, &dir, &sources, &backend_caps, &timeline_path);
+    }
+    let verifier = prep
+        .params
+        .as_ref()
+        .filter(|_| !prep.timing_only)
+        .map(|p| Arc::new(BellpersonVerifier::new(&p.vk)));
     // Partition witnesses are built up front so the run measures proving only.
     let mut jobs = Vec::with_capacity(w.jobs);
     for j in 0..w.jobs {
@@ -324,10 +354,28 @@ pub fn run_once(
         }
     }
     let wall = start.elapsed().as_secs_f64();
-    drop(engine);
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
+    finish_run(prep, &cfg, engine, recorder, wall, verified, &dir, &sources, &backend_caps, &timeline_path)
+}
+
+/// After the jobs: the analysis, waterfall pictures and manifest of a run.
+#[allow(clippy::too_many_arguments)]
+fn finish_run(
+    prep: &Prepared,
+    cfg: &RunConfig,
+    engine: PipelineEngine,
+    recorder: Arc<Recorder>,
+    wall: f64,
+    verified: bool,
+    dir: &Path,
+    sources: &[cuzk_config::PolicySource],
+    backend_caps: &cuzk_gpu_backend::Capabilities,
+    timeline_path: &Path,
+) -> Result<RunResult> {
+    let w = &prep.w;
+    drop(engine);
     recorder.flush()?;
     let events = recorder.events();
     let analysis = analyse(&events);
@@ -346,17 +394,17 @@ pub fn run_once(
         proofs_per_hour: 3600.0 / s_per_proof,
         peak_rss_bytes: peak_rss(),
         analysis,
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         verified: verified && !prep.timing_only && cfg.engine.verify,
     };
     write_manifest(
-        &dir,
+        dir,
         prep,
-        &cfg,
-        &sources,
-        &backend_caps,
+        cfg,
+        sources,
+        backend_caps,
         &result,
-        &timeline_path,
+        timeline_path,
     )?;
     Ok(result)
 }
@@ -443,9 +491,11 @@ fn write_manifest(
         },
         "plugins": plugins,
         "workload": {
-            "circuit": WorkCircuit::name(w.circuit), "log_constraints": w.log,
+            "circuit": prep.filecoin.as_ref().map(|f| f.label()).unwrap_or_else(|| WorkCircuit::name(w.circuit).to_string()),
+            "log_constraints": prep.r1cs.num_constraints().next_power_of_two().trailing_zeros(),
             "constraints": prep.r1cs.num_constraints(), "jobs": w.jobs,
-            "partitions": w.partitions,
+            "partitions": prep.filecoin.as_ref().map(|f| f.partitions).unwrap_or(w.partitions),
+            "c1": w.c1.as_ref().map(|p| p.display().to_string()),
             "parameters": if prep.timing_only { cuzk_params::timing::TIMING_ONLY_LABEL } else { "real (proofs verify)" },
         },
         "machine": {
@@ -476,12 +526,20 @@ fn gib(b: u64) -> String {
 
 fn print_result(label: &str, prep: &Prepared, r: &RunResult) {
     let w = &prep.w;
+    let (what, partitions, log) = match &prep.filecoin {
+        Some(f) => (
+            f.label(),
+            f.partitions,
+            prep.r1cs.num_constraints().next_power_of_two().trailing_zeros(),
+        ),
+        None => (WorkCircuit::name(w.circuit).to_string(), w.partitions, w.log),
+    };
     println!(
         "{label}: {} jobs x {} partitions of {} at 2^{}{}",
         w.jobs,
-        w.partitions,
-        WorkCircuit::name(w.circuit),
-        w.log,
+        partitions,
+        what,
+        log,
         if prep.timing_only {
             format!(" [{}]", cuzk_params::timing::TIMING_ONLY_LABEL)
         } else {

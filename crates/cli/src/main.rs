@@ -8,11 +8,15 @@ use cuzk_circuits::Builtin;
 
 mod bench;
 mod demo;
+mod filecoin;
 mod progress;
 mod prove;
+mod queue_cmd;
 mod runtime;
+mod synthetic_job;
 mod table;
 mod tools;
+mod worker;
 
 /// cuzk proves Groth16 (BLS12-381) circuits the way Filecoin's C2 does, stage by
 /// stage, and prints what each stage cost. Its proofs are byte-identical to
@@ -51,16 +55,32 @@ enum Command {
     /// Analyse a recorded TIMELINE: per-stage statistics, GPU busy %, waits, and a
     /// waterfall picture.
     Timeline(tools::TimelineArgs),
+    /// Seal a random Filecoin sector on the CPU (filecoin-proofs: pre-commit 1 and 2,
+    /// commit 1) and write its C1 output (and envelope): a test input for `c2`.
+    C1(filecoin::C1Args),
+    /// Filecoin PoRep C2: a sector's proof from its C1 output (or envelope), proven
+    /// by the pipelined engine and verified by filecoin-proofs; `c2 verify` checks a
+    /// proof, `c2 peer` runs filecoin-proofs' own C2 on the same input.
+    C2(filecoin::C2Args),
     /// Plugins: list what is installed, check one file.
     Plugins {
         #[command(subcommand)]
         command: tools::PluginsCommand,
     },
+    /// Claim proof jobs from a PostgreSQL queue and prove them on this machine's
+    /// engine (the same `--config`, backend and plugins as `bench`).
+    Worker(worker::WorkerArgs),
+    /// The PostgreSQL queue: submit jobs, show them, wait for their proofs.
+    Queue {
+        #[command(subcommand)]
+        command: queue_cmd::QueueCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 enum ParamsCommand {
-    /// Generate parameters for a built-in circuit and write them as a `.params` file.
+    /// Generate parameters for a built-in circuit and write them as a `.params` file,
+    /// or (`--proof`) for a registered Filecoin PoRep proof, under its official name.
     Gen(prove::ParamsGenArgs),
     /// Print the section sizes of a `.params` file without decoding its points.
     Info {
@@ -131,7 +151,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(args) => bench::bench(args),
         Command::Ab(args) => bench::ab(args),
         Command::Timeline(args) => tools::timeline(args),
+        Command::C1(args) => filecoin::c1(args),
+        Command::C2(args) => filecoin::c2(args),
         Command::Plugins { command } => tools::plugins(command),
+        Command::Worker(args) => worker::worker(args),
+        Command::Queue { command } => queue_cmd::run(command),
     }
 }
 

@@ -163,12 +163,25 @@ pub struct ParamsGenArgs {
     /// Seed of the toxic waste (for reproducible test parameters only).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Output file.
-    #[arg(long, short)]
-    out: PathBuf,
+    /// Output file (built-in circuits).
+    #[arg(long, short, required_unless_present = "proof")]
+    out: Option<PathBuf>,
+    /// A registered Filecoin PoRep proof (StackedDrg2KiBV1_1, ...): writes its
+    /// `.params` and `.vk` under their official names in the parameter cache.
+    #[arg(long, conflicts_with = "out")]
+    proof: Option<String>,
+    #[command(flatten)]
+    param_cache: crate::filecoin::ParamCacheArgs,
 }
 
 pub fn params_gen(args: ParamsGenArgs) -> Result<()> {
+    let out = match (&args.proof, &args.out) {
+        (Some(proof), _) => {
+            return crate::filecoin::params_gen(proof, &args.param_cache, args.seed)
+        }
+        (None, Some(out)) => out.clone(),
+        (None, None) => bail!("give --out FILE, or --proof for Filecoin parameters"),
+    };
     let blank = AnyCircuit::new(args.circuit.circuit, args.circuit.log, None)?;
     let pb = progress::spinner(format!(
         "generating parameters for {} at 2^{}",
@@ -177,10 +190,10 @@ pub fn params_gen(args: ParamsGenArgs) -> Result<()> {
     ));
     let mut rng = ChaCha20Rng::seed_from_u64(args.seed);
     let params = cuzk_params::generate_params(blank, &mut rng)?;
-    cuzk_params::write_params(&params, &args.out)?;
+    cuzk_params::write_params(&params, &out)?;
     pb.finish_and_clear();
-    println!("wrote {}", args.out.display());
-    params_info(&args.out)
+    println!("wrote {}", out.display());
+    params_info(&out)
 }
 
 pub fn params_info(file: &Path) -> Result<()> {

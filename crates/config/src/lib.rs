@@ -65,11 +65,13 @@ use serde::{Deserialize, Serialize};
 
 pub mod builtin;
 mod engine;
+mod queue;
 mod slot;
 
 pub use cuzk_plugin_host::{BackendNeeds, PluginError, PluginSpec, SearchPath};
 pub use cuzk_scheduler::{PipelineConfig, Policies};
 pub use engine::EngineSection;
+pub use queue::QueueSection;
 pub use slot::{Built, PolicySource, Slot};
 
 /// Everything that can be wrong with a `cuzk.toml` or the strategies it names.
@@ -131,6 +133,9 @@ pub struct Config {
     /// The GPU-lock policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_lock: Option<Slot>,
+    /// The queue worker's knobs (`cuzk worker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueSection>,
 }
 
 impl Config {

@@ -35,6 +35,7 @@ fn unknown_tables_and_keys_are_named() {
         ("[deamon]\nport = 1\n", "deamon"),
         ("plugin_dri = \"x\"\n", "plugin_dri"),
         ("[backend]\nplugn = \"cpu\"\n", "plugn"),
+        ("[queue]\nlease = 5\n", "lease"),
         (
             "[gpu_lock]\nplugin = \"single\"\nparam = { a = 1 }\n",
             "param",
@@ -201,4 +202,15 @@ fn a_config_round_trips_through_serde() {
     assert_eq!(json["throttle"]["plugin"], "flag");
     let text = toml::to_string(&c).unwrap();
     assert_eq!(Config::from_toml(&text, "again").unwrap(), c);
+}
+
+#[test]
+fn the_queue_section_parses_when_present_and_is_absent_otherwise() {
+    let c =
+        Config::from_toml("[queue]\nlease_secs = 5\njobs_in_flight = 1\n", "cuzk.toml").unwrap();
+    let q = c.queue.unwrap();
+    assert_eq!(q.lease_secs, Some(5.0));
+    assert_eq!(q.jobs_in_flight, Some(1));
+    assert_eq!(q.poll_ms, None);
+    assert!(Config::from_toml("", "cuzk.toml").unwrap().queue.is_none());
 }

@@ -55,7 +55,6 @@ struct Fq2 {
         return make(Fq::mul(Fq::add(a.c0, a.c1), Fq::sub(a.c0, a.c1)), Fq::dbl(t));
     }
     static __device__ __forceinline__ Fq2 mul_inl(const Fq2& a, const Fq2& b) { return mul(a, b); }
-    static __device__ __forceinline__ Fq2 mul_ref(const Fq2& a, const Fq2& b) { return mul(a, b); }
     static __device__ __forceinline__ Fq2 sqr_inl(const Fq2& a) { return sqr(a); }
 };
 
@@ -168,21 +167,17 @@ __device__ __forceinline__ XyzzT<F> dbl(const XyzzT<F>& p) {
 // copy of the formula, see CallFormulas).
 //
 // M picks how its products are made: 0 inlined (the default), 1 through the shared
-// product call (operands by value, in registers), 2 through a call taking references
-// (operands through local memory, fewer registers in the caller). Which is fastest
-// is a property of the device (occupancy against instruction-cache reach), so G1
-// has a bucket-sum kernel of each kind and the host picks (msm.rs, SumVariant).
+// product call (operands by value, in registers): G1's bucket sums, the fastest on
+// the H200 (occupancy against instruction-cache reach; NOTES.md).
 template <class F, int M>
 __device__ __forceinline__ F fmul(const F& a, const F& b) {
     if constexpr (M == 0) return F::mul_inl(a, b);
-    else if constexpr (M == 1) return F::mul(a, b);
-    else return F::mul_ref(a, b);
+    else return F::mul(a, b);
 }
 template <class F, int M>
 __device__ __forceinline__ F fsqr(const F& a) {
     if constexpr (M == 0) return F::sqr_inl(a);
-    else if constexpr (M == 1) return F::sqr(a);
-    else return F::mul_ref(a, a);
+    else return F::sqr(a);
 }
 template <class F, int M = 0>
 __device__ __forceinline__ XyzzT<F> add_mixed_body(const XyzzT<F>& p, const AffineT<F>& a) {
@@ -308,39 +303,15 @@ __device__ __forceinline__ AffineT<F> pair_sum(u32 kind, const AffineT<F>& p, co
     return r;
 }
 
-// 1 / a = a^(p - 2) for a != 0 (0 gives 0): 4-bit fixed windows over the exponent's
-// 96 nibbles, ~486 products. msm_ba_round calls it once per thread for a few hundred
-// pairs.
-__device__ __noinline__ Fq fq_inverse(Fq a) {
-    Fq table[16];
-    table[0] = Fq::one();
-    table[1] = a;
-    for (int i = 2; i < 16; i++) table[i] = Fq::mul(table[i - 1], a);
-    Fq r = table[1];  // the top nibble of p - 2 is 1
-    for (int i = 94; i >= 0; i--) {
-        const u32 limb = i < 8 ? FQ_MOD[0] - 2 : FQ_MOD[i / 8];
-        const u32 nib = (limb >> (4 * (i % 8))) & 15;
-        r = Fq::sqr(Fq::sqr(Fq::sqr(Fq::sqr(r))));
-        if (nib) r = Fq::mul(r, table[nib]);
-    }
-    return r;
-}
-
 // 1 / a by the binary extended Euclid (Kaliski's "almost Montgomery inverse"), the
-// batch-affine rounds' inversion (measured on the H200 against fq_inverse's ~486
-// products: G1 MSM 2^24 155.9 -> 148.2 ms, 2^26 579 -> 541 ms): at most 2 log2 p steps of shifts,
+// batch-affine rounds' inversion (measured on the H200 against Fermat's a^(p - 2),
+// ~486 products, since removed: G1 MSM 2^24 155.9 -> 148.2 ms, 2^26 579 -> 541 ms): at most 2 log2 p steps of shifts,
 // subtractions and additions on 12 limbs, no multiplication, but data-dependent
 // branches (a warp runs its lanes' longest path). When v reaches 0, p - r is
 // A^-1 2^k mod p, A the element's Montgomery limbs and log2 p <= k <= 2 log2 p;
 // A^-1 R^2 = a^-1 R, the Montgomery form of 1 / a, is that times 2^(768 - k), by
 // modular doublings. r < 2p and s <= p throughout, so 12 limbs hold them. 0 gives
-// 0. msm_ba_round uses it while the module flag cuzk_fq_inv_gcd is set (the
-// default; CUZK_FQ_INV=fermat or Gpu::set_device_flag clears it for the A/B).
-#ifdef __CUDA_ARCH__
-__device__ u32 cuzk_fq_inv_gcd = 1;
-#else
-static u32 cuzk_fq_inv_gcd = 1;
-#endif
+// 0.
 
 __device__ __forceinline__ void limbs_shr1(Fq& x) {
 #pragma unroll
@@ -410,10 +381,6 @@ __device__ __noinline__ Fq fq_inverse_gcd(Fq a) {
     return x;
 }
 
-// The batch-affine rounds' inversion: the binary GCD unless the module flag is 0.
-__device__ __forceinline__ Fq fq_inverse_sel(const Fq& a) {
-    return cuzk_fq_inv_gcd ? fq_inverse_gcd(a) : fq_inverse(a);
-}
 
 // ---- Test kernels. fq2_ops_test: out[4i..4i+4) = a+b, a-b, a*b, a^2 (checked against
 // blst's Fp2). g1_ops_test / g2_ops_test: one thread per pair, out[4i..4i+4) = a+b

@@ -185,34 +185,18 @@ struct Mont {
     // makes the caller put the operand in local memory, and every product then costs
     // 24 words of stores and loads besides its arithmetic.
     static __device__ __noinline__ Mont mul_call(Mont a, Mont b) { return mul_body(a, b); }
-    // The same call taking references (operands through local memory): fewer
-    // registers live across the call in the caller. Kept for the bucket-sum A/B.
-    static __device__ __noinline__ Mont mul_ref(const Mont& a, const Mont& b) { return mul_body(a, b); }
     // Always inlined, for the few hot formulas that run once per MSM term (the mixed
     // addition of bucket sums): no call, and the compiler schedules across products.
     static __device__ __forceinline__ Mont mul_inl(const Mont& a, const Mont& b) { return mul_body(a, b); }
     static __device__ __forceinline__ Mont sqr_inl(const Mont& a) { return mul_body(a, a); }
-
-    // One CIOS round's first half, t += a * bi: the low halves into t[0..N), the high
-    // halves into t[1..N] (the CUZK_MUL_CIOS bodies below).
-    static __device__ __forceinline__ void mul_add_row(u32 (&t)[N + 1], const Mont& a, u32 bi) {
-        t[0] = mad_lo_cc(a.v[0], bi, t[0]);
-#pragma unroll
-        for (int j = 1; j < N; j++) t[j] = madc_lo_cc(a.v[j], bi, t[j]);
-        t[N] = addc(t[N], 0);
-        t[1] = mad_hi_cc(a.v[0], bi, t[1]);
-#pragma unroll
-        for (int j = 1; j < N - 1; j++) t[j + 1] = madc_hi_cc(a.v[j], bi, t[j + 1]);
-        t[N] = madc_hi(a.v[N - 1], bi, t[N]);
-    }
 
     // Montgomery product a * b / R, fully reduced: CIOS (one word of b per round, then
     // m * p with m making the low word 0, then a shift by one word), each round's
     // products in carry chains in which every product's low and high halves are
     // neighbours, (w, w + 1) with w even in their accumulator: ptxas makes each such
     // pair one IMAD.WIDE.U32(.X), a wide multiply-add with carry in and out. (The
-    // first version, CUZK_MUL_CIOS, ran one chain of low halves and one of high
-    // halves: an IMAD, an IMAD.HI at half rate and two IADD3.X per product.)
+    // first version ran one chain of low halves and one of high halves: an IMAD, an
+    // IMAD.HI at half rate and two IADD3.X per product; removed, see NOTES.md.)
     //
     // The running sum is T = A + B * 2^32: A has words of weight 0..N, B of weight
     // 1..N. Products a_j * b_i with j even go into A (words j, j + 1), odd j into B
@@ -310,40 +294,7 @@ struct Mont {
         return reduce_once(r);
     }
 
-    static __device__ __forceinline__ Mont mul_body(const Mont& a, const Mont& b) {
-#ifdef CUZK_MUL_CIOS
-        return mul_body_cios(a, b);
-#else
-        return mul_ab<false>(a, b);
-#endif
-    }
-
-    static __device__ __forceinline__ Mont mul_body_cios(const Mont& a, const Mont& b) {
-        u32 t[N + 1];
-#pragma unroll
-        for (int i = 0; i < N + 1; i++) t[i] = 0;
-#pragma unroll
-        for (int i = 0; i < N; i++) {
-            mul_add_row(t, a, b.v[i]);
-            // t += m * p with m chosen so that t[0] becomes 0, then shift one word.
-            const u32 mq = t[0] * P::INV;
-            t[0] = mad_lo_cc(mq, P::m(0), t[0]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[j] = madc_lo_cc(mq, P::m(j), t[j]);
-            t[N] = addc(t[N], 0);
-            t[1] = mad_hi_cc(mq, P::m(0), t[1]);
-#pragma unroll
-            for (int j = 1; j < N - 1; j++) t[j + 1] = madc_hi_cc(mq, P::m(j), t[j + 1]);
-            t[N] = madc_hi(mq, P::m(N - 1), t[N]);
-#pragma unroll
-            for (int j = 0; j < N; j++) t[j] = t[j + 1];
-            t[N] = 0;
-        }
-        Mont r;
-#pragma unroll
-        for (int i = 0; i < N; i++) r.v[i] = t[i];
-        return reduce_once(r);
-    }
+    static __device__ __forceinline__ Mont mul_body(const Mont& a, const Mont& b) { return mul_ab<false>(a, b); }
 
     // a^2 as the product a * a. A dedicated squaring (cross products once, doubled:
     // 444 instead of 576 multiply instructions for Fq) measured slower on the H200:
@@ -365,43 +316,9 @@ typedef Mont<FqParams> Fq;
 // kernels): p[0] = 1 and p[1] = 2^32 - 1, so -p^-1 = -1 mod 2^32 and in each CIOS
 // round m = -t[0], m * p[0] = m, lo(m * p[1]) = t[0] and hi(m * p[1]) = m - 1 = ~t[0]
 // (0 when m = 0): 14 products per round instead of 16 (Mont::mul_ab with NT, where m
-// is still made by a multiply: see FR_INV_OPAQUE; CUZK_MUL_CIOS: the first version's
-// rows, m as a negation, 14 low and 14 high halves per round). Same result as
+// is still made by a multiply: see FR_INV_OPAQUE). Same result as
 // Fr::mul, fully reduced; checked against blstrs by tests/host_arith.rs.
-__device__ __forceinline__ Fr fr_mul_nt(const Fr& a, const Fr& b) {
-#ifndef CUZK_MUL_CIOS
-    return Fr::mul_ab<true>(a, b);
-#else
-    const int N = 8;
-    u32 t[N + 1];
-#pragma unroll
-    for (int i = 0; i < N + 1; i++) t[i] = 0;
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-        Fr::mul_add_row(t, a, b.v[i]);
-        // t += m * p with m = -t[0]; the two low limbs of p by additions.
-        const u32 t0 = t[0];
-        const u32 mq = 0u - t0;
-        const u32 h1 = t0 != 0 ? ~t0 : 0u;
-        (void)add_cc(t0, mq);  // word 0 becomes 0; carry iff t0 != 0
-        t[1] = addc_cc(t[1], t0);
-#pragma unroll
-        for (int j = 2; j < N; j++) t[j] = madc_lo_cc(mq, FR_MOD[j], t[j]);
-        t[N] = addc(t[N], 0);
-        t[2] = add_cc(t[2], h1);  // hi(m * p[0]) = 0 leaves t[1] and no carry
-#pragma unroll
-        for (int j = 2; j < N - 1; j++) t[j + 1] = madc_hi_cc(mq, FR_MOD[j], t[j + 1]);
-        t[N] = madc_hi(mq, FR_MOD[N - 1], t[N]);
-#pragma unroll
-        for (int j = 0; j < N; j++) t[j] = t[j + 1];
-        t[N] = 0;
-    }
-    Fr r;
-#pragma unroll
-    for (int i = 0; i < N; i++) r.v[i] = t[i];
-    return Fr::reduce_once(r);
-#endif
-}
+__device__ __forceinline__ Fr fr_mul_nt(const Fr& a, const Fr& b) { return Fr::mul_ab<true>(a, b); }
 
 // Reverses the low `bits` bits of x.
 __device__ __forceinline__ u32 bitrev(u32 x, u32 bits) {

@@ -115,10 +115,8 @@ __device__ __forceinline__ void piece_bounds(u32 first, u32 cnt, u32 p, u32 K, u
 // Level 1: out[o] = sum of the points of piece o (at most K of one bucket's sorted
 // entries, negated where the sign bit is set; with sorted null, of the points
 // bases[k] themselves).
-// V: 0 = add_mixed as the curve's default (G1: inlined formula and products), 1 = the
-// formula inlined with its products called (operands by value), 2 = the formula one
-// real call with its products inlined, 3 = products called with operands by reference
-// (SumVariant in msm.rs; G1 only, for the A/B on the device).
+// V: 0 = add_mixed as the curve's default (G2: the formula one shared call), 1 = the
+// formula inlined with its products called (operands by value; G1).
 template <class F, int V = 0>
 __device__ __forceinline__ void sum_points(const AffineT<F>* bases, const u32* sorted, const u32* offsets, const u32* cnt0,
                                            const u32* start1, const u32* total1, u32 slots, u32 K, u32 balanced,
@@ -136,8 +134,6 @@ __device__ __forceinline__ void sum_points(const AffineT<F>* bases, const u32* s
         AffineT<F> a = AffineT<F>::load(bases + (v & 0x7fffffffu));
         if (v >> 31) a = neg_affine(a);
         if constexpr (V == 1) acc = add_mixed_body<F, 1>(acc, a);
-        else if constexpr (V == 2) acc = add_mixed_call(acc, a);
-        else if constexpr (V == 3) acc = add_mixed_body<F, 2>(acc, a);
         else acc = add_mixed(acc, a);
     }
     acc.store(out + o);
@@ -352,11 +348,11 @@ extern "C" __global__ void scan_apply(const u32* cnt, u32 slots, u32 K, const u3
 // ---- The point kernels of each curve: msm_sum_points_g1 (over Fq) and
 // msm_sum_points_g2 (over Fq2), and so on; the host picks the suffix from its curve
 // type (msm.rs, DeviceCurve). ----
-#define MSM_CURVE_KERNELS(S, F)                                                                                      \
+#define MSM_CURVE_KERNELS(S, F, V)                                                                                   \
     extern "C" __global__ void msm_sum_points_##S(const AffineT<F>* bases, const u32* sorted, const u32* offsets,     \
                                                   const u32* cnt0, const u32* start1, const u32* total1, u32 slots,   \
                                                   u32 K, u32 balanced, XyzzT<F>* out) {                               \
-        sum_points<F>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);                        \
+        sum_points<F, V>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);                     \
     }                                                                                                                \
     extern "C" __global__ void msm_sum_xyzz_##S(const XyzzT<F>* in, const u32* start_in, const u32* cnt_in,           \
                                                 const u32* start_out, const u32* total_out, u32 slots, u32 K,         \
@@ -386,19 +382,12 @@ extern "C" __global__ void scan_apply(const u32* cnt, u32 slots, u32 K, const u3
 // CUZK_G2 defined, in parallel with msm), so G1's module and its compile time stay
 // as they were.
 #ifdef CUZK_G2
-MSM_CURVE_KERNELS(g2, Fq2)
+MSM_CURVE_KERNELS(g2, Fq2, 0)
 #else
-MSM_CURVE_KERNELS(g1, Fq)
-extern "C" __global__ void msm_sum_points_g1_calls(const AffineT<Fq>* bases, const u32* sorted, const u32* offsets,
-                                                   const u32* cnt0, const u32* start1, const u32* total1, u32 slots,
-                                                   u32 K, u32 balanced, XyzzT<Fq>* out) {
-    sum_points<Fq, 1>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);
-}
-extern "C" __global__ void msm_sum_points_g1_fcall(const AffineT<Fq>* bases, const u32* sorted, const u32* offsets,
-                                                   const u32* cnt0, const u32* start1, const u32* total1, u32 slots,
-                                                   u32 K, u32 balanced, XyzzT<Fq>* out) {
-    sum_points<Fq, 2>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);
-}
+// G1's bucket sums inline the mixed addition with its products called (V = 1): the
+// fastest XYZZ kernel on the H200 (the inlined products, the called formula and the
+// products by reference were removed; NOTES.md).
+MSM_CURVE_KERNELS(g1, Fq, 1)
 // ---- Batch-affine bucket sums (G1; SumVariant::BatchAffine in msm.rs) ----
 //
 // Rounds over the sorted entries: each round sums the entries of every bucket in
@@ -407,7 +396,7 @@ extern "C" __global__ void msm_sum_points_g1_fcall(const AffineT<Fq>* bases, con
 // rounds. All pairs of a round are independent: thread t takes `per` consecutive
 // outputs, multiplies their denominators into a running product (kept in scratch,
 // one column per thread so that a warp's stores coalesce), inverts the product once
-// (fq_inverse) and walks back, peeling each pair's inverse off it (Montgomery's
+// (fq_inverse_gcd) and walks back, peeling each pair's inverse off it (Montgomery's
 // trick): ~6 products per pair and the inversion's ~486 shared by up to `per` pairs.
 //
 // Round 1 reads the bases through the sorted entries (sign bit: the negated point);
@@ -477,7 +466,7 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
         }
         acc.store(scratch + (size_t)(o - o0) * nthreads + t);
     }
-    Fq inv = any ? fq_inverse_sel(acc) : acc;
+    Fq inv = any ? fq_inverse_gcd(acc) : acc;
     // Backward: inv is 1 / (product of the denominators up to o); the pair's own
     // inverse is inv times the product before it.
     for (u32 o = o1; o-- > o0;) {
@@ -553,9 +542,4 @@ extern "C" __global__ void max_u32(const u32* cnt, u32 slots, u32* out) {
     if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
 }
 
-extern "C" __global__ void msm_sum_points_g1_refs(const AffineT<Fq>* bases, const u32* sorted, const u32* offsets,
-                                                  const u32* cnt0, const u32* start1, const u32* total1, u32 slots,
-                                                  u32 K, u32 balanced, XyzzT<Fq>* out) {
-    sum_points<Fq, 3>(bases, sorted, offsets, cnt0, start1, total1, slots, K, balanced, out);
-}
 #endif

@@ -15,11 +15,12 @@
 // w the primitive 2^32-th root, or its inverse), so every root of every domain size is
 // T0[x & 0xffff] * T1[x >> 16] and the local stages' roots are single T1 entries.
 //
-// ntt_pass is the first version (one stage per barrier); ntt_r8_* and ntt_r2w_* below
-// are options that give bit-identical results (see their comments; r2wf is the
-// default). ntt_r2wg_* (with ntt_pass_g for small tiles) is the one exception to the
+// ntt_pass is the first version (one stage per barrier), kept as r2wf's kernel for
+// tiles under a warp; ntt_r2wf_* below give bit-identical results with fewer barriers.
+// ntt_r2wg_* (with ntt_pass_g for small tiles, the default) is the one exception to the
 // split above: the same passes with the plain radix-2 transform's global twiddles and
-// no inter-pass twiddle (see R2wg).
+// no inter-pass twiddle (see R2wg). Kernels that never won (r8, radix2 alone, r2w,
+// r2wf3) were removed; crates/cuda/NOTES.md keeps their numbers and last commit.
 // tests/ntt_host.rs compiles this file for the host (tests/host/ntt_host.cpp runs a
 // block's threads as host threads) and checks every pass kernel against the CPU NTT.
 
@@ -114,45 +115,14 @@ extern "C" __global__ void ntt_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, 
     }
 }
 
-// ---- The register kernel (default): ntt_r8_dif / ntt_r8_dit. ----
-//
-// Same pass decomposition and the same butterflies as ntt_pass (bit for bit the same
-// results), scheduled differently: each thread holds 8 elements in registers, whose
-// tile indices differ in a window of 3 chunk bits, and does up to 3 radix-2 stages on
-// them between shared-memory exchanges ("rounds"). A pass of k stages is
-// ceil(k / 3) rounds. The chunk bits are grouped from the bottom: group 0 is bits
-// [0, r0) with r0 = k - 3 * (rounds - 1) in 1..=3, group g >= 1 is bits
-// [r0 + 3(g - 1), r0 + 3g). Group g's window is the 3 bits starting at r8_group_lo(g)
-// (for group 0 that is [0, 3), of which only the low r0 bits get stages). DIF runs
-// the groups top down, DIT bottom up, each stage in the same bit order as ntt_pass.
-//
-// Tile index e (k + c bits) = (chunk index q << c) | s as in ntt_pass. In a round with
-// window at chunk bit w, thread t holds e = r8_elem(t, c + w, m) for m = 0..7: t's bits
-// with 3 zero bits inserted at position c + w, m in them. Shared memory is word-planar
-// like ntt_pass's, at the swizzled slot r8_swz(e), which keeps every such access
-// pattern free of bank conflicts. The first round loads straight from global memory
-// in its own arrangement and the last round stores straight back, when the window
-// sits at tile bit >= 3 (runs of >= 8 consecutive elements); otherwise (only when
-// c = 0, i.e. lo = 0) that end goes through shared memory in the linear arrangement
-// e = t + (m << (k + c - 3)). Local twiddles are T1 entries as in ntt_pass (512
-// distinct ones per pass, they stay in L1). The inter-pass twiddle is one table load
-// when its order is <= 18 (T1, or T18[i] = w_{2^18}^i) and a product of two
-// otherwise. Needs k >= 3 (the host uses ntt_pass for smaller chunks).
-// Block: 2^(k + c - 3) threads, 32 * 2^(k + c) bytes of dynamic shared memory.
-
-__device__ __forceinline__ u32 r8_ins3(u32 t, u32 pos) {
-    return ((t >> pos) << (pos + 3)) | (t & ((1u << pos) - 1));
-}
-__device__ __forceinline__ u32 r8_elem(u32 t, u32 pos, u32 m) { return r8_ins3(t, pos) | (m << pos); }
-__device__ __forceinline__ u32 r8_swz(u32 e) { return e ^ ((e >> 3) & 31); }
-__device__ __forceinline__ u32 r8_group_lo(u32 g, u32 r0) { return g == 0 ? 0 : r0 + 3 * (g - 1); }
-__device__ __forceinline__ u32 r8_pos(u32 base, u32 lo, u32 c, u32 e) {
+// Global position of tile element e in the block whose first position is `base`.
+__device__ __forceinline__ u32 tile_pos(u32 base, u32 lo, u32 c, u32 e) {
     return base | ((e >> c) << lo) | (e & ((1u << c) - 1));
 }
 
 // pass_twiddle with one load up to order 18.
-__device__ __forceinline__ Fr r8_twiddle(const Fr* T0, const Fr* T1, const Fr* T18, u32 p, u32 lo, u32 k,
-                                         u32 prev_k) {
+__device__ __forceinline__ Fr pass_twiddle18(const Fr* T0, const Fr* T1, const Fr* T18, u32 p, u32 lo, u32 k,
+                                             u32 prev_k) {
     u32 below = lo + k;
     u32 kp = bitrev((p >> below) & ((1u << prev_k) - 1), prev_k);
     u32 irest = p & ((1u << below) - 1);
@@ -163,123 +133,7 @@ __device__ __forceinline__ Fr r8_twiddle(const Fr* T0, const Fr* T1, const Fr* T
     return root_pow(T0, T1, e << (32 - order));
 }
 
-// The stages of one round on the thread's 8 elements: window at chunk bit w, stages
-// on window bits [0, r). Chunk bit b = w + i has span 2^b; the pair (m, m | 2^i) is
-// (e1, e2) of ntt_pass with j = q & (2^b - 1), q the chunk index of element m.
-template <bool DIT>
-__device__ __forceinline__ void r8_round(Fr (&x)[8], u32 t, u32 c, u32 w, u32 r, const Fr* T1) {
-#pragma unroll
-    for (int ii = 0; ii < 3; ii++) {
-        const int i = DIT ? ii : 2 - ii;
-        if (i < (int)r) {
-            const u32 b = w + i;
-#pragma unroll
-            for (int m = 0; m < 8; m++) {
-                if (m & (1 << i)) continue;
-                const int m2 = m | (1 << i);
-                const u32 q = r8_elem(t, c + w, m) >> c;
-                const u32 j = q & ((1u << b) - 1);
-                if (DIT) {
-                    Fr y = x[m2];
-                    if (j != 0) y = Fr::mul(y, Fr::load(T1 + (j << (15 - b))));
-                    x[m2] = Fr::sub(x[m], y);
-                    x[m] = Fr::add(x[m], y);
-                } else {
-                    Fr d = Fr::sub(x[m], x[m2]);
-                    x[m] = Fr::add(x[m], x[m2]);
-                    if (j != 0) d = Fr::mul(d, Fr::load(T1 + (j << (15 - b))));
-                    x[m2] = d;
-                }
-            }
-        }
-    }
-}
-
-template <bool DIT>
-__device__ __forceinline__ void r8_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
-                                        const Fr* T18) {
-    CUZK_DYNAMIC_SMEM(smem);
-    const u32 tb = k + c;
-    const u32 tile = 1u << tb;
-    const u32 t = threadIdx.x;
-    const u32 blk = blockIdx.x;
-    const u32 base = ((blk >> (lo - c)) << (lo + k)) | ((blk & ((1u << (lo - c)) - 1)) << c);
-    const u32 nr = (k + 2) / 3;
-    const u32 r0 = k - 3 * (nr - 1);
-
-    Fr x[8];
-    // Load: round 0's window.
-    u32 w = r8_group_lo(DIT ? 0 : nr - 1, r0);
-    if (c + w >= 3) {
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            u32 p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
-            x[m] = Fr::load(data + p);
-            if (!DIT && prev_k) x[m] = Fr::mul(x[m], r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
-        }
-    } else {
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            u32 e = t + (m << (tb - 3));
-            u32 p = r8_pos(base, lo, c, e);
-            Fr y = Fr::load(data + p);
-            if (!DIT && prev_k) y = Fr::mul(y, r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
-            smem_store(smem, tile, r8_swz(e), y);
-        }
-        __syncthreads();
-#pragma unroll
-        for (int m = 0; m < 8; m++) x[m] = smem_load(smem, tile, r8_swz(r8_elem(t, c + w, m)));
-    }
-
-    for (u32 ri = 0; ri < nr; ri++) {
-        const u32 g = DIT ? ri : nr - 1 - ri;
-        w = r8_group_lo(g, r0);
-        if (ri > 0) {
-            __syncthreads();
-#pragma unroll
-            for (int m = 0; m < 8; m++) x[m] = smem_load(smem, tile, r8_swz(r8_elem(t, c + w, m)));
-        }
-        r8_round<DIT>(x, t, c, w, g == 0 ? r0 : 3, T1);
-        if (ri + 1 < nr) {
-#pragma unroll
-            for (int m = 0; m < 8; m++) smem_store(smem, tile, r8_swz(r8_elem(t, c + w, m)), x[m]);
-        }
-    }
-
-    // Store: the last round's window (w as left by the loop).
-    if (c + w >= 3) {
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            u32 p = r8_pos(base, lo, c, r8_elem(t, c + w, m));
-            Fr y = x[m];
-            if (DIT && prev_k) y = Fr::mul(y, r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
-            y.store(data + p);
-        }
-    } else {
-#pragma unroll
-        for (int m = 0; m < 8; m++) smem_store(smem, tile, r8_swz(r8_elem(t, c + w, m)), x[m]);
-        __syncthreads();
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            u32 e = t + (m << (tb - 3));
-            u32 p = r8_pos(base, lo, c, e);
-            Fr y = smem_load(smem, tile, r8_swz(e));
-            if (DIT && prev_k) y = Fr::mul(y, r8_twiddle(T0, T1, T18, p, lo, k, prev_k));
-            y.store(data + p);
-        }
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(128) ntt_r8_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
-                                                            const Fr* T0, const Fr* T1, const Fr* T18) {
-    r8_pass<false>(data, lo, k, c, prev_k, T0, T1, T18);
-}
-extern "C" __global__ void __launch_bounds__(128) ntt_r8_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
-                                                            const Fr* T0, const Fr* T1, const Fr* T18) {
-    r8_pass<true>(data, lo, k, c, prev_k, T0, T1, T18);
-}
-
-// ---- Radix-2 with warp shuffles: ntt_r2w_dif / ntt_r2w_dit (CUZK_NTT_KERNEL=r2w). ----
+// ---- Radix-2 with warp shuffles: ntt_r2wf_dif / ntt_r2wf_dit (ntt_kernel = "r2wf"). ----
 //
 // ntt_pass's butterflies and thread count (2 elements per thread, 2^(k + c - 1)
 // threads), with fewer shared-memory exchanges and barriers:
@@ -297,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(128) ntt_r8_dit(Fr* data, u32 lo, u
 //   with one lane bit through __shfl_xor_sync (r2w_swap): 8 shuffles per thread, no
 //   barrier. The DIF store and the DIT load use the warp arrangement of the last
 //   (first) stage at P = min(c, 5) directly: runs of 2^c elements as in ntt_pass.
-// - The inter-pass twiddle is one table load up to order 18 (r8_twiddle).
+// - The inter-pass twiddle is one table load up to order 18 (pass_twiddle18).
 // A 9-bit pass with c <= 1 (2^27) has 4 barriers instead of 10 and 4 shared-memory
 // round trips per element instead of 10. Needs k + c >= 6 (a full warp; the host
 // uses ntt_pass for smaller tiles). Block: 2^(k + c - 1) threads, 32 * 2^(k + c)
@@ -307,32 +161,24 @@ __device__ __forceinline__ u32 r2w_ins1(u32 t, u32 pos) {
     return ((t >> pos) << (pos + 1)) | (t & ((1u << pos) - 1));
 }
 
-// The product of the r2w kernels: Fr::mul, or fr_mul_nt (the same values with fewer
-// multiplier instructions) in ntt_r2wf_*.
-template <bool FAST>
-__device__ __forceinline__ Fr r2w_mul(const Fr& a, const Fr& b) {
-    if (FAST) return fr_mul_nt(a, b);
-    return Fr::mul(a, b);
-}
-
 // The butterfly of ntt_pass on (x, y) = elements (e1, e1 + 2^P), twiddle index j of
 // span 2^lh (lh = P - c).
-template <bool DIT, bool FAST>
+template <bool DIT>
 __device__ __forceinline__ void r2w_bfly(Fr& x, Fr& y, u32 j, u32 lh, const Fr* T1) {
     if (DIT) {
-        if (j != 0) y = r2w_mul<FAST>(y, Fr::load(T1 + (j << (15 - lh))));
+        if (j != 0) y = fr_mul_nt(y, Fr::load(T1 + (j << (15 - lh))));
         Fr s = Fr::add(x, y);
         y = Fr::sub(x, y);
         x = s;
     } else {
         Fr d = Fr::sub(x, y);
         x = Fr::add(x, y);
-        if (j != 0) d = r2w_mul<FAST>(d, Fr::load(T1 + (j << (15 - lh))));
+        if (j != 0) d = fr_mul_nt(d, Fr::load(T1 + (j << (15 - lh))));
         y = d;
     }
 }
 
-// ---- Global twiddles: the r2wg flavour of r2w_pass (CUZK_NTT_KERNEL=r2wg). ----
+// ---- Global twiddles: the r2wg flavour of r2w_pass (ntt_kernel = "r2wg"). ----
 //
 // Every butterfly is the plain radix-2 transform's on the whole array of N = 2^log_n:
 // stage b (span 2^b; in a pass, chunk bit lh = b - lo) pairs positions (i, i + 2^b),
@@ -358,7 +204,7 @@ struct R2wg {
 // W index of the butterfly whose lower element is tile element e1, chunk bit lh.
 __device__ __forceinline__ u32 r2wg_index(u32 base, u32 lo, u32 c, u32 e1, u32 lh, u32 log_n) {
     const u32 b = lo + lh;
-    return (r8_pos(base, lo, c, e1) & ((1u << b) - 1)) << (log_n - 1 - b);
+    return (tile_pos(base, lo, c, e1) & ((1u << b) - 1)) << (log_n - 1 - b);
 }
 
 template <bool DIT>
@@ -384,11 +230,11 @@ __device__ __forceinline__ void r2wg_bfly(Fr& x, Fr& y, u32 wi, const R2wg& g) {
 
 // The butterfly of stage lh on tile elements (e1, e1 + 2^(c + lh)) in r2w_pass: with
 // the pass's own twiddle index j (the four-step flavours) or the global one (r2wg).
-template <bool DIT, bool FAST, bool GLOBAL>
+template <bool DIT, bool GLOBAL>
 __device__ __forceinline__ void r2w_bfly_e(Fr& x, Fr& y, u32 e1, u32 j, u32 lh, const Fr* T1, u32 base, u32 lo,
                                            u32 c, const R2wg& g) {
     if (GLOBAL) r2wg_bfly<DIT>(x, y, r2wg_index(base, lo, c, e1, lh, g.log_n), g);
-    else r2w_bfly<DIT, FAST>(x, y, j, lh, T1);
+    else r2w_bfly<DIT>(x, y, j, lh, T1);
 }
 
 // Swaps the register bit with lane bit lb: a lane with lane bit v keeps x[v] and
@@ -405,19 +251,19 @@ __device__ __forceinline__ void r2w_swap(Fr& x0, Fr& x1, u32 lane, u32 lb) {
 }
 
 // A stage at tile bit P >= 6 through shared memory (then a barrier).
-template <bool DIT, bool FAST, bool GLOBAL>
+template <bool DIT, bool GLOBAL>
 __device__ __forceinline__ void r2w_smem_stage(u32* smem, u32 tile, u32 t, u32 c, u32 P, const Fr* T1, u32 base,
                                                u32 lo, const R2wg& g) {
     const u32 e1 = r2w_ins1(t, P), e2 = e1 | (1u << P);
     const u32 lh = P - c;
     Fr x = smem_load(smem, tile, e1), y = smem_load(smem, tile, e2);
-    r2w_bfly_e<DIT, FAST, GLOBAL>(x, y, e1, (e1 >> c) & ((1u << lh) - 1), lh, T1, base, lo, c, g);
+    r2w_bfly_e<DIT, GLOBAL>(x, y, e1, (e1 >> c) & ((1u << lh) - 1), lh, T1, base, lo, c, g);
     smem_store(smem, tile, e1, x);
     smem_store(smem, tile, e2, y);
     __syncthreads();
 }
 
-template <bool DIT, bool FAST, bool GLOBAL>
+template <bool DIT, bool GLOBAL>
 __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k, const Fr* T0, const Fr* T1,
                                          const Fr* T18, const R2wg g) {
     CUZK_DYNAMIC_SMEM(smem);
@@ -435,21 +281,21 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
 
     if (!DIT) {
         {
-            const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
+            const u32 p0 = tile_pos(base, lo, c, t), p1 = tile_pos(base, lo, c, t + half);
             x0 = Fr::load(data + p0);
             x1 = Fr::load(data + p1);
             if (!GLOBAL && prev_k) {
-                x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
-                x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
+                x0 = fr_mul_nt(x0, pass_twiddle18(T0, T1, T18, p0, lo, k, prev_k));
+                x1 = fr_mul_nt(x1, pass_twiddle18(T0, T1, T18, p1, lo, k, prev_k));
             }
         }
-        r2w_bfly_e<false, FAST, GLOBAL>(x0, x1, t, jtop, k - 1, T1, base, lo, c, g);
+        r2w_bfly_e<false, GLOBAL>(x0, x1, t, jtop, k - 1, T1, base, lo, c, g);
         if (top > 5) {
             smem_store(smem, tile, t, x0);
             smem_store(smem, tile, t + half, x1);
             __syncthreads();
             for (u32 P = top - 1; P >= 6 && P >= c; P--)
-                r2w_smem_stage<false, FAST, GLOBAL>(smem, tile, t, c, P, T1, base, lo, g);
+                r2w_smem_stage<false, GLOBAL>(smem, tile, t, c, P, T1, base, lo, g);
             x0 = smem_load(smem, tile, wbase | lane);
             x1 = smem_load(smem, tile, wbase | lane | 32);
         }
@@ -458,25 +304,25 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             if (P < 5) r2w_swap(x0, x1, lane, P);
             if (P < (int)top) {
                 const u32 lh = P - c;
-                r2w_bfly_e<false, FAST, GLOBAL>(x0, x1, wbase | r2w_ins1(lane, P), (lane >> c) & ((1u << lh) - 1),
+                r2w_bfly_e<false, GLOBAL>(x0, x1, wbase | r2w_ins1(lane, P), (lane >> c) & ((1u << lh) - 1),
                                                 lh, T1, base, lo, c, g);
             }
         }
         const u32 e0 = wbase | r2w_ins1(lane, cc);
-        x0.store(data + r8_pos(base, lo, c, e0));
-        x1.store(data + r8_pos(base, lo, c, e0 | (1u << cc)));
+        x0.store(data + tile_pos(base, lo, c, e0));
+        x1.store(data + tile_pos(base, lo, c, e0 | (1u << cc)));
     } else {
         {
             const u32 e0 = wbase | r2w_ins1(lane, cc);
-            x0 = Fr::load(data + r8_pos(base, lo, c, e0));
-            x1 = Fr::load(data + r8_pos(base, lo, c, e0 | (1u << cc)));
+            x0 = Fr::load(data + tile_pos(base, lo, c, e0));
+            x1 = Fr::load(data + tile_pos(base, lo, c, e0 | (1u << cc)));
         }
         // Warp stages P = c .. 5 (P = 5 is the top stage when the tile is one warp).
         for (u32 P = cc; P <= 5; P++) {
             if (P > cc) r2w_swap(x0, x1, lane, P - 1);
             if (P >= c) {
                 const u32 lh = P - c;
-                r2w_bfly_e<true, FAST, GLOBAL>(x0, x1, wbase | r2w_ins1(lane, P), (lane >> c) & ((1u << lh) - 1),
+                r2w_bfly_e<true, GLOBAL>(x0, x1, wbase | r2w_ins1(lane, P), (lane >> c) & ((1u << lh) - 1),
                                                lh, T1, base, lo, c, g);
             }
         }
@@ -485,54 +331,34 @@ __device__ __forceinline__ void r2w_pass(Fr* data, u32 lo, u32 k, u32 c, u32 pre
             smem_store(smem, tile, wbase | lane | 32, x1);
             __syncthreads();
             for (u32 P = c > 6 ? c : 6; P < top; P++)
-                r2w_smem_stage<true, FAST, GLOBAL>(smem, tile, t, c, P, T1, base, lo, g);
+                r2w_smem_stage<true, GLOBAL>(smem, tile, t, c, P, T1, base, lo, g);
             x0 = smem_load(smem, tile, t);
             x1 = smem_load(smem, tile, t + half);
-            r2w_bfly_e<true, FAST, GLOBAL>(x0, x1, t, jtop, k - 1, T1, base, lo, c, g);
+            r2w_bfly_e<true, GLOBAL>(x0, x1, t, jtop, k - 1, T1, base, lo, c, g);
         }
-        const u32 p0 = r8_pos(base, lo, c, t), p1 = r8_pos(base, lo, c, t + half);
+        const u32 p0 = tile_pos(base, lo, c, t), p1 = tile_pos(base, lo, c, t + half);
         if (!GLOBAL && prev_k) {
-            x0 = r2w_mul<FAST>(x0, r8_twiddle(T0, T1, T18, p0, lo, k, prev_k));
-            x1 = r2w_mul<FAST>(x1, r8_twiddle(T0, T1, T18, p1, lo, k, prev_k));
+            x0 = fr_mul_nt(x0, pass_twiddle18(T0, T1, T18, p0, lo, k, prev_k));
+            x1 = fr_mul_nt(x1, pass_twiddle18(T0, T1, T18, p1, lo, k, prev_k));
         }
         x0.store(data + p0);
         x1.store(data + p1);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
-                                                             const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<false, false, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
-}
-extern "C" __global__ void __launch_bounds__(512) ntt_r2w_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
-                                                             const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<true, false, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
-}
-// The same with fr_mul_nt for the butterflies and the twiddle applications
-// (CUZK_NTT_KERNEL=r2wf; the product inside an order > 18 twiddle stays Fr::mul).
+// The butterflies and the twiddle applications use fr_mul_nt (ntt_kernel = "r2wf";
+// the product inside an order > 18 twiddle stays Fr::mul).
 extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                               const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<false, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
+    r2w_pass<false, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
 }
 extern "C" __global__ void __launch_bounds__(512) ntt_r2wf_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
                                                               const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<true, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
-}
-
-// r2wf with 3 blocks of 512 threads per SM (48 warps instead of 32) for the A/B on
-// occupancy (CUZK_NTT_KERNEL=r2wf3): ptxas (sm_90) fits it in 40 registers by
-// spilling 72-92 bytes per thread to local memory (L1).
-extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dif(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
-                                                                  const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<false, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
-}
-extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dit(Fr* data, u32 lo, u32 k, u32 c, u32 prev_k,
-                                                                  const Fr* T0, const Fr* T1, const Fr* T18) {
-    r2w_pass<true, true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
+    r2w_pass<true, false>(data, lo, k, c, prev_k, T0, T1, T18, R2wg{});
 }
 
 // r2wf's pass with global twiddles (see R2wg): no inter-pass twiddles, every pass reads
-// W (CUZK_NTT_KERNEL=r2wg). The same launch as r2wf. inv: the inverse transform.
+// W (ntt_kernel = "r2wg"). The same launch as r2wf. inv: the inverse transform.
 // Two blocks per SM (32 warps): ptxas (sm_90) gave the DIT pass 72 registers with the
 // even/odd products, one block per SM, and the DIT transform ran 25% slower than the
 // DIF one (55.5 against 44.3 ms at 2^27); bounded, both fit 64 with no spills and the
@@ -543,11 +369,11 @@ extern "C" __global__ void __launch_bounds__(512, 3) ntt_r2wf3_dit(Fr* data, u32
 // 46.7 to 49.3 ms (5.20 to 5.47 at 2^24).
 extern "C" __global__ void __launch_bounds__(512, 2) ntt_r2wg_dif(Fr* data, u32 lo, u32 k, u32 c, u32 log_n, u32 inv,
                                                               const Fr* W) {
-    r2w_pass<false, true, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
+    r2w_pass<false, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
 }
 extern "C" __global__ void __launch_bounds__(512, 2) ntt_r2wg_dit(Fr* data, u32 lo, u32 k, u32 c, u32 log_n, u32 inv,
                                                               const Fr* W) {
-    r2w_pass<true, true, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
+    r2w_pass<true, true>(data, lo, k, c, 0, nullptr, nullptr, nullptr, R2wg{W, log_n, inv});
 }
 
 // ntt_pass with r2wg's global twiddles: r2wg's passes whose tile is under a warp's 64
@@ -566,7 +392,7 @@ extern "C" __global__ void ntt_pass_g(Fr* data, u32 lo, u32 k, u32 c, u32 dit, u
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         u32 e = t + r * half;
-        smem_store(smem, tile, e, Fr::load(data + r8_pos(base, lo, c, e)));
+        smem_store(smem, tile, e, Fr::load(data + tile_pos(base, lo, c, e)));
     }
     __syncthreads();
 
@@ -589,7 +415,7 @@ extern "C" __global__ void ntt_pass_g(Fr* data, u32 lo, u32 k, u32 c, u32 dit, u
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         u32 e = t + r * half;
-        smem_load(smem, tile, e).store(data + r8_pos(base, lo, c, e));
+        smem_load(smem, tile, e).store(data + tile_pos(base, lo, c, e));
     }
 }
 

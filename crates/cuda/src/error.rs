@@ -29,6 +29,9 @@ pub enum CudaError {
         need: u64,
         available: u64,
     },
+    /// A setting of the backend is unknown or out of range.
+    #[error("{0}")]
+    Config(String),
     /// The kernel cache could not be written where it was asked to be.
     #[error("kernel cache: {0}")]
     Cache(String),

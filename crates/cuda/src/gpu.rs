@@ -14,8 +14,7 @@ use blst::{
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig,
-    ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -27,16 +26,16 @@ use crate::raw;
 /// An Fr element as the kernels see it: 8 × u32, Montgomery form, the bytes of a
 /// blstrs `Scalar`.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct FrRepr(pub [u32; 8]);
 /// An Fq element as the kernels see it: 12 × u32, Montgomery form, the bytes of a
 /// `blst_fp`.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct FqRepr(pub [u32; 12]);
 /// A G1 affine point as the kernels see it: the bytes of a blstrs `G1Affine`.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AffineRepr(pub [u32; 24]);
 /// A G1 point in XYZZ coordinates (X, Y, ZZ, ZZZ, each 12 × u32 Montgomery).
 #[repr(C, align(16))]
@@ -344,8 +343,8 @@ impl CurvePoint for Affine2Repr {
 /// The kernels of every module, looked up once.
 #[derive(Debug)]
 pub(crate) struct Kernels {
+    /// Each function keeps its module loaded (cudarc's `CudaFunction` holds it).
     pub map: HashMap<&'static str, CudaFunction>,
-    modules: Vec<Arc<CudaModule>>,
 }
 
 /// Per-process cache of compiled CUBINs, keyed by architecture: NVRTC runs once per
@@ -381,12 +380,6 @@ pub fn compiled_modules(arch: &str, disk: &KernelCache) -> Result<Cubins, CudaEr
     let all = Arc::new(results.into_iter().collect::<Result<Vec<_>, _>>()?);
     cache.insert(arch.to_owned(), all.clone());
     Ok(all)
-}
-
-/// Whether a new [`Gpu`]'s batch-affine rounds invert by the binary GCD (module flag
-/// `cuzk_fq_inv_gcd` = 1, the default) rather than by Fermat (`CUZK_FQ_INV=fermat`).
-pub fn fq_inverse_gcd_by_default() -> bool {
-    std::env::var("CUZK_FQ_INV").as_deref() != Ok("fermat")
 }
 
 /// One CUDA device: its context, two streams (kernels; host→device copies), and the
@@ -441,7 +434,6 @@ impl Gpu {
 
         let modules = compiled_modules(&arch, kernels)?;
         let mut map = HashMap::new();
-        let mut loaded = Vec::new();
         for (src, cubin) in modules.iter() {
             let module = ctx
                 .load_module(Ptx::from_binary(cubin.clone()))
@@ -450,7 +442,6 @@ impl Gpu {
                 let f = module.load_function(kname).ctx("cuModuleGetFunction")?;
                 map.insert(kname, f);
             }
-            loaded.push(module);
         }
         // The NTT pass uses up to 32 KiB of dynamic shared memory: under the default
         // 48 KiB limit, so no attribute change is needed.
@@ -458,21 +449,13 @@ impl Gpu {
             ctx,
             compute,
             copy,
-            k: Kernels {
-                map,
-                modules: loaded,
-            },
+            k: Kernels { map },
             name,
             arch,
             total_memory,
             free_memory_at_start: free as u64,
             sm_count,
         };
-        // CUZK_FQ_INV=fermat: the batch-affine rounds invert by Fermat, not by the
-        // binary GCD (the kernels' default).
-        if !fq_inverse_gcd_by_default() {
-            gpu.set_device_flag("cuzk_fq_inv_gcd", 0)?;
-        }
         Ok(gpu)
     }
 
@@ -563,32 +546,6 @@ impl Gpu {
         self.compute.synchronize().ctx("cuStreamSynchronize")
     }
 
-    /// Sets the `__device__ u32` flag `symbol` in every loaded module that defines it
-    /// (kernel switches for the device A/B, e.g. `cuzk_fq_inv_gcd`), waiting for the
-    /// copy. An error if no module defines it.
-    pub fn set_device_flag(&self, symbol: &str, value: u32) -> Result<(), CudaError> {
-        let mut found = false;
-        for module in &self.k.modules {
-            // A module without the symbol answers "not found": skip it.
-            let Ok(mut global) = module.get_global(symbol, &self.compute) else {
-                continue;
-            };
-            // SAFETY: the flags are single u32 variables (field.cu, ec.cu).
-            let mut word = unsafe { global.transmute_mut::<u32>(1) }
-                .ok_or_else(|| CudaError::Shape(format!("{symbol} is not a u32")))?;
-            self.compute
-                .memcpy_htod(&[value], &mut word)
-                .ctx("cuMemcpyHtoDAsync")?;
-            found = true;
-        }
-        if !found {
-            return Err(CudaError::Shape(format!(
-                "no kernel module defines {symbol}"
-            )));
-        }
-        self.compute.synchronize().ctx("cuStreamSynchronize")
-    }
-
     /// Kernel `name` of the loaded modules.
     pub fn function(&self, name: &'static str) -> Result<&CudaFunction, CudaError> {
         self.k
@@ -619,7 +576,7 @@ impl Gpu {
 ///
 /// Every use passes the arguments its kernel declares, in order, with buffers long
 /// enough for the grid it launches: the one obligation of the unsafe launch inside.
-#[macro_export]
+/// Crate-internal: what leaves the crate are safe functions over it.
 macro_rules! launch {
     ($gpu:expr, $name:expr, $cfg:expr, $($arg:expr),* $(,)?) => {{
         use cudarc::driver::PushKernelArg as _;
@@ -639,6 +596,8 @@ macro_rules! launch {
         }
     }};
 }
+
+pub(crate) use launch;
 
 /// A launch over `n` threads in blocks of `block`.
 pub fn grid(n: usize, block: u32) -> LaunchConfig {

@@ -24,52 +24,10 @@ pub struct ModuleSource {
 }
 
 impl ModuleSource {
-    /// The module's source with the field products [`FieldMul::from_env`] picks.
+    /// The module's source: its parts, in order.
     pub fn source(&self) -> String {
-        self.source_for(FieldMul::from_env())
+        self.parts.concat()
     }
-
-    /// The module's source: its parts, after the field-product switch, which is
-    /// part of the text so that the disk cache keys the variants apart.
-    pub fn source_for(&self, mul: FieldMul) -> String {
-        let mut s = String::new();
-        if mul == FieldMul::Cios {
-            s.push_str("#define CUZK_MUL_CIOS 1\n");
-        }
-        s.extend(self.parts.iter().copied());
-        s
-    }
-}
-
-/// Which rows the Montgomery products use (field.cu, `Mont::mul_ab`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FieldMul {
-    /// Even/odd carry chains of wide multiply-adds: the default.
-    EvenOdd,
-    /// The first version's chain of low halves then chain of high halves
-    /// (`CUZK_FIELD_MUL=cios`), for the device A/B.
-    Cios,
-}
-
-impl FieldMul {
-    pub fn from_env() -> Self {
-        match std::env::var("CUZK_FIELD_MUL").as_deref() {
-            Ok("cios") => FieldMul::Cios,
-            _ => FieldMul::EvenOdd,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FieldMul::EvenOdd => "eo",
-            FieldMul::Cios => "cios",
-        }
-    }
-}
-
-/// The name of the field-product variant this process compiles (`eo` or `cios`).
-pub fn field_mul_variant() -> &'static str {
-    FieldMul::from_env().name()
 }
 
 pub const NTT_MODULE: ModuleSource = ModuleSource {
@@ -77,14 +35,8 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
     parts: &[FIELD_CU, NTT_CU],
     kernels: &[
         "ntt_pass",
-        "ntt_r8_dif",
-        "ntt_r8_dit",
-        "ntt_r2w_dif",
-        "ntt_r2w_dit",
         "ntt_r2wf_dif",
         "ntt_r2wf_dit",
-        "ntt_r2wf3_dif",
-        "ntt_r2wf3_dit",
         "ntt_r2wg_dif",
         "ntt_r2wg_dit",
         "ntt_pass_g",
@@ -109,9 +61,6 @@ pub const MSM_MODULE: ModuleSource = ModuleSource {
         "scan_tile_sums",
         "scan_apply",
         "msm_sum_points_g1",
-        "msm_sum_points_g1_calls",
-        "msm_sum_points_g1_fcall",
-        "msm_sum_points_g1_refs",
         "msm_ba_round",
         "msm_ba_buckets",
         "max_u32",
@@ -172,22 +121,13 @@ pub struct Compiled {
 /// Compiles `module` for `arch` (e.g. `sm_90`), returning the CUBIN, or the full
 /// compiler log as the error.
 pub fn compile(module: &ModuleSource, arch: &str) -> Result<Compiled, CudaError> {
-    compile_with(module, arch, FieldMul::from_env())
-}
-
-/// [`compile`] with the given field products.
-pub fn compile_with(
-    module: &ModuleSource,
-    arch: &str,
-    mul: FieldMul,
-) -> Result<Compiled, CudaError> {
     use cudarc::nvrtc::{result, sys};
     if !nvrtc_available() {
         return Err(CudaError::NoNvrtc(
             "libnvrtc.so was not found on the loader path".into(),
         ));
     }
-    let src = CString::new(module.source_for(mul))
+    let src = CString::new(module.source())
         .map_err(|_| CudaError::Shape("kernel source contains a NUL byte".into()))?;
     let name = CString::new(format!("{}.cu", module.name)).expect("module names have no NUL");
     let prog = result::create_program(&src, Some(&name)).map_err(|e| CudaError::Compile {

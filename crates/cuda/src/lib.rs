@@ -21,6 +21,8 @@
 
 pub mod backend;
 pub mod cache;
+pub mod checks;
+pub mod config;
 pub mod error;
 pub mod gpu;
 pub mod kernels;
@@ -30,9 +32,11 @@ pub mod profile;
 pub mod raw;
 pub mod streamed;
 
-pub use backend::{BasePlacement, CudaBackend, CudaConfig};
+pub use backend::{BasePlacement, CudaBackend};
 pub use cache::KernelCache;
+pub use config::{CudaConfig, CudaTuning};
 pub use error::CudaError;
+pub(crate) use gpu::launch;
 pub use gpu::Gpu;
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).

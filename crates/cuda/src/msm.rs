@@ -25,6 +25,18 @@ use crate::error::CudaError;
 use crate::gpu::{grid, CurvePoint, DeviceCurve, FrRepr, Gpu, G1};
 use crate::profile::Phases;
 
+mod batch_affine;
+mod ones;
+#[cfg(test)]
+mod tests;
+
+use batch_affine::{ba_bucket_sums, ba_first_round_per};
+pub use batch_affine::{
+    batch_affine_group_entries, batch_affine_min_per, set_batch_affine_group_entries,
+    set_batch_affine_min_per, set_batch_affine_waves,
+};
+pub use ones::{ones_scratch_bytes, ones_sum};
+
 /// How scalars are stored on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScalarFormat {
@@ -164,88 +176,78 @@ const FAN: u32 = 32;
 /// Bitmap words (64 bases) per thread in the ones sum.
 const ONES_WORDS_PER_THREAD: u32 = 4;
 
-/// Which G1 bucket-sum kernel runs: how the hot mixed addition is compiled. Which
-/// is fastest depends on the device (register pressure and occupancy against
-/// instruction-cache reach), so all three exist and cuzk-gpu-check times them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How G1's bucket sums run (`CudaTuning::msm_sum`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SumVariant {
-    /// The formula and its eleven Fq products inlined (155 registers on sm_90).
-    Inline = 0,
-    /// The formula inlined, its products one shared call each.
+    /// `calls`: XYZZ levels only, the mixed addition inlined with its Fq products
+    /// called (the fastest XYZZ kernel on the H200; the other ways of compiling it,
+    /// `inline`, `fcall` and `refs`, were removed: NOTES.md).
+    #[serde(rename = "calls")]
     CalledProducts = 1,
-    /// The formula one shared call, its products inlined in it.
-    CalledFormula = 2,
-    /// The formula inlined, its products calls taking references (operands through
-    /// local memory; 111 registers on sm_90: what ran before this choice existed).
-    CalledProductsByRef = 3,
-    /// Batch-affine rounds (affine additions sharing one inversion per thread, ~6
-    /// products per addition instead of 10); G2 MSMs keep the default.
+    /// `affine`: batch-affine rounds (affine additions sharing one inversion per
+    /// thread, ~6 products per addition instead of 10), then the XYZZ levels for
+    /// what they leave; G2 MSMs run the XYZZ levels.
+    #[serde(rename = "affine")]
     BatchAffine = 4,
 }
 
-/// u8::MAX: not decided yet (read `CUZK_MSM_SUM`).
-static SUM_VARIANT: AtomicU8 = AtomicU8::new(u8::MAX);
+/// The scatter's launches (`CudaTuning::scatter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scatter {
+    /// A window per launch where the cursors (all windows) exceed 8 MB.
+    Auto,
+    /// Always a window per launch.
+    Window,
+    /// Always all windows in one launch.
+    All,
+}
 
-/// Selects the G1 bucket-sum kernel for every later MSM of this process.
+/// The G1 bucket sums of every later MSM of this process (set from the backend's
+/// [`crate::CudaTuning`] by [`apply_tuning`]).
+static SUM_VARIANT: AtomicU8 = AtomicU8::new(SumVariant::BatchAffine as u8);
+/// [`Scatter`] as 0, 1, 2.
+static SCATTER: AtomicU8 = AtomicU8::new(0);
+
+/// Applies `t` to every later MSM of this process. The knobs are process-wide (one
+/// backend per process in practice; a second backend with other tuning would
+/// override the first's): the MSM code reads them where no backend is at hand.
+pub fn apply_tuning(t: &crate::CudaTuning) {
+    set_sum_variant(t.msm_sum);
+    set_batch_affine_min_per(t.ba_min_per);
+    set_batch_affine_group_entries(1u64 << t.ba_group_log.clamp(10, 30));
+    set_batch_affine_waves(t.ba_waves);
+    SCATTER.store(t.scatter as u8, Ordering::Relaxed);
+}
+
+/// Selects the G1 bucket sums for every later MSM of this process.
 pub fn set_sum_variant(v: SumVariant) {
     SUM_VARIANT.store(v as u8, Ordering::Relaxed);
 }
 
-/// The G1 bucket-sum kernel in use.
+/// The G1 bucket sums in use.
 pub fn sum_variant() -> SumVariant {
-    let v = match SUM_VARIANT.load(Ordering::Relaxed) {
-        u8::MAX => {
-            // CUZK_MSM_SUM: inline, calls, fcall, refs or affine.
-            let v = match std::env::var("CUZK_MSM_SUM").as_deref() {
-                Ok("inline") => SumVariant::Inline,
-                Ok("fcall") => SumVariant::CalledFormula,
-                Ok("calls") => SumVariant::CalledProducts,
-                Ok("refs") => SumVariant::CalledProductsByRef,
-                Ok("affine") => SumVariant::BatchAffine,
-                _ => DEFAULT_SUM_VARIANT,
-            };
-            set_sum_variant(v);
-            return v;
-        }
-        x => x,
-    };
-    match v {
-        0 => SumVariant::Inline,
+    match SUM_VARIANT.load(Ordering::Relaxed) {
         1 => SumVariant::CalledProducts,
-        2 => SumVariant::CalledFormula,
-        3 => SumVariant::CalledProductsByRef,
         _ => SumVariant::BatchAffine,
     }
 }
 
-/// The default: the fastest on the H200 (at 2^24 / 2^26: 164.6 / 617.2 ms with
-/// rounds down to 64 pairs per thread, against 190.2 / 713.0 for the fastest XYZZ
-/// kernel, CalledProducts; NOTES.md). MSMs too small for a round of 64 pairs per
-/// thread, and G2, run CalledProducts.
-const DEFAULT_SUM_VARIANT: SumVariant = SumVariant::BatchAffine;
-
 fn sum_kernel<C: DeviceCurve>() -> &'static str {
-    match (C::KERNELS.sum_points, sum_variant()) {
-        // Batch-affine hands the XYZZ levels what its rounds leave (and small MSMs
-        // whole): they take the fastest XYZZ kernel.
-        ("msm_sum_points_g1", SumVariant::CalledProducts | SumVariant::BatchAffine) => {
-            "msm_sum_points_g1_calls"
-        }
-        ("msm_sum_points_g1", SumVariant::CalledFormula) => "msm_sum_points_g1_fcall",
-        ("msm_sum_points_g1", SumVariant::CalledProductsByRef) => "msm_sum_points_g1_refs",
-        (k, _) => k,
-    }
+    // Batch-affine hands the XYZZ levels what its rounds leave (and small MSMs
+    // whole): G1's one XYZZ kernel.
+    C::KERNELS.sum_points
 }
 
 /// Cursor bytes (all windows) from which the scatter goes a window per launch: at
 /// 2^26 with c = 20 (27 MB of cursors) it took 75 ms against 50 ms with c = 16
-/// (2 MB) for more entries. `CUZK_MSM_SCATTER=window` / `all` overrides.
+/// (2 MB) for more entries. `CudaTuning::scatter` overrides.
 const SCATTER_ALL_MAX_BYTES: usize = 8 << 20;
 
 fn scatter_per_window(slots: usize) -> bool {
-    match std::env::var("CUZK_MSM_SCATTER").as_deref() {
-        Ok("window") => true,
-        Ok("all") => false,
+    match SCATTER.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
         _ => slots * 4 > SCATTER_ALL_MAX_BYTES,
     }
 }
@@ -675,407 +677,6 @@ fn level_bucket_sums<C: DeviceCurve>(
     Ok(buckets)
 }
 
-/// Most sorted entries one window group of the batch-affine sums takes: its first
-/// round writes half as many affine points (96 bytes) and as many running products
-/// (48 bytes) per pair, ~20 GB at 2^28, so large MSMs go a window or a few at a time.
-/// Larger groups share each inversion among more pairs: on the H200 2^28 gave
-/// 155.6 / 577.2 ms at 2^24 / 2^26 against 161.5 / 583.5 for 2^27 and 176.9 /
-/// 613.4 for 2^26.
-const BA_GROUP_ENTRIES: u64 = 1 << 28;
-
-/// The batch-affine window group's entries: BA_GROUP_ENTRIES unless set or given as
-/// 2^k by `CUZK_MSM_BA_GROUP_LOG=k` (u64::MAX: not read yet).
-static BA_GROUP_SETTING: AtomicU64 = AtomicU64::new(u64::MAX);
-
-/// Sets how many sorted entries a window group of the batch-affine sums may hold
-/// (at least one window always goes in a group) for every later MSM of this
-/// process: small values make small MSMs go a window at a time, as the checks use
-/// to reach the grouping with small inputs.
-pub fn set_batch_affine_group_entries(entries: u64) {
-    BA_GROUP_SETTING.store(entries.max(1), Ordering::Relaxed);
-}
-
-/// The most sorted entries of a batch-affine window group.
-pub fn batch_affine_group_entries() -> u64 {
-    match BA_GROUP_SETTING.load(Ordering::Relaxed) {
-        u64::MAX => {
-            let entries = std::env::var("CUZK_MSM_BA_GROUP_LOG")
-                .ok()
-                .and_then(|v| v.parse::<u32>().ok())
-                .map_or(BA_GROUP_ENTRIES, |k| 1u64 << k.clamp(10, 30));
-            set_batch_affine_group_entries(entries);
-            entries
-        }
-        entries => entries,
-    }
-}
-/// Pairs per thread in a batch-affine round: one wave of threads (as many as the
-/// device holds at once) shares the round's pairs, so each thread's inversion
-/// (binary GCD; Fermat's ~486 products with `CUZK_FQ_INV=fermat`) is shared by `per` pairs. Rounds run while `per` is at least
-/// BA_MIN_PER; the buckets' last few entries go to the XYZZ levels, whose pieces
-/// need no inversion. 32 with the binary-GCD inversion (H200: 148.6 / 540.7 ms at
-/// 2^24 / 2^26 against 148.2 / 548.3 with 64); with Fermat's 64 was best.
-const BA_MIN_PER: u64 = 32;
-const BA_BLOCK: u32 = 128;
-
-/// The least pairs per thread for a batch-affine round: BA_MIN_PER unless set or
-/// given by `CUZK_MSM_BA_MIN_PER` (u64::MAX: not read yet).
-static BA_MIN_PER_SETTING: AtomicU64 = AtomicU64::new(u64::MAX);
-
-/// Sets the least pairs per thread for which a batch-affine round runs (the rest
-/// goes to the XYZZ levels) for every later MSM of this process. 1 makes every
-/// round affine, at any size: what the checks use to reach the rounds with small
-/// inputs.
-pub fn set_batch_affine_min_per(per: u64) {
-    BA_MIN_PER_SETTING.store(per.max(1), Ordering::Relaxed);
-}
-
-/// The least pairs per thread for which a batch-affine round runs.
-pub fn batch_affine_min_per() -> u64 {
-    match BA_MIN_PER_SETTING.load(Ordering::Relaxed) {
-        u64::MAX => {
-            let per = std::env::var("CUZK_MSM_BA_MIN_PER")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(BA_MIN_PER);
-            set_batch_affine_min_per(per);
-            per.max(1)
-        }
-        per => per,
-    }
-}
-
-/// Threads of one wave of `msm_ba_round` (blocks of BA_BLOCK) on this device.
-fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
-    let blocks = gpu
-        .function("msm_ba_round")?
-        .occupancy_max_active_blocks_per_multiprocessor(BA_BLOCK, 0, None)
-        .map_err(|source| CudaError::Driver {
-            call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-            source,
-        })?;
-    // CUZK_MSM_BA_WAVES=k: k waves' worth of threads per round (k times fewer
-    // pairs per thread), for the A/B against one wave.
-    let waves = std::env::var("CUZK_MSM_BA_WAVES")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1)
-        .clamp(1, 16);
-    Ok(gpu.sm_count as u64 * blocks.max(1) as u64 * BA_BLOCK as u64 * waves)
-}
-
-/// Pairs per thread of the first batch-affine round of an MSM of `n` terms.
-fn ba_first_round_per(gpu: &Gpu, n: usize, plan: MsmPlan) -> Result<u64, CudaError> {
-    let group = (batch_affine_group_entries() / (n as u64).max(1)).clamp(1, plan.nwin as u64);
-    Ok((group * n as u64 / 2).div_ceil(ba_wave(gpu)?))
-}
-
-/// The bucket sums by batch-affine rounds (G1; see `msm_ba_round` in msm.cu): per
-/// group of windows, rounds that halve every bucket's entries with affine additions
-/// sharing one inversion per thread, while a round has at least BA_MIN_PER pairs per
-/// thread of a wave; then each bucket's one point becomes its XYZZ bucket, or, where
-/// buckets still hold several, the XYZZ levels sum what the rounds left. The
-/// fullest bucket (how many rounds finish the job) is the one value read back (a
-/// stream-scoped wait for the histogram).
-#[allow(clippy::too_many_arguments)]
-fn ba_bucket_sums<C: DeviceCurve>(
-    gpu: &Gpu,
-    bases: &CudaSlice<C::Affine>,
-    sorted: &CudaSlice<u32>,
-    counts: &CudaSlice<u32>,
-    offsets: &CudaSlice<u32>,
-    n: usize,
-    plan: MsmPlan,
-    fullest: Option<u32>,
-) -> Result<CudaSlice<C::Xyzz>, CudaError> {
-    let MsmPlan { nwin, nb, .. } = plan;
-    let slots = (nwin * nb) as usize;
-    // The fullest bucket's count: given by a caller that read it back already.
-    let fullest = match fullest {
-        Some(f) => f,
-        None => {
-            let slots32 = slots as u32;
-            let mut f = gpu.alloc_zeros::<u32>(1)?;
-            crate::launch!(gpu, "max_u32", grid(slots, 256), counts, &slots32, &mut f)?;
-            gpu.download(&f, 1)?[0]
-        }
-    }
-    .max(2);
-    let rounds_needed = 32 - (fullest - 1).leading_zeros();
-    let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
-    let group = (batch_affine_group_entries() / n as u64).clamp(1, nwin as u64) as u32;
-    let wave = ba_wave(gpu)?;
-    let (sorted_ptr, _sorted_use) = sorted.device_ptr(gpu.compute_stream());
-    let dtod = |source| CudaError::Driver {
-        call: "cuMemcpyDtoDAsync",
-        source,
-    };
-    for w0 in (0..nwin).step_by(group as usize) {
-        let w1 = (w0 + group).min(nwin);
-        let (s0, s1) = ((w0 * nb) as usize, (w1 * nb) as usize);
-        let gs = (s1 - s0) as u32;
-        let mut cnt = gpu.alloc_poisoned::<u32>(gs as usize)?;
-        let mut start = gpu.alloc_poisoned::<u32>(gs as usize)?;
-        let stream = gpu.compute_stream();
-        stream
-            .memcpy_dtod(&counts.slice(s0..s1), &mut cnt)
-            .map_err(dtod)?;
-        stream
-            .memcpy_dtod(&offsets.slice(s0..s1), &mut start)
-            .map_err(dtod)?;
-        let mut bound = n as u64 * (w1 - w0) as u64;
-        let mut prev: Option<CudaSlice<C::Affine>> = None;
-        let mut done = 0;
-        while done < rounds_needed {
-            let next_bound = (bound + gs as u64).div_ceil(2);
-            let per = next_bound.div_ceil(wave);
-            if per < batch_affine_min_per() && prev.is_some() {
-                break;
-            }
-            bound = next_bound;
-            let mut ocnt = gpu.alloc_poisoned::<u32>(gs as usize)?;
-            let mut ostart = gpu.alloc_poisoned::<u32>(gs as usize)?;
-            let mut total = gpu.alloc_poisoned::<u32>(1)?;
-            prefix_scan(
-                gpu,
-                &cnt,
-                gs,
-                2,
-                ScanMode::Counts,
-                &mut ostart,
-                &mut ocnt,
-                &mut total,
-            )?;
-            let blocks = bound.div_ceil(per).div_ceil(BA_BLOCK as u64).max(1);
-            let threads = blocks * BA_BLOCK as u64;
-            // SAFETY: msm_ba_round writes a thread's running product of output o
-            // before it reads it back, and every output below the round's total; the
-            // next round and the final kernels read only those.
-            let mut scratch = unsafe { gpu.alloc_scratch::<[u64; 6]>((per * threads) as usize) }?;
-            let mut out = unsafe { gpu.alloc_scratch::<C::Affine>(bound as usize) }?;
-            let (in_ptr, in_use) = match &prev {
-                Some(p) => {
-                    let (ptr, g) = p.device_ptr(gpu.compute_stream());
-                    (ptr, Some(g))
-                }
-                None => (0u64, None),
-            };
-            let sp = if prev.is_none() { sorted_ptr } else { 0u64 };
-            let per32 = per as u32;
-            let cfg = LaunchConfig {
-                grid_dim: (blocks as u32, 1, 1),
-                block_dim: (BA_BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            crate::launch!(
-                gpu,
-                "msm_ba_round",
-                cfg,
-                bases,
-                &sp,
-                &in_ptr,
-                &start,
-                &cnt,
-                &ostart,
-                &total,
-                &gs,
-                &per32,
-                &mut scratch,
-                &mut out
-            )?;
-            drop(in_use);
-            prev = Some(out);
-            cnt = ocnt;
-            start = ostart;
-            done += 1;
-        }
-        let last = prev.expect("the first round always runs");
-        if done == rounds_needed {
-            let mut view = buckets.slice_mut(s0..s1);
-            crate::launch!(
-                gpu,
-                "msm_ba_buckets",
-                grid(gs as usize, 128),
-                &last,
-                &start,
-                &cnt,
-                &gs,
-                &mut view
-            )?;
-        } else {
-            // The rounds' output in bucket order is the level sums' input: no
-            // sorted entries, the points themselves. n terms per window still
-            // bound what any bucket or window holds.
-            let group_plan = MsmPlan {
-                nwin: w1 - w0,
-                ..plan
-            };
-            let sums =
-                level_bucket_sums::<C>(gpu, &last, None, cnt, start, n, group_plan, &mut None)?;
-            stream
-                .memcpy_dtod(&sums, &mut buckets.slice_mut(s0..s1))
-                .map_err(dtod)?;
-        }
-    }
-    Ok(buckets)
-}
-
-/// Enqueues the plain sum of the bases whose bit is set in `words` (a density bitmap
-/// over the first `n_bases` bases): prep_msm's "ones". G1 or G2, after the bases.
-pub fn ones_sum<A: CurvePoint>(
-    gpu: &Gpu,
-    bases: &CudaSlice<A>,
-    words: &CudaSlice<u64>,
-    n_words: usize,
-    n_bases: usize,
-) -> Result<PendingSum<A::Curve>, CudaError> {
-    ones_sum_on::<A::Curve>(gpu, bases, words, n_words, n_bases)
-}
-
-fn ones_sum_on<C: DeviceCurve>(
-    gpu: &Gpu,
-    bases: &CudaSlice<C::Affine>,
-    words: &CudaSlice<u64>,
-    n_words: usize,
-    n_bases: usize,
-) -> Result<PendingSum<C>, CudaError> {
-    if bases.len() < n_bases || words.len() < n_words || n_words * 64 < n_bases {
-        return Err(CudaError::Shape(format!(
-            "ones sum over {n_bases} bases with {} bases and {n_words} bitmap words",
-            bases.len()
-        )));
-    }
-    if let Some(sum) = ones_sum_affine::<C>(gpu, bases, words, n_words, n_bases)? {
-        return Ok(sum);
-    }
-    let parts = n_words.div_ceil(ONES_WORDS_PER_THREAD as usize).max(1);
-    let mut partials = gpu.alloc_poisoned::<C::Xyzz>(parts)?;
-    let (nw, nbs, wpt, np) = (
-        n_words as u32,
-        n_bases as u32,
-        ONES_WORDS_PER_THREAD,
-        parts as u32,
-    );
-    crate::launch!(
-        gpu,
-        C::KERNELS.ones_sum,
-        grid(parts, 64),
-        bases,
-        words,
-        &nw,
-        &nbs,
-        &wpt,
-        &mut partials,
-        &np
-    )?;
-    let sums = reduce_groups::<C>(gpu, partials, np, np)?;
-    Ok(PendingSum {
-        sums,
-        count: 1,
-        c: 0,
-        phases: None,
-    })
-}
-
-/// The plan of the ones as one bucket: a single slot, whose sum is the result.
-const ONES_PLAN: MsmPlan = MsmPlan {
-    c: 1,
-    nwin: 1,
-    nb: 1,
-    segs: 1,
-    piece: 32,
-    balanced: true,
-};
-
-/// The ones by batch-affine rounds (G1 with [`SumVariant::BatchAffine`]): the set
-/// bits' indices compacted out of the bitmap as one bucket's sorted entries (a
-/// count per word, a scan, a write-out), then the bucket sums' rounds and XYZZ
-/// levels, ~6 products per addition instead of the mixed addition's 10. One more
-/// readback (the count of ones) to size the rounds. `None` for G2, for another sum
-/// variant, and where the first round would give a thread fewer pairs than
-/// [`batch_affine_min_per`] (the one-thread-per-words XYZZ kernel then).
-fn ones_sum_affine<C: DeviceCurve>(
-    gpu: &Gpu,
-    bases: &CudaSlice<C::Affine>,
-    words: &CudaSlice<u64>,
-    n_words: usize,
-    n_bases: usize,
-) -> Result<Option<PendingSum<C>>, CudaError> {
-    let affine =
-        C::KERNELS.sum_points == G1::KERNELS.sum_points && sum_variant() == SumVariant::BatchAffine;
-    if !affine || ba_first_round_per(gpu, n_bases, ONES_PLAN)? < batch_affine_min_per() {
-        return Ok(None);
-    }
-    let (nw, nbs) = (n_words as u32, n_bases as u32);
-    let mut counts = gpu.alloc_poisoned::<u32>(n_words)?;
-    crate::launch!(
-        gpu,
-        "ones_count",
-        grid(n_words, 256),
-        words,
-        &nw,
-        &nbs,
-        &mut counts
-    )?;
-    let mut start = gpu.alloc_poisoned::<u32>(n_words)?;
-    let mut copy = gpu.alloc_poisoned::<u32>(n_words)?;
-    let mut total = gpu.alloc_poisoned::<u32>(1)?;
-    prefix_scan(
-        gpu,
-        &counts,
-        nw,
-        1,
-        ScanMode::Cursors,
-        &mut start,
-        &mut copy,
-        &mut total,
-    )?;
-    drop((counts, copy));
-    let m = gpu.download(&total, 1)?[0] as usize;
-    if ba_first_round_per(gpu, m, ONES_PLAN)? < batch_affine_min_per() {
-        return Ok(None);
-    }
-    let mut sorted = gpu.alloc_poisoned::<u32>(m)?;
-    crate::launch!(
-        gpu,
-        "ones_entries",
-        grid(n_words, 256),
-        words,
-        &nw,
-        &nbs,
-        &start,
-        &mut sorted
-    )?;
-    let offsets = gpu.alloc_zeros::<u32>(1)?;
-    // One bucket: its count is the fullest, read back above.
-    let sums = ba_bucket_sums::<C>(
-        gpu,
-        bases,
-        &sorted,
-        &total,
-        &offsets,
-        m,
-        ONES_PLAN,
-        Some(m as u32),
-    )?;
-    Ok(Some(PendingSum {
-        sums,
-        count: 1,
-        c: 0,
-        phases: None,
-    }))
-}
-
-/// Device bytes [`ones_sum`] may take for `n_bases` bases (G1, batch-affine: the
-/// compacted entries and the first rounds' outputs and running products; the XYZZ
-/// kernel's partials are far fewer).
-pub fn ones_scratch_bytes(n_bases: usize) -> u64 {
-    let n = n_bases as u64;
-    // Per word: count, start and its copy; per entry: the index, then
-    // ONES_PLAN's share of scratch_bytes_for (96 bytes an entry).
-    n.div_ceil(64) * 12 + n * 4 + ONES_PLAN.scratch_bytes(n_bases)
-}
-
 /// Fills `out` with copies of `src` (benchmark bases).
 pub fn replicate_bases<A: CurvePoint>(
     gpu: &Gpu,
@@ -1092,67 +693,4 @@ pub fn replicate_bases<A: CurvePoint>(
         &mut *out,
         &n
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_windows_follow_the_window_count() {
-        let c = |log: u32| MsmPlan::for_size(1usize << log).c;
-        // Small MSMs keep small windows; sizes between grow the window.
-        assert!(c(4) <= 6, "2^4 -> c = {}", c(4));
-        assert!((14..=16).contains(&c(20)), "2^20 -> c = {}", c(20));
-        // Large MSMs take the one wide plan, in balanced pieces of 32.
-        let big = MsmPlan::for_size(1 << 26);
-        assert_eq!((big.c, big.piece, big.balanced), (WIDE_WINDOW, 32, true));
-        assert_eq!(c(24), 16);
-        assert_eq!(MsmPlan::for_size(1 << 24).piece, 32);
-        // Never a window that buys no fewer windows than the one below it.
-        for log in 1..=24 {
-            let p = MsmPlan::for_size(1usize << log);
-            let fewer = 256u32.div_ceil(p.c - 1);
-            assert!(
-                p.nwin < fewer || p.c == MIN_WINDOW,
-                "2^{log}: c = {} is wasted",
-                p.c
-            );
-            assert!(p.c * p.nwin >= 256);
-        }
-    }
-
-    #[test]
-    fn shape_errors() {
-        let plan = MsmPlan::for_size(100);
-        assert!(check_msm_shape(100, 100, 100, None, plan).is_ok());
-        assert!(check_msm_shape(0, 0, 0, None, plan).is_ok());
-        // Too few scalars, too few bases without a map, too few indices.
-        assert!(check_msm_shape(100, 100, 99, None, plan).is_err());
-        assert!(check_msm_shape(100, 99, 100, None, plan).is_err());
-        assert!(check_msm_shape(100, 5, 100, Some(99), plan).is_err());
-        // With a map the bases may be fewer than the terms (indices repeat).
-        assert!(check_msm_shape(100, 5, 100, Some(100), plan).is_ok());
-        // n · nwin sorted entries must stay below 2^31.
-        let big = MsmPlan::for_window(4);
-        let n = (1usize << 31) / big.nwin as usize + 1;
-        assert!(check_msm_shape(n, n, n, None, big).is_err());
-    }
-
-    #[test]
-    fn g2_scratch_is_twice_g1_in_points() {
-        let plan = MsmPlan::for_size(1 << 20);
-        let n = 1 << 20;
-        assert_eq!(
-            plan.scratch_bytes(n),
-            plan.scratch_bytes_for(n, G1::XYZZ_BYTES)
-        );
-        // The levels' scratch: twice the point size, less than twice the bytes.
-        let g1 = plan.level_scratch_bytes(n, G1::XYZZ_BYTES);
-        let g2 = plan.level_scratch_bytes(n, crate::gpu::G2::XYZZ_BYTES);
-        assert!(g2 > g1 && g2 < 2 * g1);
-        // G2 never takes batch-affine rounds; G1 may, on top of its levels.
-        assert_eq!(g2, plan.scratch_bytes_for(n, crate::gpu::G2::XYZZ_BYTES));
-        assert!(plan.scratch_bytes_for(n, G1::XYZZ_BYTES) >= g1);
-    }
 }

@@ -2,23 +2,20 @@
 //!
 //! Domains up to 2^28. A transform of 2^L points runs as ceil(L / 10) passes, each
 //! doing up to 10 radix-2 stages of one chunk of index bits in one kernel launch (see
-//! `kernels/ntt.cu` for the decomposition). Pass kernels with bit-identical
-//! results: `ntt_pass` (`CUZK_NTT_KERNEL=radix2`) does one radix-2 stage per
-//! shared-memory exchange; `ntt_r8_dif`/`ntt_r8_dit` (`CUZK_NTT_KERNEL=r8`) keep 8 elements per
-//! thread in registers and do up to 3 stages between exchanges. On the H200 the
-//! register kernel measured 1.5× slower (119 against 78 ms at 2^27: 121 registers
-//! and 128-thread blocks leave 16 warps per SM to hide the product's carry chains),
-//! so it stays an option for other devices and for further work. The warp-shuffle
-//! kernels `ntt_r2w_*` (`CUZK_NTT_KERNEL=r2w`) keep `ntt_pass`'s 2 elements per
-//! thread but do the stages inside a warp with register shuffles and fuse the top
-//! stage with the global access: 4 barriers per 9-bit pass instead of 10; `r2wf` is
-//! the same with a cheaper Fr product (`fr_mul_nt`), `r2wf3` that at 3 blocks per SM.
-//! On the H200 r2wf measured 7.50 / 32.2 / 65.5 ms at 2^24 / 2^26 / 2^27 against
-//! ntt_pass's 8.52 / 37.6 / 78.3 (r2w 8.07 / 34.7 / 71.0, r2wf3 7.58 / 32.3 /
-//! 66.1). `r2wg` (`CUZK_NTT_KERNEL=r2wg`, the default) runs r2wf's passes with the
-//! plain radix-2 transform's global twiddles, one load each from a per-size table of
-//! N/2 roots, and so has no inter-pass twiddle products: 6.83 / 29.8 / 62.0 ms; with
-//! the even/odd field products (fifth session) 5.20 / 22.3 / 46.7.
+//! `kernels/ntt.cu` for the decomposition). Two pass kernels with bit-identical
+//! results (`CudaConfig::ntt_kernel`): `r2wg` (the default) and `r2wf`. Both keep 2
+//! elements per thread, do the stages inside a warp with register shuffles and fuse
+//! the top stage with the global access (4 barriers per 9-bit pass instead of 10),
+//! with the cheaper Fr product `fr_mul_nt`. `r2wf` applies the four-step split's
+//! inter-pass twiddles (tiles under a warp go to `ntt_pass`, one stage per
+//! exchange); `r2wg` uses the plain radix-2 transform's global twiddles, one load
+//! each from a per-size table of N/2 roots, and has no inter-pass products. On the
+//! H200 (fifth session, even/odd products) r2wg took 5.20 / 22.3 / 46.7 ms at 2^24 /
+//! 2^26 / 2^27; in the same earlier run r2wg 6.83 / 29.8 / 62.0 and r2wf 7.50 /
+//! 32.2 / 65.5. r2wf stays because its table-free passes need no 2 GiB of device
+//! memory at 2^27 (r2wg's table): the choice for a GPU where that does not fit.
+//! Variants that never won (`r8`, `radix2`, `r2w`, `r2wf3`) are gone; their numbers
+//! are in `NOTES.md` with the commit that last had them.
 //! Roots of unity come from two device tables
 //! of 2^16 powers each (per direction), shared by every domain size, plus a table of
 //! the 2^18-th roots so that inter-pass twiddles of order up to 2^18 are one load.
@@ -65,117 +62,66 @@ pub enum Direction {
     Inverse,
 }
 
-/// Which pass kernel the transforms use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which pass kernel the transforms use (`CudaConfig::ntt_kernel`: `"r2wg"`,
+/// `"r2wf"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NttKernel {
-    /// `ntt_r8_dif` / `ntt_r8_dit`: 8 elements per thread, 3 stages per exchange.
-    Radix8,
-    /// `ntt_pass`: one radix-2 stage per shared-memory exchange (the first version).
-    Radix2,
-    /// `ntt_r2w_dif` / `ntt_r2w_dit`: `ntt_pass`'s threads and butterflies, with the
-    /// stages inside a warp done through register shuffles, the top stage fused with
-    /// the global load (DIF) or store (DIT), and one-load inter-pass twiddles up to
-    /// order 2^18.
-    Radix2Warp,
-    /// `ntt_r2wf_dif` / `ntt_r2wf_dit`: `Radix2Warp` with `fr_mul_nt`, an Fr product
-    /// that does the modulus's two low limbs (1 and 2^32 - 1) by additions: 12.5%
-    /// fewer multiplier instructions per product.
+    /// `ntt_r2wf_dif` / `ntt_r2wf_dit` (and `ntt_pass` for tiles under a full
+    /// warp): the four-step split with inter-pass twiddles from the shared root
+    /// tables, one load up to order 2^18. Needs no per-size table: the kernel for a
+    /// device where r2wg's N/2 roots (2 GiB at 2^27) do not fit.
+    #[serde(rename = "r2wf")]
     Radix2WarpFast,
-    /// `ntt_r2wf3_dif` / `ntt_r2wf3_dit`: `Radix2WarpFast` compiled for 3 blocks
-    /// (48 warps) per SM instead of 2: 40 registers, with some spilling.
-    Radix2WarpFast3,
     /// `ntt_r2wg_dif` / `ntt_r2wg_dit` (and `ntt_pass_g` for tiles under 64
     /// elements): `Radix2WarpFast`'s passes with the plain radix-2 transform's global
     /// twiddles, one load each from a table of N/2 roots per size (N/2 × 32 bytes,
     /// cached), and no inter-pass twiddle products.
+    #[serde(rename = "r2wg")]
     Radix2WarpGlobal,
 }
 
 impl NttKernel {
-    /// Every kernel, in the order the device check runs them.
-    pub const ALL: [NttKernel; 6] = [
-        NttKernel::Radix2,
-        NttKernel::Radix2Warp,
-        NttKernel::Radix2WarpFast,
-        NttKernel::Radix2WarpFast3,
-        NttKernel::Radix2WarpGlobal,
-        NttKernel::Radix8,
-    ];
+    /// Every kernel, in the order the device checks run them.
+    pub const ALL: [NttKernel; 2] = [NttKernel::Radix2WarpFast, NttKernel::Radix2WarpGlobal];
 
-    /// The name `CUZK_NTT_KERNEL` takes (and the device check prints).
+    /// The name the configuration uses (`ntt_kernel = "r2wg"`).
     pub fn name(self) -> &'static str {
         match self {
-            NttKernel::Radix8 => "r8",
-            NttKernel::Radix2 => "radix2",
-            NttKernel::Radix2Warp => "r2w",
             NttKernel::Radix2WarpFast => "r2wf",
-            NttKernel::Radix2WarpFast3 => "r2wf3",
             NttKernel::Radix2WarpGlobal => "r2wg",
         }
     }
 
-    /// The fastest on the H200 (r2wg: 0.393 / 6.83 / 29.8 / 62.0 ms at 2^20 / 2^24 /
-    /// 2^26 / 2^27 against r2wf's 0.421 / 7.49 / 32.2 / 65.5 in the same run, and
-    /// radix2's 78.3 at 2^27; NOTES.md). Its table of N/2 roots per size (2 GiB at
-    /// 2^27) is the price; `CUZK_NTT_KERNEL=r2wf` runs without it.
-    pub const DEFAULT: NttKernel = NttKernel::Radix2WarpGlobal;
-
-    /// [`Self::DEFAULT`], or the one the environment variable `CUZK_NTT_KERNEL`
-    /// names (`radix2`, `r2w`, `r2wf`, `r2wf3`, `r2wg`, `r8`).
-    pub fn from_env() -> Self {
-        let v = std::env::var("CUZK_NTT_KERNEL").unwrap_or_default();
+    /// The kernel named `name` (`r2wg`, `r2wf`), or an error that lists them.
+    pub fn from_name(name: &str) -> Result<Self, CudaError> {
         Self::ALL
             .into_iter()
-            .find(|k| k.name() == v)
-            .unwrap_or(Self::DEFAULT)
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                CudaError::Config(format!(
+                    "unknown NTT kernel {name:?} (one of: {})",
+                    Self::ALL.map(Self::name).join(", ")
+                ))
+            })
     }
+
+    /// The fastest on the H200 (r2wg: 0.393 / 6.83 / 29.8 / 62.0 ms at 2^20 / 2^24 /
+    /// 2^26 / 2^27 against r2wf's 0.421 / 7.49 / 32.2 / 65.5 in the same run;
+    /// NOTES.md). Its table of N/2 roots per size (2 GiB at 2^27) is the price;
+    /// `r2wf` runs without it.
+    pub const DEFAULT: NttKernel = NttKernel::Radix2WarpGlobal;
 
     fn code(self) -> u8 {
         match self {
-            NttKernel::Radix8 => 0,
-            NttKernel::Radix2 => 1,
-            NttKernel::Radix2Warp => 2,
-            NttKernel::Radix2WarpFast => 3,
-            NttKernel::Radix2WarpFast3 => 4,
-            NttKernel::Radix2WarpGlobal => 5,
+            NttKernel::Radix2WarpFast => 0,
+            NttKernel::Radix2WarpGlobal => 1,
         }
     }
 
     fn from_code(v: u8) -> Self {
         match v {
-            0 => NttKernel::Radix8,
-            2 => NttKernel::Radix2Warp,
-            3 => NttKernel::Radix2WarpFast,
-            4 => NttKernel::Radix2WarpFast3,
-            5 => NttKernel::Radix2WarpGlobal,
-            _ => NttKernel::Radix2,
-        }
-    }
-
-    /// Whether the natural-order transforms use `bitrev_tiled` (the r2w kernels) or
-    /// `bitrev_permute` (as measured for radix2 and r8).
-    fn tiled_bitrev(self) -> bool {
-        self.is_r2w() || self == NttKernel::Radix2WarpGlobal
-    }
-
-    /// One of the four-step `ntt_r2w*` kernels (the same index math).
-    fn is_r2w(self) -> bool {
-        matches!(
-            self,
-            NttKernel::Radix2Warp | NttKernel::Radix2WarpFast | NttKernel::Radix2WarpFast3
-        )
-    }
-
-    /// The kernel pass `p` really runs: the register kernels need chunks of >= 3 bits
-    /// (r8) or tiles of >= 64 elements (r2w, a full warp); smaller ones use `ntt_pass`.
-    /// r2wg is kept: it has its own small-tile kernel (`ntt_pass_g`), since its passes
-    /// do not compose with the four-step ones.
-    fn for_pass(self, p: &Pass) -> Self {
-        match self {
-            NttKernel::Radix2WarpGlobal => self,
-            NttKernel::Radix8 if p.k >= 3 => NttKernel::Radix8,
-            _ if self.is_r2w() && p.k + p.c >= 6 => self,
-            _ => NttKernel::Radix2,
+            0 => NttKernel::Radix2WarpFast,
+            _ => NttKernel::Radix2WarpGlobal,
         }
     }
 }
@@ -282,10 +228,7 @@ fn powers(base: Scalar, scale: Scalar, count: usize) -> Vec<FrRepr> {
 }
 
 fn upload_reprs(gpu: &Gpu, v: &[FrRepr]) -> Result<CudaSlice<FrRepr>, CudaError> {
-    // SAFETY: FrRepr is plain u32s.
-    let bytes =
-        unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) };
-    gpu.upload::<FrRepr>(bytes)
+    gpu.upload::<FrRepr>(bytemuck::cast_slice(v))
 }
 
 fn pow2k(x: Scalar, k: u32) -> Scalar {
@@ -297,7 +240,8 @@ fn pow2k(x: Scalar, k: u32) -> Scalar {
 }
 
 impl Ntt {
-    pub fn new(gpu: &Gpu) -> Result<Self, CudaError> {
+    /// Builds the root tables on `gpu`; transforms run with `kernel`.
+    pub fn new(gpu: &Gpu, kernel: NttKernel) -> Result<Self, CudaError> {
         let mk = |w: Scalar| -> Result<Tables, CudaError> {
             let [t0, t1, t18] =
                 twiddle_tables(w).map(|v| v.iter().map(scalar_to_repr).collect::<Vec<_>>());
@@ -312,11 +256,11 @@ impl Ntt {
             inv: mk(Scalar::ROOT_OF_UNITY_INV)?,
             pows: Mutex::new(HashMap::new()),
             global: Mutex::new(HashMap::new()),
-            kernel: AtomicU8::new(NttKernel::from_env().code()),
+            kernel: AtomicU8::new(kernel.code()),
         })
     }
 
-    /// The pass kernel in use (initially [`NttKernel::from_env`]).
+    /// The pass kernel in use (initially the one [`Ntt::new`] was given).
     pub fn kernel(&self) -> NttKernel {
         NttKernel::from_code(self.kernel.load(Ordering::Relaxed))
     }
@@ -515,7 +459,7 @@ impl Ntt {
     ) -> Result<(), CudaError> {
         let s = scalar_to_repr(&scale.unwrap_or(Scalar::ONE));
         let do_scale = u32::from(scale.is_some());
-        let (name, cfg) = bitrev_launch(self.kernel(), log_n);
+        let (name, cfg) = bitrev_launch(log_n);
         crate::launch!(gpu, name, cfg, &mut *data, &log_n, &do_scale, &s)
     }
 
@@ -568,15 +512,9 @@ impl Ntt {
         self.dit(gpu, data, log_n, Direction::Forward)
     }
 
-    /// Device memory the H computation needs for `n` constraints (bytes), with the
-    /// kernel `CUZK_NTT_KERNEL` selects ([`Self::h_device_bytes_with`]).
-    pub fn h_device_bytes(n: usize) -> u64 {
-        Self::h_device_bytes_with(NttKernel::from_env(), n)
-    }
-
-    /// Device memory the H computation needs for `n` constraints with `kernel`: the
-    /// three buffers, and for r2wg its table (kept once built).
-    pub fn h_device_bytes_with(kernel: NttKernel, n: usize) -> u64 {
+    /// Device memory the H computation needs for `n` constraints with `kernel`
+    /// (bytes): the three buffers, and for r2wg its table (kept once built).
+    pub fn h_device_bytes(kernel: NttKernel, n: usize) -> u64 {
         let log_n = crate::log_domain(n);
         let big = 1u64 << log_n;
         let table = match kernel {
@@ -804,7 +742,7 @@ enum PassArgs {
     Global([u32; 5]),
     /// `ntt_pass_g`: lo, k, c, dit, log_n, inv; then W.
     GlobalSmall([u32; 6]),
-    /// `ntt_r2w*_*`, `ntt_r8_*`: lo, k, c, prev_k; then T0, T1, T18.
+    /// `ntt_r2wf_*`: lo, k, c, prev_k; then T0, T1, T18.
     Tables([u32; 4]),
     /// `ntt_pass`: lo, k, c, prev_k, dit; then T0, T1.
     Radix2([u32; 5]),
@@ -832,30 +770,27 @@ fn pass_launch(kernel: NttKernel, log_n: u32, p: Pass, dit: bool, dir: Direction
             }
         };
     }
-    let (per_thread, names) = match kernel.for_pass(&p) {
-        NttKernel::Radix2 => {
-            return PassLaunch {
-                name: "ntt_pass",
-                cfg: pass_config(log_n, p, 2),
-                args: PassArgs::Radix2([lo, k, c, prev_k, d]),
-            }
+    // r2wf: its warp kernel needs a tile of a full warp's 64 elements; smaller
+    // tiles take ntt_pass (the same four-step passes, one stage per exchange).
+    if k + c >= 6 {
+        PassLaunch {
+            name: if dit { "ntt_r2wf_dit" } else { "ntt_r2wf_dif" },
+            cfg: pass_config(log_n, p, 2),
+            args: PassArgs::Tables([lo, k, c, prev_k]),
         }
-        NttKernel::Radix8 => (8, ["ntt_r8_dif", "ntt_r8_dit"]),
-        NttKernel::Radix2WarpFast => (2, ["ntt_r2wf_dif", "ntt_r2wf_dit"]),
-        NttKernel::Radix2WarpFast3 => (2, ["ntt_r2wf3_dif", "ntt_r2wf3_dit"]),
-        _ => (2, ["ntt_r2w_dif", "ntt_r2w_dit"]),
-    };
-    PassLaunch {
-        name: names[usize::from(dit)],
-        cfg: pass_config(log_n, p, per_thread),
-        args: PassArgs::Tables([lo, k, c, prev_k]),
+    } else {
+        PassLaunch {
+            name: "ntt_pass",
+            cfg: pass_config(log_n, p, 2),
+            args: PassArgs::Radix2([lo, k, c, prev_k, d]),
+        }
     }
 }
 
-/// The natural-order transforms' bit reversal: `bitrev_tiled` (the r2w kernels, from
-/// 2^8) or `bitrev_permute`. Arguments: data, log_n, do_scale, s.
-fn bitrev_launch(kernel: NttKernel, log_n: u32) -> (&'static str, LaunchConfig) {
-    if kernel.tiled_bitrev() && log_n >= BITREV_TILED_MIN_LOG {
+/// The natural-order transforms' bit reversal: `bitrev_tiled` from 2^8, else
+/// `bitrev_permute`. Arguments: data, log_n, do_scale, s.
+fn bitrev_launch(log_n: u32) -> (&'static str, LaunchConfig) {
+    if log_n >= BITREV_TILED_MIN_LOG {
         let cfg = LaunchConfig {
             grid_dim: (1u32 << (log_n - 8), 1, 1),
             block_dim: (256, 1, 1),

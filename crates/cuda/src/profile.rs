@@ -1,11 +1,11 @@
 //! Per-phase device times, for tuning: CUDA events recorded on the compute stream
 //! between the phases of an MSM or a partition, read once the work is done.
 //!
-//! Off by default (`set_enabled`, or `CUZK_GPU_PROFILE=1` in the environment): then
-//! nothing is recorded and nothing costs anything. On, it adds no synchronisation of
-//! its own: the events are read after the caller's own wait for the results.
-//! Reports collect in a process-wide list that [`take`] empties (cuzk-gpu-check
-//! prints them).
+//! Off by default (`CudaConfig::profile`, or [`set_enabled`]): then nothing is
+//! recorded and nothing costs anything. On, it adds no synchronisation of its own:
+//! the events are read after the caller's own wait for the results. Each report is
+//! logged (`tracing`, info) and kept, up to the last [`MAX_KEPT`], in a process-wide
+//! list that [`take`] empties (cuzk-gpu-check prints them).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -16,8 +16,11 @@ use cudarc::driver::CudaEvent;
 use crate::error::{Ctx, CudaError};
 use crate::gpu::Gpu;
 
-/// 0: not decided yet (read the environment), 1: off, 2: on.
-static STATE: AtomicU8 = AtomicU8::new(0);
+/// 1: off, 2: on.
+static STATE: AtomicU8 = AtomicU8::new(1);
+/// Reports kept for [`take`] (older ones are dropped: a long run with profiling on
+/// does not grow without bound).
+pub const MAX_KEPT: usize = 10_000;
 static REPORTS: Mutex<Vec<Report>> = Mutex::new(Vec::new());
 
 /// One profiled piece of work: its phases' device times in order.
@@ -44,14 +47,7 @@ pub fn set_enabled(on: bool) {
 }
 
 pub fn enabled() -> bool {
-    match STATE.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("CUZK_GPU_PROFILE").is_ok_and(|v| v == "1");
-            set_enabled(on);
-            on
-        }
-        s => s == 2,
-    }
+    STATE.load(Ordering::Relaxed) == 2
 }
 
 /// The reports collected so far (the list is emptied).
@@ -106,13 +102,16 @@ impl Phases {
             phases.push((*name, prev.elapsed_ms(ev).ctx("cuEventElapsedTime")?));
             prev = ev;
         }
-        REPORTS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Report {
-                what: p.what,
-                phases,
-            });
+        let report = Report {
+            what: p.what,
+            phases,
+        };
+        tracing::info!(target: "cuzk_cuda::profile", "{report}");
+        let mut kept = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= MAX_KEPT {
+            kept.remove(0);
+        }
+        kept.push(report);
         Ok(())
     }
 }

@@ -52,10 +52,6 @@ pub const SLOTS: usize = 2;
 /// staged into a slot only after the MSM of the chunk that used the slot before has
 /// been enqueued, so the copy stream's wait finds that MSM's `consumed` event.
 const LOOKAHEAD: usize = SLOTS - 1;
-/// Host threads copying into a staging buffer, unless `CUZK_STREAM_COPY_THREADS`
-/// says otherwise (and at most the host's cores): a memory-bound copy, so a few
-/// threads reach the host's bandwidth. Not measured yet (see NOTES.md).
-const DEFAULT_COPY_THREADS: usize = 8;
 /// Smallest piece one thread copies (4 MiB): pieces are few and large.
 const MIN_COPY_PIECE: usize = 4 << 20;
 
@@ -129,6 +125,10 @@ impl Drop for StagingSlot {
 /// copy into them, and the slot the next chunk goes to.
 #[derive(Debug, Default)]
 pub struct Stager {
+    /// Host threads for the copies (`CudaConfig::copy_threads`, at most the cores):
+    /// a memory-bound copy, so a few threads reach the host's bandwidth. The
+    /// default 8 is not measured yet (NOTES.md).
+    copy_threads: usize,
     slots: Vec<StagingSlot>,
     /// Slot of the next chunk staged.
     cursor: usize,
@@ -139,8 +139,12 @@ pub struct Stager {
 }
 
 impl Stager {
-    pub fn new() -> Self {
-        Self::default()
+    /// A stager that copies with `copy_threads` host threads.
+    pub fn new(copy_threads: usize) -> Self {
+        Self {
+            copy_threads,
+            ..Self::default()
+        }
     }
 
     /// Page-locked host bytes held.
@@ -175,7 +179,7 @@ impl Stager {
         }
         if !self.pool_built {
             self.pool_built = true;
-            self.pool = copy_pool();
+            self.pool = copy_pool(self.copy_threads);
         }
         Ok(())
     }
@@ -233,13 +237,9 @@ impl Stager {
 
 /// The threads of the host copies, or `None` to copy on the calling thread (one
 /// core, or the pool could not be built).
-fn copy_pool() -> Option<rayon::ThreadPool> {
+fn copy_pool(threads: usize) -> Option<rayon::ThreadPool> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = std::env::var("CUZK_STREAM_COPY_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(DEFAULT_COPY_THREADS)
-        .min(cores);
+    let threads = threads.min(cores);
     if threads <= 1 {
         return None;
     }

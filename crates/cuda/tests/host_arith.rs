@@ -38,27 +38,14 @@ fn compiler() -> Option<String> {
 /// The harness, built once per test binary run (the tests share it).
 fn harness() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| build_harness(None)).clone()
+    BUILT.get_or_init(build_harness).clone()
 }
 
-/// The harness with the first version's product rows (`CUZK_MUL_CIOS`, the device
-/// A/B's other side).
-fn harness_cios() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| build_harness(Some("CUZK_MUL_CIOS")))
-        .clone()
-}
-
-fn build_harness(define: Option<&str>) -> PathBuf {
+fn build_harness() -> PathBuf {
     let cxx = compiler().expect("no C++17 compiler (set CXX) to build the host arithmetic harness");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(match define {
-        Some(d) => format!("cuzk-arith-host-{d}"),
-        None => "cuzk-arith-host".into(),
-    });
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuzk-arith-host");
     let status = Command::new(cxx)
-        .args(define.map(|d| format!("-D{d}=1")))
         .args(["-std=c++17", "-O1", "-I"])
         .arg(dir.join("kernels"))
         .arg(dir.join("tests/host/arith_host.cpp"))
@@ -222,12 +209,6 @@ fn field_arithmetic_matches_blstrs() {
     field_arithmetic(&h);
 }
 
-#[test]
-fn field_arithmetic_matches_blstrs_with_the_cios_rows() {
-    let h = harness_cios();
-    field_arithmetic(&h);
-}
-
 fn field_arithmetic(h: &Path) {
     let mut r = ChaCha20Rng::seed_from_u64(1);
     let mut lines = Vec::new();
@@ -302,7 +283,6 @@ fn field_arithmetic(h: &Path) {
         let (ha, hb) = (hex(&bytes_of(&a)), hex(&bytes_of(&b)));
         for (op, w) in [
             ("fq_mul", fp_mul(&a, &b)),
-            ("fq_mul_ref", fp_mul(&a, &b)),
             ("fq_sqr", fp_sqr(&a)),
             ("fq_add", fp_add(&a, &b)),
             ("fq_sub", fp_sub(&a, &b)),
@@ -353,7 +333,7 @@ fn curve_formulas_match_blstrs_including_the_special_cases() {
         let p = if (25..30).contains(&i) { inf } else { p };
         let (xp, hq) = (hex(&xyzz_g1(&p, &mut r)), hex(&bytes_of(&q)));
         let sum = G1Projective::from(p) + q;
-        for op in ["g1_madd", "g1_madd_calls", "g1_madd_refs", "g1_madd_fcall"] {
+        for op in ["g1_madd", "g1_madd_calls"] {
             lines.push(format!("{op} {xp} {hq}"));
             want.push(sum);
         }
@@ -419,7 +399,7 @@ fn batch_affine_pairs_and_the_inversion_match_blstrs() {
     ] {
         xs.push(blst_fp { l });
     }
-    for op in ["fq_inv", "fq_inv_gcd"] {
+    for op in ["fq_inv_gcd"] {
         let mut lines: Vec<String> = xs
             .iter()
             .map(|a| format!("{op} {}", hex(&bytes_of(a))))
@@ -511,16 +491,10 @@ fn batch_affine_bucket_sums_match_blstrs() {
     let bases_hex: String = bases.iter().map(|p| hex(&bytes_of(p))).collect();
     let counts_hex: String = counts.iter().map(|c| hex(&c.to_le_bytes())).collect();
     let sorted_hex: String = sorted.iter().map(|c| hex(&c.to_le_bytes())).collect();
-    // Both inversions: the binary GCD (the default) and Fermat (CUZK_FQ_INV=fermat).
-    let lines: Vec<String> = [
-        ("g1_ba", 1),
-        ("g1_ba", 3),
-        ("g1_ba", 512),
-        ("g1_ba_fermat", 3),
-    ]
-    .iter()
-    .map(|(op, per)| format!("{op} {per} {bases_hex} {counts_hex} {sorted_hex}"))
-    .collect();
+    let lines: Vec<String> = [("g1_ba", 1), ("g1_ba", 3), ("g1_ba", 512)]
+        .iter()
+        .map(|(op, per)| format!("{op} {per} {bases_hex} {counts_hex} {sorted_hex}"))
+        .collect();
     for (k, got) in run(&h, &lines).iter().enumerate() {
         assert_eq!(got.len(), counts.len() * std::mem::size_of::<XyzzRepr>());
         for (x, b) in got.chunks(std::mem::size_of::<XyzzRepr>()).enumerate() {

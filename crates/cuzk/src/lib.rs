@@ -16,6 +16,15 @@
 //! runs on its own CPU pool alongside; assembly adds the blinding. [`BatchProver`] exposes
 //! the same path with its knobs (backend, pools, witness check) and per-stage times.
 //!
+//! bellperson's `create_random_proof` and `create_random_proof_batch` (what
+//! filecoin-proofs calls) have counterparts here that draw `r` and `s` from the RNG
+//! exactly as bellperson does, so the same RNG gives the same bytes. Compiled
+//! shapes are cached ([`ShapeCache`], keyed by [`ShapeKey`]), so repeated calls
+//! for one circuit shape compile it once.
+//!
+//! With the `cuda` feature, `cuzk::cuda` is the CUDA backend (`cuzk-cuda`); with
+//! [`config`] (`cuzk.toml`), this crate is the one dependency a user needs.
+//!
 //! Architecture invariant: this crate only adapts. It turns bellperson's types
 //! (`ParameterSource`, `Proof`) into the stages' plain data and back, and owns the
 //! default engine; it contains no stage logic.
@@ -31,6 +40,7 @@ use bellpepper_core::{Circuit, SynthesisError};
 use bellperson::groth16::{ParameterSource, Proof};
 use blstrs::{Bls12, Scalar};
 use ec_source::SourceExt as _;
+use rand_core::RngCore;
 use rayon::prelude::*;
 
 pub use bellperson::groth16::{Parameters, VerifyingKey};
@@ -43,8 +53,16 @@ pub use cuzk_synth::{Compiled, NoThrottle, R1cs, SynthError, Throttle};
 /// (the `cuzk-config` crate).
 pub use cuzk_config as config;
 
+/// The CUDA backend (`cuzk-cuda`): put a [`cuda::CudaBackend`] into a
+/// [`BatchProverConfig`] or into the pipelined engine's `Policies`.
+#[cfg(feature = "cuda")]
+pub use cuzk_cuda as cuda;
+
 mod ec_source;
 pub mod pipeline;
+mod shapes;
+
+pub use shapes::{ShapeCache, ShapeKey};
 
 /// Errors of the drop-in API and the engine.
 #[derive(Debug, thiserror::Error)]
@@ -77,8 +95,10 @@ where
     Ok(proofs.pop().expect("one circuit gives one proof"))
 }
 
-/// Proves a batch of circuits of one shape (as bellperson requires of a batch):
-/// the first is compiled to R1CS, the others only compute their witness.
+/// Proves a batch of circuits of one shape (as bellperson requires of a batch).
+/// The shape is compiled once per circuit type and parameters (the first batch
+/// compiles its first circuit; later batches find it cached) and every other
+/// circuit only computes its witness.
 pub fn create_proof_batch<C, P>(
     circuits: Vec<C>,
     params: P,
@@ -96,6 +116,57 @@ where
         .collect())
 }
 
+/// bellperson's `create_random_proof` for BLS12-381: `r` then `s` drawn from `rng`,
+/// as bellperson draws them, so the same RNG state gives the same proof bytes.
+pub fn create_random_proof<C, R, P>(
+    circuit: C,
+    params: P,
+    rng: &mut R,
+) -> Result<Proof<Bls12>, Error>
+where
+    C: Circuit<Scalar> + Send,
+    R: RngCore,
+    P: ParameterSource<Bls12>,
+{
+    let mut proofs = create_random_proof_batch(vec![circuit], params, rng)?;
+    Ok(proofs.pop().expect("one circuit gives one proof"))
+}
+
+/// bellperson's `create_random_proof_batch` for BLS12-381: every `r` drawn from
+/// `rng`, then every `s`, as bellperson draws them.
+pub fn create_random_proof_batch<C, R, P>(
+    circuits: Vec<C>,
+    params: P,
+    rng: &mut R,
+) -> Result<Vec<Proof<Bls12>>, Error>
+where
+    C: Circuit<Scalar> + Send,
+    R: RngCore,
+    P: ParameterSource<Bls12>,
+{
+    use ff::Field;
+    let r = (0..circuits.len())
+        .map(|_| Scalar::random(&mut *rng))
+        .collect();
+    let s = (0..circuits.len())
+        .map(|_| Scalar::random(&mut *rng))
+        .collect();
+    create_proof_batch(circuits, params, r, s)
+}
+
+/// Compiles `circuit`'s R1CS and computes its witness in the same pass. Needs no
+/// thread pool.
+pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<Compiled, Error> {
+    Ok(cuzk_synth::compile(circuit)?)
+}
+
+/// Compiles `circuit`'s shape only (for the pipelined engine's jobs, or to fill a
+/// [`ShapeCache`]): a blank circuit will do, its values are never asked for.
+/// Needs no thread pool.
+pub fn compile_shape<C: Circuit<Scalar>>(circuit: C) -> Result<R1cs, Error> {
+    Ok(cuzk_synth::compile_shape(circuit)?)
+}
+
 /// A proof with its stage times.
 #[derive(Clone, Debug)]
 pub struct TimedProof {
@@ -109,6 +180,7 @@ pub struct TimedProof {
 #[derive(Debug, Clone)]
 pub struct BatchProver {
     prover: Arc<Prover>,
+    shapes: Arc<ShapeCache>,
 }
 
 /// How to build a [`BatchProver`].
@@ -124,6 +196,8 @@ pub struct BatchProverConfig {
     pub backend: Option<Arc<dyn GpuBackend>>,
     pub throttle: Option<Arc<dyn Throttle>>,
     pub prover: ProverConfig,
+    /// Where compiled shapes are kept; `None`: a cache of this prover's own.
+    pub shapes: Option<Arc<ShapeCache>>,
 }
 
 impl std::fmt::Debug for BatchProverConfig {
@@ -137,6 +211,7 @@ impl std::fmt::Debug for BatchProverConfig {
                 &self.backend.as_ref().map(|b| b.capabilities().name),
             )
             .field("prover", &self.prover)
+            .field("shapes", &self.shapes.as_ref().map(|s| s.len()))
             .finish()
     }
 }
@@ -165,6 +240,7 @@ impl BatchProver {
         );
         Ok(Self {
             prover: Arc::new(prover),
+            shapes: config.shapes.unwrap_or_default(),
         })
     }
 
@@ -181,6 +257,11 @@ impl BatchProver {
 
     pub fn prover(&self) -> &Prover {
         &self.prover
+    }
+
+    /// The compiled shapes this prover keeps.
+    pub fn shapes(&self) -> &Arc<ShapeCache> {
+        &self.shapes
     }
 
     /// Compiles `circuit`'s R1CS (and computes its witness in the same pass).
@@ -208,7 +289,9 @@ impl BatchProver {
         self.finish(r1cs, witness, &srs, r, s, synthesis)
     }
 
-    /// Proves a batch of circuits of one shape, returning per-proof stage times.
+    /// Proves a batch of circuits of one shape, returning per-proof stage times. The
+    /// shape comes from the cache when circuits of this type were proved with these
+    /// parameters before; otherwise the first circuit is compiled (and cached).
     pub fn prove_batch<C, P>(
         &self,
         circuits: Vec<C>,
@@ -227,13 +310,23 @@ impl BatchProver {
                 s: s.len(),
             });
         }
-        let mut circuits = circuits.into_iter();
-        let Some(first) = circuits.next() else {
+        if circuits.is_empty() {
             return Ok(Vec::new());
+        }
+        let key = ShapeKey::of::<C, P>(params)?;
+        let mut circuits = circuits.into_iter();
+        // The first proof's witness comes from the compile on a miss.
+        let (r1cs, first) = match self.shapes.get(&key) {
+            Some(r1cs) => (r1cs, None),
+            None => {
+                let first = circuits.next().expect("not empty");
+                let t = Instant::now();
+                let Compiled { r1cs, witness } = cuzk_synth::compile(first)?;
+                let r1cs = Arc::new(r1cs);
+                self.shapes.insert(key, r1cs.clone());
+                (r1cs, Some((witness, t.elapsed())))
+            }
         };
-        let t = Instant::now();
-        let Compiled { r1cs, witness } = cuzk_synth::compile(first)?;
-        let first_synthesis = t.elapsed();
         let rest: Vec<C> = circuits.collect();
         let srs = srs_from_source(params, &r1cs)?;
 
@@ -248,8 +341,10 @@ impl BatchProver {
         });
         let mut out = Vec::with_capacity(witnesses.len() + 1);
         let mut rs = r.into_iter().zip(s);
-        let (r0, s0) = rs.next().expect("lengths were checked");
-        out.push(self.finish(&r1cs, witness, &srs, r0, s0, first_synthesis)?);
+        if let Some((witness, synthesis)) = first {
+            let (r0, s0) = rs.next().expect("lengths were checked");
+            out.push(self.finish(&r1cs, witness, &srs, r0, s0, synthesis)?);
+        }
         for (w, (r, s)) in witnesses.into_iter().zip(rs) {
             let (w, synthesis) = w?;
             out.push(self.finish(&r1cs, w, &srs, r, s, synthesis)?);

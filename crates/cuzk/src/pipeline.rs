@@ -17,9 +17,11 @@ use cuzk_synth::R1cs;
 
 use crate::VerifyingKey;
 
+pub use cuzk_timeline::Recorder;
+
 pub use cuzk_scheduler::{
     JobError, JobHandle, JobOutput, PipelineConfig, PipelineEngine, PipelineError, Policies,
-    Unthrottled,
+    Priority, Unthrottled,
 };
 
 /// bellperson's Groth16 verifier behind the engine's [`ProofVerifier`].
@@ -60,7 +62,8 @@ pub struct PartitionInput<C> {
 }
 
 /// A job for [`PipelineEngine::submit`]: partitions of one compiled shape,
-/// verified with `verifier` (when the engine verifies).
+/// verified with `verifier` (when the engine verifies), at [`Priority::Normal`]
+/// (set `priority` on the result for another).
 pub fn job<C>(
     r1cs: Arc<R1cs>,
     srs: Arc<Srs>,
@@ -83,5 +86,6 @@ where
             })
             .collect(),
         verifier: verifier.map(|v| v as Arc<dyn ProofVerifier>),
+        priority: Priority::Normal,
     }
 }

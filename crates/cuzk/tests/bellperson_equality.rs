@@ -236,3 +236,74 @@ fn unsatisfied_witness_names_the_constraint() {
     let msg = err.to_string();
     assert!(msg.contains("constraint 1"), "{msg}");
 }
+
+/// `create_random_proof(_batch)` draws r and s as bellperson does: the same RNG
+/// state gives the same bytes, and each proof verifies (a wrong input does not).
+#[test]
+fn random_proofs_equal_bellpersons_for_the_same_rng() {
+    let params = params_for(MulChain::new(10, 2, None).unwrap(), 21);
+    let c = MulChain::new(10, 2, Some(22)).unwrap();
+    let ours = cuzk::create_random_proof(c.clone(), &params, &mut rng(23)).unwrap();
+    let theirs =
+        bellperson::groth16::create_random_proof(c.clone(), &params, &mut rng(23)).unwrap();
+    assert_eq!(bytes(&ours), bytes(&theirs));
+    let inputs = c.public_inputs().unwrap();
+    assert!(cuzk::verify(&params.vk, &ours, &inputs).unwrap());
+    let mut wrong = inputs.clone();
+    wrong[0] += Scalar::ONE;
+    assert!(!cuzk::verify(&params.vk, &ours, &wrong).unwrap());
+
+    let circuits: Vec<_> = (0..3)
+        .map(|i| MulChain::new(10, 2, Some(30 + i)).unwrap())
+        .collect();
+    let ours = cuzk::create_random_proof_batch(circuits.clone(), &params, &mut rng(24)).unwrap();
+    let theirs =
+        bellperson::groth16::create_random_proof_batch(circuits.clone(), &params, &mut rng(24))
+            .unwrap();
+    assert_eq!(ours.len(), 3);
+    for ((o, t), c) in ours.iter().zip(&theirs).zip(&circuits) {
+        assert_eq!(bytes(o), bytes(t));
+        assert!(cuzk::verify(&params.vk, o, &c.public_inputs().unwrap()).unwrap());
+    }
+}
+
+/// Repeated batches of one shape compile it once; other parameters (another
+/// shape) compile again; every proof stays bellperson's.
+#[test]
+fn repeated_batches_compile_their_shape_once() {
+    let prover = cuzk::BatchProver::new(cuzk::BatchProverConfig {
+        synth_threads: 1,
+        b_g2_threads: 1,
+        backend_threads: 1,
+        shapes: Some(std::sync::Arc::new(cuzk::ShapeCache::with_capacity(1))),
+        ..Default::default()
+    })
+    .unwrap();
+    let p9 = params_for(MulChain::new(10, 2, None).unwrap(), 25);
+    let p10 = params_for(MulChain::new(11, 2, None).unwrap(), 26);
+    let run = |log: u32, params: &Parameters<Bls12>, round: u64| {
+        let circuits: Vec<_> = (0..2)
+            .map(|i| MulChain::new(log, 2, Some(40 + round * 10 + i)).unwrap())
+            .collect();
+        let mut g = rng(27 + round);
+        let r: Vec<_> = (0..2).map(|_| Scalar::random(&mut g)).collect();
+        let s: Vec<_> = (0..2).map(|_| Scalar::random(&mut g)).collect();
+        let ours = prover
+            .prove_batch(circuits.clone(), &params, r.clone(), s.clone())
+            .unwrap();
+        let theirs = bellperson::groth16::create_proof_batch(circuits, params, r, s).unwrap();
+        for (o, t) in ours.iter().zip(&theirs) {
+            assert_eq!(bytes(&o.proof), bytes(t), "log {log} round {round}");
+        }
+    };
+    run(10, &p9, 0);
+    run(10, &p9, 1);
+    run(10, &p9, 2);
+    assert_eq!(prover.shapes().compiles(), 1, "one shape, compiled once");
+    run(11, &p10, 3);
+    assert_eq!(prover.shapes().compiles(), 2);
+    // Capacity 1: the first shape was evicted, so it compiles again.
+    run(10, &p9, 4);
+    assert_eq!(prover.shapes().compiles(), 3);
+    assert_eq!(prover.shapes().len(), 1);
+}

@@ -21,7 +21,9 @@ pub enum FilecoinError {
     #[error("the envelope's Phase1Out is not valid base64: {0}")]
     Base64(#[from] base64::DecodeError),
     /// The envelope's `SectorSize` differs from its C1 output's registered proof.
-    #[error("the envelope says SectorSize {envelope} but its C1 output is for {proof} ({c1} bytes)")]
+    #[error(
+        "the envelope says SectorSize {envelope} but its C1 output is for {proof} ({c1} bytes)"
+    )]
     EnvelopeSizeMismatch {
         envelope: u64,
         c1: u64,
@@ -31,10 +33,14 @@ pub enum FilecoinError {
     #[error("the sector number was given as {given} but the envelope says {envelope}")]
     SectorMismatch { given: u64, envelope: u64 },
     /// No sector number was given and the input has none.
-    #[error("a sector number is needed: the C1 output carries none (give --sector, or use an envelope)")]
+    #[error(
+        "a sector number is needed: the C1 output carries none (give --sector, or use an envelope)"
+    )]
     NoSectorNumber,
     /// A prover id that is not a miner id, `f0…`/`t0…` address or 32 bytes of hex.
-    #[error("`{input}` is not a prover id: give a miner actor id (1234 or f01234) or 32 bytes of hex")]
+    #[error(
+        "`{input}` is not a prover id: give a miner actor id (1234 or f01234) or 32 bytes of hex"
+    )]
     ProverId { input: String },
     /// The registered proof is not one this crate proves.
     #[error("{proof} is not supported: {reason}")]

@@ -69,10 +69,11 @@ pub fn proof_name(proof: RegisteredSealProof) -> String {
 /// Parses a C1 output or an envelope (told apart by the envelope's `Phase1Out` key).
 pub fn parse_c1(bytes: &[u8]) -> Result<C1Input, FilecoinError> {
     if is_envelope(bytes) {
-        let env: Envelope = serde_json::from_slice(bytes).map_err(|source| FilecoinError::Json {
-            what: "envelope",
-            source,
-        })?;
+        let env: Envelope =
+            serde_json::from_slice(bytes).map_err(|source| FilecoinError::Json {
+                what: "envelope",
+                source,
+            })?;
         let json = base64::engine::general_purpose::STANDARD.decode(env.phase1_out.trim())?;
         let c1 = parse_bare(&json)?;
         let c1_size = u64::from(c1.registered_proof.sector_size());
@@ -148,7 +149,10 @@ pub fn parse_prover_id(text: &str) -> Result<[u8; 32], FilecoinError> {
         .or_else(|| t.strip_prefix("t0"))
         .unwrap_or(t);
     if !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()) {
-        return id.parse::<u64>().map(prover_id_from_miner).map_err(|_| bad());
+        return id
+            .parse::<u64>()
+            .map(prover_id_from_miner)
+            .map_err(|_| bad());
     }
     let hex_text = t.strip_prefix("0x").unwrap_or(t);
     let bytes = hex::decode(hex_text).map_err(|_| bad())?;

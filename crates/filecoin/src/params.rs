@@ -164,28 +164,29 @@ pub fn check_digest<K: CircuitKind>(kind: &K, dir: &Path, vk: bool) -> Result<()
     Ok(())
 }
 
-/// Generates a valid parameter set for `kind` from its blank circuit (bellperson's
-/// generator, seeded: insecure, for tests and for sizes no one has downloaded) and
+/// Generates a valid parameter set for `kind` from its blank circuit (cuzk-params'
+/// fixed-base-table generator, seeded: insecure, for tests and for sizes no one has
+/// downloaded) and
 /// writes the `.params` and `.vk` files under their official names in `dir`.
 /// Returns the `.params` path.
 pub fn generate_params<K: CircuitKind>(kind: &K, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
     struct Gen(u64);
     impl BlankUser for Gen {
         type Out = Result<cuzk_params::Parameters<blstrs::Bls12>, cuzk_params::ParamsError>;
-        fn with<C: bellpepper_core::Circuit<blstrs::Scalar> + Send + 'static>(
+        fn with<C: bellpepper_core::Circuit<blstrs::Scalar> + Clone + Send + 'static>(
             self,
             circuit: C,
         ) -> Self::Out {
-            cuzk_params::generate_params(circuit, &mut ChaCha20Rng::seed_from_u64(self.0))
+            cuzk_params::generate_params_fast(circuit, &mut ChaCha20Rng::seed_from_u64(self.0))
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| FilecoinError::io("creating", dir, e))?;
-    let params = kind
-        .with_blank(Gen(seed))?
-        .map_err(|source| FilecoinError::ParamsRead {
+    let params = kind.with_blank(Gen(seed))?.map_err(
+        |source| FilecoinError::ParamsRead {
             path: dir.join(kind.params_file()),
             source,
-        })?;
+        },
+    )?;
     let params_path = dir.join(kind.params_file());
     let tmp = dir.join(format!("{}.partial", kind.params_file()));
     cuzk_params::write_params(&params, &tmp).map_err(|source| FilecoinError::ParamsRead {

@@ -141,7 +141,7 @@ impl FilecoinProver {
         struct Compile;
         impl BlankUser for Compile {
             type Out = Result<R1cs, cuzk_synth::SynthError>;
-            fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+            fn with<C: bellpepper_core::Circuit<Scalar> + Clone + Send + 'static>(
                 self,
                 circuit: C,
             ) -> Self::Out {
@@ -149,12 +149,12 @@ impl FilecoinProver {
             }
         }
         let t = Instant::now();
-        let r1cs = kind
-            .with_blank(Compile)?
-            .map_err(|source| FilecoinError::Compile {
+        let r1cs = kind.with_blank(Compile)?.map_err(
+            |source| FilecoinError::Compile {
                 proof: kind.name().to_string(),
                 source,
-            })?;
+            },
+        )?;
         let r1cs = Arc::new(r1cs);
         let took = t.elapsed();
         tracing::info!(proof = %kind.name(), constraints = r1cs.num_constraints(), ?took, "compiled the circuit");
@@ -331,11 +331,12 @@ impl FilecoinProver {
             })?
             .into_params();
         let bytes = params_bytes(&params);
-        let srs = cuzk::srs_from_source(&&params, &r1cs).map_err(|e| FilecoinError::ParamsMismatch {
-            path: path.clone(),
-            proof: kind.name.clone(),
-            detail: e.to_string(),
-        })?;
+        let srs =
+            cuzk::srs_from_source(&&params, &r1cs).map_err(|e| FilecoinError::ParamsMismatch {
+                path: path.clone(),
+                proof: kind.name.clone(),
+                detail: e.to_string(),
+            })?;
         let loaded = Arc::new(LoadedParams {
             path,
             srs: Arc::new(srs),
@@ -405,12 +406,13 @@ fn load_params<K: CircuitKind>(
         crate::check_digest(kind, &config.parameter_dir, false)?;
     }
     let t = Instant::now();
-    let params = cuzk_params::read_params(&path, cuzk_params::Validation::None).map_err(|source| {
-        FilecoinError::ParamsRead {
-            path: path.clone(),
-            source,
-        }
-    })?;
+    let params =
+        cuzk_params::read_params(&path, cuzk_params::Validation::None).map_err(|source| {
+            FilecoinError::ParamsRead {
+                path: path.clone(),
+                source,
+            }
+        })?;
     let mismatch = |detail: String| FilecoinError::ParamsMismatch {
         path: path.clone(),
         proof: kind.name().to_string(),

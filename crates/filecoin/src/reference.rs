@@ -17,12 +17,13 @@ pub fn prove_with_bellperson(
     blinding: &[(Scalar, Scalar)],
 ) -> Result<Vec<u8>, FilecoinError> {
     let kind = PorepKind::new(input.c1.registered_proof)?;
-    let params = cuzk_params::read_params(params_path, cuzk_params::Validation::None).map_err(
-        |source| FilecoinError::ParamsRead {
-            path: params_path.to_path_buf(),
-            source,
-        },
-    )?;
+    let params =
+        cuzk_params::read_params(params_path, cuzk_params::Validation::None).map_err(|source| {
+            FilecoinError::ParamsRead {
+                path: params_path.to_path_buf(),
+                source,
+            }
+        })?;
     struct Prove<'a> {
         params: &'a cuzk_params::Parameters<blstrs::Bls12>,
         blinding: &'a [(Scalar, Scalar)],

@@ -92,7 +92,10 @@ pub(crate) fn cache_identifier(
 /// generation and the shape compile synthesize.
 pub trait BlankUser {
     type Out;
-    fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(self, circuit: C) -> Self::Out;
+    fn with<C: bellpepper_core::Circuit<Scalar> + Clone + Send + 'static>(
+        self,
+        circuit: C,
+    ) -> Self::Out;
 }
 
 pub(crate) fn with_blank_circuit<U: BlankUser>(
@@ -199,9 +202,8 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
     }
 
     let comm_r_safe = as_safe_commitment(&comm_r, "comm_r").map_err(|e| fail(text(e)))?;
-    let comm_d_safe =
-        <DefaultPieceDomain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
-            .map_err(|e| fail(text(e)))?;
+    let comm_d_safe = <DefaultPieceDomain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
+        .map_err(|e| fail(text(e)))?;
     let public_inputs = stacked::PublicInputs {
         replica_id,
         tau: Some(Tau {
@@ -229,7 +231,7 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
             StackedCircuit<Tree, DefaultPieceHasher>,
         >>::circuit(
             &public_inputs,
-            Default::default(),
+            (), // StackedCircuit's component private inputs are ()
             vanilla,
             &pp.vanilla_params,
             Some(k),

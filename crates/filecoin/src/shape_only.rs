@@ -49,7 +49,14 @@ pub fn shape_only_c1(
     let kind = crate::PorepKind::new(proof)?;
     let size = u64::from(kind.config.sector_size);
     let name = kind.name.clone();
-    let vanilla = with_sector_shape!(size, name.clone(), vanilla_json, &kind.config, seed, name.clone())?;
+    let vanilla = with_sector_shape!(
+        size,
+        name.clone(),
+        vanilla_json,
+        &kind.config,
+        seed,
+        name.clone()
+    )?;
     // filecoin-proofs-api tags vanilla proofs with the V1 name of the sector size,
     // whatever the API version (`StackedDrg32GiBV1`).
     let tag = format!("StackedDrg{}V1", size_name(size));
@@ -93,7 +100,9 @@ fn path<D: From<Scalar>>(
 ) -> Vec<(Vec<D>, usize)> {
     (0..levels)
         .map(|_| {
-            let siblings = (0..arity - 1).map(|_| Scalar::random(&mut *rng).into()).collect();
+            let siblings = (0..arity - 1)
+                .map(|_| Scalar::random(&mut *rng).into())
+                .collect();
             (siblings, (rng.next_u32() as usize) % arity)
         })
         .collect()

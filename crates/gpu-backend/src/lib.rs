@@ -265,6 +265,13 @@ pub trait GpuBackend: Send + Sync {
     ) -> Result<PartitionResult, BackendError> {
         self.prove_partition(job.to_owned_job())
     }
+
+    /// Host memory the backend holds page-locked now (staging buffers for streamed
+    /// bases, `a, b, c` it pinned in [`GpuBackend::stage`]). The pipelined engine's
+    /// memory budget leaves room for it; the default holds none.
+    fn pinned_host_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).

@@ -77,11 +77,13 @@ use blstrs::{Bls12, G1Affine, G2Affine};
 pub use bellperson::groth16::{Parameters, VerifyingKey};
 pub use bellperson::SynthesisError;
 
+pub mod fast;
 pub mod generate;
 mod layout;
 mod point;
 pub mod timing;
 
+pub use fast::generate_params_fast;
 pub use generate::{generate_params, load_or_generate};
 pub use point::PointError;
 

@@ -8,21 +8,29 @@
 //!                       ─► finisher: wait b_g2 → assembly → verify → dealloc → permit back
 //! ```
 //!
-//! Both queues are ordered by (job sequence, partition), so the oldest job's lowest
-//! partition always goes first and a job finishes before later ones crowd it out.
+//! Every queue (synthesis, GPU, `b_g2_msm`) is ordered by (priority, job sequence,
+//! partition): a more urgent job goes first, and among equals the oldest job's
+//! lowest partition, so a job finishes before later ones crowd it out.
 //! `b_g2_msm` runs on its own pool while the GPU worker is already on the next
-//! partition; the throttle is raised while any `b_g2_msm` runs. Every transition is
-//! an event in the TIMELINE [`Recorder`].
+//! partition, one MSM at a time in queue order (each one uses the whole pool), so
+//! an earlier job's MSMs finish before a later job's; the throttle is raised while
+//! one runs. Every transition is an event in the TIMELINE [`Recorder`].
+//!
+//! A panic anywhere in a job's path (a stage, the verifier, a policy) fails that
+//! job with the panic's message; a worker thread that dies anyway fails every job
+//! in flight and every later submission, so [`JobHandle::wait`] never blocks for
+//! ever.
 
 use std::{
     cmp::Reverse,
     collections::{BinaryHeap, HashMap},
+    panic::{catch_unwind, AssertUnwindSafe},
     sync::{
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Condvar, Mutex, PoisonError,
     },
     thread::JoinHandle,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use bellpepper_core::Circuit;
@@ -31,7 +39,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use cuzk_alloc::{Abc, DeallocPolicy, Released, ThrottleControl, Witness};
 use cuzk_assembly::ProofPoints;
 use cuzk_gpu_backend::{
-    lock::{GpuLock, Region},
+    lock::{GpuLock, LockGuard, Region},
     GpuBackend, PartitionResult,
 };
 use cuzk_synth::{SynthError, Throttle};
@@ -42,8 +50,8 @@ use crate::{
     budget::{BudgetError, MemoryBudget, Permit},
     srs::{Srs, SrsError},
     stages::{
-        assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, prep_stage, query_bases, spmv_stage,
-        stage_abc, ProveError, Splits, StageTimes,
+        assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, panic_message, prep_stage, query_bases,
+        spmv_stage, stage_abc, ProveError, Splits, StageTimes,
     },
 };
 use cuzk_synth::R1cs;
@@ -133,6 +141,29 @@ pub trait ProofVerifier: Send + Sync {
     fn verify(&self, proof: &ProofPoints, public_inputs: &[Scalar]) -> Result<bool, String>;
 }
 
+/// How urgent a job is. Every queue serves a higher priority first; among equal
+/// priorities, the job submitted first, then the lowest partition. A job already
+/// in a stage is not interrupted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+    Critical,
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        })
+    }
+}
+
 /// One partition of a job.
 pub struct PartitionSpec {
     pub circuit: Box<dyn WitnessSource>,
@@ -148,6 +179,8 @@ pub struct JobSpec {
     pub srs: Arc<Srs>,
     pub partitions: Vec<PartitionSpec>,
     pub verifier: Option<Arc<dyn ProofVerifier>>,
+    /// Where the job's partitions go in every queue.
+    pub priority: Priority,
 }
 
 /// A finished job: its partitions' proofs, in partition order.
@@ -175,6 +208,10 @@ pub enum JobError {
     ShutDown,
     #[error("a job needs at least one partition")]
     Empty,
+    /// A thread of the engine died outside any job's catch (a bug); the engine
+    /// takes no more work.
+    #[error("the engine's {worker} thread died ({message}); the engine takes no more work")]
+    WorkerDied { worker: String, message: String },
 }
 
 /// Waits for a job's result.
@@ -189,9 +226,19 @@ impl JobHandle {
         self.id
     }
 
-    /// Blocks until the job is done, failed or cancelled.
+    /// Blocks until the job is done, failed or cancelled. Never for ever: every
+    /// path out of the engine (its shutdown, a thread that died) answers.
     pub fn wait(self) -> Result<JobOutput, JobError> {
         self.rx.recv().unwrap_or(Err(JobError::ShutDown))
+    }
+
+    /// Like [`JobHandle::wait`], but gives the handle back after `timeout`.
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Result<JobOutput, JobError>, Self> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(r) => Ok(r),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Ok(Err(JobError::ShutDown)),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(self),
+        }
     }
 
     /// The result if the job is over.
@@ -218,8 +265,15 @@ pub fn partition_bytes(r1cs: &R1cs) -> u64 {
 // ---------------------------------------------------------------------------
 // Queues.
 
+/// A queue's order: higher priority first, then job sequence, then partition.
+type Key = (Reverse<Priority>, u64, u32);
+
+fn key(job: &JobShared, partition: u32) -> Key {
+    (Reverse(job.priority), job.id, partition)
+}
+
 struct Prioritised<T> {
-    key: (u64, u32),
+    key: Key,
     item: T,
 }
 
@@ -240,7 +294,7 @@ impl<T> Ord for Prioritised<T> {
     }
 }
 
-/// A blocking min-queue on (job sequence, partition).
+/// A blocking min-queue on [`Key`].
 struct WorkQueue<T> {
     state: Mutex<(BinaryHeap<Reverse<Prioritised<T>>>, bool)>,
     ready: Condvar,
@@ -254,7 +308,7 @@ impl<T> WorkQueue<T> {
         }
     }
 
-    fn push(&self, key: (u64, u32), item: T) {
+    fn push(&self, key: Key, item: T) {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.0.push(Reverse(Prioritised { key, item }));
         drop(st);
@@ -298,6 +352,10 @@ struct JobShared {
     srs: Arc<Srs>,
     verifier: Option<Arc<dyn ProofVerifier>>,
     bytes: u64,
+    priority: Priority,
+    /// Whether the job counts its parameters in the budget (from its first
+    /// admitted partition until it leaves).
+    holds_srs: AtomicBool,
 }
 
 struct JobState {
@@ -335,6 +393,101 @@ struct GpuItem {
 
 type BG2Result = Result<G2Projective, ProveError>;
 
+/// One partition's `b_g2_msm`, waiting for the `b_g2_msm` thread.
+struct BG2Task {
+    job: Arc<JobShared>,
+    partition: u32,
+    splits: Arc<Splits>,
+    done: Sender<(BG2Result, Duration)>,
+}
+
+/// How many synthesis workers may hold a partition at once: `synth_jobs` when set,
+/// else chosen from the cores and the work (see [`SynthSlots::auto_limit`]).
+struct SynthSlots {
+    state: Mutex<SlotState>,
+    freed: Condvar,
+    cores: usize,
+    fixed: Option<usize>,
+}
+
+struct SlotState {
+    active: usize,
+    /// The most partitions of any job submitted so far.
+    largest_job: usize,
+    closed: bool,
+}
+
+impl SynthSlots {
+    fn new(cores: usize, fixed: Option<usize>) -> Self {
+        Self {
+            state: Mutex::new(SlotState {
+                active: 0,
+                largest_job: 0,
+                closed: false,
+            }),
+            freed: Condvar::new(),
+            cores,
+            fixed,
+        }
+    }
+
+    /// The workers to start: every one that may ever hold a slot.
+    fn workers(&self) -> usize {
+        self.fixed.unwrap_or(self.cores).max(1)
+    }
+
+    /// Unset `synth_jobs`: a whole job's partitions in one wave where the cores
+    /// allow (10 partitions on 16 cores: 10, not a wave of 6 and one of 4), and at
+    /// least half the cores, which the H200 machine's 16 vCPUs measured best for a
+    /// stream of small jobs (6-8, BENCHMARKS.md): a partition's witness is one
+    /// thread, its spmv and prep_msm share the synthesis pool.
+    fn auto_limit(cores: usize, largest_job: usize) -> usize {
+        largest_job.max(cores.div_ceil(2)).min(cores).max(1)
+    }
+
+    fn limit(&self, st: &SlotState) -> usize {
+        self.fixed
+            .unwrap_or_else(|| Self::auto_limit(self.cores, st.largest_job))
+    }
+
+    /// Waits for a free slot; `false` once closed.
+    fn acquire(&self) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while !st.closed && st.active >= self.limit(&st) {
+            st = self.freed.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        if st.closed {
+            return false;
+        }
+        st.active += 1;
+        true
+    }
+
+    fn release(&self) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.active = st.active.saturating_sub(1);
+        drop(st);
+        self.freed.notify_one();
+    }
+
+    fn job_submitted(&self, partitions: usize) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if partitions > st.largest_job {
+            st.largest_job = partitions;
+            drop(st);
+            self.freed.notify_all();
+        }
+    }
+
+    fn close(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .closed = true;
+        self.freed.notify_all();
+    }
+}
+
 struct FinishItem {
     gpu: Result<PartitionResult, ProveError>,
     b_g2: Option<Receiver<(BG2Result, std::time::Duration)>>,
@@ -349,11 +502,16 @@ struct Shared {
     synth_pool: Arc<ThreadPool>,
     b_g2_pool: Arc<ThreadPool>,
     synth_q: WorkQueue<SynthItem>,
+    synth_slots: SynthSlots,
     gpu_q: WorkQueue<GpuItem>,
+    b_g2_q: WorkQueue<BG2Task>,
     jobs: Mutex<HashMap<u64, JobState>>,
     next_job: AtomicU64,
-    /// `b_g2_msm`s running now: the throttle is up while this is non-zero.
-    b_g2_running: Arc<AtomicUsize>,
+    /// Set when a thread died outside any job: the engine takes no more work.
+    broken: Mutex<Option<JobError>>,
+    /// Parameters held by jobs in flight, counted once each in the memory budget:
+    /// (address of the `Srs`) → (jobs using it, its permit).
+    srs_held: Mutex<HashMap<usize, (usize, Permit)>>,
 }
 
 impl Shared {
@@ -394,7 +552,9 @@ impl Shared {
                 let _ = state.tx.send(Err(err));
             }
             if state.remaining == 0 {
-                jobs.remove(&job);
+                if let Some(state) = jobs.remove(&job) {
+                    self.release_srs(&state.shared);
+                }
             }
         }
     }
@@ -410,7 +570,10 @@ impl Shared {
             state.results[partition as usize] = Some(r);
         }
         if state.remaining == 0 {
-            let state = jobs.remove(&job).expect("present");
+            let Some(state) = jobs.remove(&job) else {
+                return;
+            };
+            self.release_srs(&state.shared);
             if !state.over {
                 let (proofs, times) = state
                     .results
@@ -428,6 +591,8 @@ impl Shared {
         }
     }
 
+    /// Hands `buf` to the deallocation policy; a panicking policy fails the job
+    /// (the buffer is freed while the panic unwinds).
     fn dealloc(&self, job: u64, p: u32, buf: Released) {
         let bytes = buf.bytes() as u64;
         self.rec(
@@ -439,8 +604,93 @@ impl Shared {
             Some(bytes),
             buf.label(),
         );
-        self.policies.dealloc.release(buf);
+        let label = buf.label();
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.policies.dealloc.release(buf))) {
+            let message = format!(
+                "the deallocation policy panicked releasing {label}: {}",
+                panic_message(panic.as_ref())
+            );
+            self.fail(
+                job,
+                JobError::Partition {
+                    partition: p,
+                    message,
+                },
+            );
+        }
         self.rec(Ev::DeallocEnd, job, p, None, None, Some(bytes), "");
+    }
+
+    /// A thread died outside any job's catch: fail every job and every later
+    /// submission, and wake every queue so the other threads wind down.
+    fn worker_died(&self, worker: String, message: String) {
+        tracing::error!(target: "cuzk::engine", %worker, %message, "an engine thread died");
+        let err = JobError::WorkerDied { worker, message };
+        {
+            let mut broken = self.broken.lock().unwrap_or_else(PoisonError::into_inner);
+            if broken.is_none() {
+                *broken = Some(err.clone());
+            }
+        }
+        let ids: Vec<u64> = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        for id in ids {
+            self.fail(id, err.clone());
+        }
+    }
+
+    /// Bytes of `job`'s parameters that its next partition must bring into the
+    /// budget: all of them while no admitted job holds this `Srs`, else none.
+    fn srs_extra(&self, job: &JobShared) -> u64 {
+        if job.holds_srs.load(Ordering::Acquire) {
+            return 0;
+        }
+        let addr = Arc::as_ptr(&job.srs) as usize;
+        let held = self.srs_held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.contains_key(&addr) {
+            0
+        } else {
+            job.srs.host_bytes()
+        }
+    }
+
+    /// Counts a job's parameters in the budget from its first admitted partition
+    /// on, once per `Srs` in use: `extra` is the permit [`Shared::srs_extra`]'s
+    /// bytes were admitted with (dropped here if another job got there first).
+    /// Taking them together with a partition, never at submission, keeps a queued
+    /// job from holding bytes that a running job's partitions wait for.
+    fn hold_srs(&self, job: &JobShared, extra: Option<Permit>) {
+        if job.holds_srs.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let addr = Arc::as_ptr(&job.srs) as usize;
+        let mut held = self.srs_held.lock().unwrap_or_else(PoisonError::into_inner);
+        match held.get_mut(&addr) {
+            Some((jobs, _)) => *jobs += 1,
+            None => {
+                let permit = extra.unwrap_or_else(|| self.budget.hold(job.srs.host_bytes()));
+                held.insert(addr, (1, permit));
+            }
+        }
+    }
+
+    fn release_srs(&self, job: &JobShared) {
+        if !job.holds_srs.load(Ordering::Acquire) {
+            return;
+        }
+        let addr = Arc::as_ptr(&job.srs) as usize;
+        let mut held = self.srs_held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((jobs, _)) = held.get_mut(&addr) {
+            *jobs -= 1;
+            if *jobs == 0 {
+                held.remove(&addr);
+            }
+        }
     }
 }
 
@@ -476,18 +726,6 @@ pub enum PipelineError {
     Config(String),
 }
 
-/// Partitions in synthesis at once when not set: half the synthesis pool's cores.
-/// A partition's witness is one thread, its spmv and prep_msm use the whole pool,
-/// so about two partitions per core pair keep the cores busy without thrashing
-/// caches (the H200 machine's 16 vCPUs measured 6-8 best, BENCHMARKS.md).
-fn auto_synth_jobs(synth_threads: usize) -> usize {
-    let cores = match synth_threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    (cores / 2).max(1)
-}
-
 fn pool(threads: usize, name: &'static str) -> Result<Arc<ThreadPool>, PipelineError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -513,14 +751,19 @@ impl PipelineEngine {
             ));
         }
         let devices = policies.backend.capabilities().devices.len().max(1);
-        let synth_jobs = cfg
-            .synth_jobs
-            .unwrap_or_else(|| auto_synth_jobs(cfg.synth_threads));
+        let cores = match cfg.synth_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let budget = MemoryBudget::new(
+            cfg.memory_budget
+                .unwrap_or_else(MemoryBudget::default_total),
+        );
+        let backend = policies.backend.clone();
+        budget.count_external(move || backend.pinned_host_bytes());
         let shared = Arc::new(Shared {
-            budget: MemoryBudget::new(
-                cfg.memory_budget
-                    .unwrap_or_else(MemoryBudget::default_total),
-            ),
+            budget,
+            synth_slots: SynthSlots::new(cores, cfg.synth_jobs),
             synth_pool: pool(cfg.synth_threads, "synth")?,
             b_g2_pool: pool(cfg.gpu_threads, "b-g2")?,
             cfg,
@@ -528,9 +771,11 @@ impl PipelineEngine {
             recorder,
             synth_q: WorkQueue::new(),
             gpu_q: WorkQueue::new(),
+            b_g2_q: WorkQueue::new(),
             jobs: Mutex::new(HashMap::new()),
             next_job: AtomicU64::new(1),
-            b_g2_running: Arc::new(AtomicUsize::new(0)),
+            broken: Mutex::new(None),
+            srs_held: Mutex::new(HashMap::new()),
         });
         let (finish_tx, finish_rx) = unbounded::<FinishItem>();
         let mut engine = PipelineEngine {
@@ -538,16 +783,24 @@ impl PipelineEngine {
             threads: Vec::new(),
             finish_tx: Some(finish_tx.clone()),
         };
+        // Every thread runs under a catch: one that dies outside a job's own catch
+        // fails every job (and later submissions) instead of leaving them waiting.
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            let sh = shared.clone();
+            let thread = name.clone();
             std::thread::Builder::new()
                 .name(name)
-                .spawn(f)
+                .spawn(move || {
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(f)) {
+                        sh.worker_died(thread, panic_message(panic.as_ref()));
+                    }
+                })
                 .map_err(|source| PipelineError::Thread {
                     what: "worker",
                     source,
                 })
         };
-        for w in 0..synth_jobs {
+        for w in 0..shared.synth_slots.workers() {
             let sh = shared.clone();
             let h = spawn(
                 format!("cuzk-synth-worker-{w}"),
@@ -568,6 +821,9 @@ impl PipelineEngine {
         }
         drop(finish_tx);
         let sh = shared.clone();
+        let h = spawn("cuzk-b-g2".into(), Box::new(move || b_g2_worker(&sh)))?;
+        engine.threads.push(("b_g2", h));
+        let sh = shared.clone();
         let h = spawn(
             "cuzk-finisher".into(),
             Box::new(move || finisher(&sh, &finish_rx)),
@@ -584,7 +840,8 @@ impl PipelineEngine {
         &self.shared.budget
     }
 
-    /// Queues a job. Its partitions start as synthesis workers and memory allow.
+    /// Queues a job. Its partitions start as synthesis workers and memory allow,
+    /// in the order of [`JobSpec::priority`], then submission.
     pub fn submit(&self, job: JobSpec) -> JobHandle {
         let sh = &self.shared;
         let id = sh.next_job.fetch_add(1, Ordering::Relaxed);
@@ -598,12 +855,19 @@ impl PipelineEngine {
             None,
             None,
             None,
-            &format!("partitions={n}"),
+            &format!("partitions={n} priority={}", job.priority),
         );
         let bytes = partition_bytes(&job.r1cs);
-        let early = if n == 0 {
+        let broken = sh
+            .broken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let early = if let Some(err) = broken {
+            Some(err)
+        } else if n == 0 {
             Some(JobError::Empty)
-        } else if let Err(e) = sh.budget.check(bytes) {
+        } else if let Err(e) = sh.budget.check(bytes + job.srs.host_bytes()) {
             Some(e.into())
         } else if let Err(e) = query_bases(&job.srs, &job.r1cs) {
             Some(e.into())
@@ -621,7 +885,10 @@ impl PipelineEngine {
             srs: job.srs,
             verifier: job.verifier,
             bytes,
+            priority: job.priority,
+            holds_srs: AtomicBool::new(false),
         });
+        sh.synth_slots.job_submitted(n);
         sh.jobs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -639,7 +906,7 @@ impl PipelineEngine {
             let p = p as u32;
             sh.rec(Ev::SynthQueue, id, p, None, None, None, "");
             sh.synth_q.push(
-                (id, p),
+                key(&shared_job, p),
                 SynthItem {
                     job: shared_job.clone(),
                     partition: p,
@@ -666,28 +933,30 @@ impl Drop for PipelineEngine {
             sh.partition_left(item.job.id, item.partition, None);
         }
         sh.synth_q.close();
+        sh.synth_slots.close();
         sh.budget.close();
         self.finish_tx.take();
         // Synthesis workers first (their partitions go on to the GPU queue), then the
-        // GPU workers, then the finisher. Joining never panics: a worker that
-        // panicked is reported and skipped.
-        let mut threads = Vec::new();
-        for (name, h) in std::mem::take(&mut self.threads) {
-            if name == "synth" {
-                if h.join().is_err() {
-                    tracing::error!("a synthesis worker panicked");
-                }
-            } else {
-                threads.push((name, h));
+        // GPU workers (they queue b_g2_msm tasks), then the b_g2_msm thread, then the
+        // finisher. Joining never panics: threads run under a catch.
+        let mut threads = std::mem::take(&mut self.threads);
+        for stage in ["synth", "gpu", "b_g2", "finish"] {
+            match stage {
+                "gpu" => sh.gpu_q.close(),
+                "b_g2" => sh.b_g2_q.close(),
+                _ => {}
+            }
+            let (now, later): (Vec<_>, Vec<_>) =
+                threads.into_iter().partition(|(name, _)| *name == stage);
+            threads = later;
+            for (_, h) in now {
+                let _ = h.join();
             }
         }
-        sh.gpu_q.close();
-        for (name, h) in threads {
-            if h.join().is_err() {
-                tracing::error!("a {name} thread panicked");
-            }
+        // A panicking drain must not take the dropping thread down.
+        if catch_unwind(AssertUnwindSafe(|| sh.policies.dealloc.drain())).is_err() {
+            tracing::error!(target: "cuzk::engine", "the deallocation policy panicked in drain");
         }
-        sh.policies.dealloc.drain();
     }
 }
 
@@ -695,52 +964,68 @@ impl Drop for PipelineEngine {
 // Workers.
 
 fn synth_worker(sh: &Shared, w: u32) {
-    while let Some(item) = sh.synth_q.pop() {
-        let SynthItem {
-            job,
-            partition: p,
-            spec,
-        } = item;
-        if sh.is_over(job.id) {
-            sh.partition_left(job.id, p, None);
-            continue;
-        }
-        let wk = Some(w);
-        let bytes = job.bytes;
-        let waits = sh.budget.would_wait(bytes);
-        if waits {
-            sh.rec(Ev::BudgetWaitStart, job.id, p, wk, None, Some(bytes), "");
-        }
-        let permit = match sh.budget.acquire(bytes) {
-            Ok(Some(permit)) => permit,
-            Ok(None) => {
-                sh.fail(job.id, JobError::ShutDown);
-                sh.partition_left(job.id, p, None);
-                continue;
-            }
-            Err(e) => {
-                sh.fail(job.id, e.into());
-                sh.partition_left(job.id, p, None);
-                continue;
-            }
+    // A slot first, then the queue's head: a worker never holds an item it may not
+    // start, so the queue's order is the order synthesis starts in.
+    while sh.synth_slots.acquire() {
+        let Some(item) = sh.synth_q.pop() else {
+            sh.synth_slots.release();
+            break;
         };
-        sh.rec(Ev::BudgetAcquired, job.id, p, wk, None, Some(bytes), "");
-        let started = Instant::now();
-        match synth_partition(sh, &job, p, w, spec, permit, started) {
-            Ok(item) => {
-                sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "");
-                sh.gpu_q.push((job.id, p), item);
-            }
-            Err(e) => {
-                sh.fail(
-                    job.id,
-                    JobError::Partition {
-                        partition: p,
-                        message: e.to_string(),
-                    },
-                );
-                sh.partition_left(job.id, p, None);
-            }
+        synth_one(sh, w, item);
+        sh.synth_slots.release();
+    }
+}
+
+fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
+    let SynthItem {
+        job,
+        partition: p,
+        spec,
+    } = item;
+    if sh.is_over(job.id) {
+        sh.partition_left(job.id, p, None);
+        return;
+    }
+    let wk = Some(w);
+    let bytes = job.bytes;
+    let extra = sh.srs_extra(&job);
+    let waits = sh.budget.would_wait(bytes + extra);
+    if waits {
+        sh.rec(Ev::BudgetWaitStart, job.id, p, wk, None, Some(bytes), "");
+    }
+    let permit = match sh.budget.acquire(bytes + extra) {
+        Ok(Some(mut permit)) => {
+            let srs_permit = (extra > 0).then(|| permit.split_off(extra));
+            sh.hold_srs(&job, srs_permit);
+            permit
+        }
+        Ok(None) => {
+            sh.fail(job.id, JobError::ShutDown);
+            sh.partition_left(job.id, p, None);
+            return;
+        }
+        Err(e) => {
+            sh.fail(job.id, e.into());
+            sh.partition_left(job.id, p, None);
+            return;
+        }
+    };
+    sh.rec(Ev::BudgetAcquired, job.id, p, wk, None, Some(bytes), "");
+    let started = Instant::now();
+    match synth_partition(sh, &job, p, w, spec, permit, started) {
+        Ok(item) => {
+            sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "");
+            sh.gpu_q.push(key(&job, p), item);
+        }
+        Err(e) => {
+            sh.fail(
+                job.id,
+                JobError::Partition {
+                    partition: p,
+                    message: e.to_string(),
+                },
+            );
+            sh.partition_left(job.id, p, None);
         }
     }
 }
@@ -819,10 +1104,9 @@ fn synth_partition(
     })
 }
 
-/// Runs `f`, turning a panic into [`ProveError::Panicked`].
+/// Runs `f`, turning a panic into [`ProveError::Panicked`] with its message.
 fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .map_err(|_| ProveError::Panicked(stage))
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| ProveError::panicked(stage, p.as_ref()))
 }
 
 fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
@@ -848,7 +1132,7 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
 
         // b_g2_msm starts now on its own pool and overlaps this partition's GPU work
         // and the next one's.
-        let b_g2 = (!g2_on_backend).then(|| spawn_b_g2(sh, &job, p, &carry.splits));
+        let b_g2 = (!g2_on_backend).then(|| queue_b_g2(sh, &job, p, &carry.splits));
 
         // Staging (the CUDA backend pins a, b, c) runs before the lock is waited for,
         // so it overlaps another partition's GPU work instead of holding the device.
@@ -872,7 +1156,17 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
         let mut abc = Some(abc);
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
-        let guard = sh.policies.lock.partition(device);
+        // A panicking lock policy holds nothing: the guard says it failed.
+        let guard = catch_unwind(AssertUnwindSafe(|| sh.policies.lock.partition(device)))
+            .unwrap_or_else(|panic| {
+                LockGuard::failed(
+                    Duration::ZERO,
+                    format!(
+                        "the GPU lock policy panicked: {}",
+                        panic_message(panic.as_ref())
+                    ),
+                )
+            });
         if let Some(why) = guard.failure() {
             let err = ProveError::Backend(cuzk_gpu_backend::BackendError::Device(format!(
                 "the GPU lock failed: {why}"
@@ -891,26 +1185,31 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
         sh.rec(Ev::GpuStart, job.id, p, wk, dev, None, "");
         let t = Instant::now();
         let gpu = {
-            let _compute = sh.policies.lock.region(device, Region::Compute);
+            let compute = catch("gpu_lock", || {
+                sh.policies.lock.region(device, Region::Compute)
+            });
             let lent = staged.is_staged();
             let owned = if lent { None } else { abc.take() };
-            query_bases(&job.srs, &job.r1cs)
-                .map_err(ProveError::from)
-                .and_then(|bases| {
-                    catch("gpu", || match (owned, &abc) {
-                        (Some(owned), _) => {
-                            gpu_stage(backend, owned, &bases, &carry.splits, g2_on_backend)
-                        }
-                        (None, Some(lent)) => {
-                            gpu_stage_ref(backend, lent, &bases, &carry.splits, g2_on_backend)
-                        }
-                        // Not reachable: `abc` is taken only when it is handed over.
-                        (None, None) => Err(cuzk_gpu_backend::BackendError::Device(
-                            "internal: the partition's a, b, c were already handed over".into(),
-                        )),
-                    })?
+            // The compute guard lives until the backend call returns.
+            compute.and_then(|_compute| {
+                query_bases(&job.srs, &job.r1cs)
                     .map_err(ProveError::from)
-                })
+                    .and_then(|bases| {
+                        catch("gpu", || match (owned, &abc) {
+                            (Some(owned), _) => {
+                                gpu_stage(backend, owned, &bases, &carry.splits, g2_on_backend)
+                            }
+                            (None, Some(lent)) => {
+                                gpu_stage_ref(backend, lent, &bases, &carry.splits, g2_on_backend)
+                            }
+                            // Not reachable: `abc` is taken only when it is handed over.
+                            (None, None) => Err(cuzk_gpu_backend::BackendError::Device(
+                                "internal: the partition's a, b, c were already handed over".into(),
+                            )),
+                        })?
+                        .map_err(ProveError::from)
+                    })
+            })
         };
         carry.times.gpu = t.elapsed();
         sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, "");
@@ -925,38 +1224,64 @@ fn gpu_worker(sh: &Shared, device: usize, w: u32, finish: &Sender<FinishItem>) {
     }
 }
 
-fn spawn_b_g2(
+/// Queues a partition's `b_g2_msm` for the `b_g2_msm` thread.
+fn queue_b_g2(
     sh: &Shared,
     job: &Arc<JobShared>,
     p: u32,
     splits: &Arc<Splits>,
-) -> Receiver<(BG2Result, std::time::Duration)> {
+) -> Receiver<(BG2Result, Duration)> {
     let (tx, rx) = bounded(1);
-    let job = job.clone();
-    let splits = splits.clone();
-    let recorder = sh.recorder.clone();
-    let throttle = sh.policies.throttle.clone();
-    let running = sh.b_g2_running.clone();
-    let pool = sh.b_g2_pool.clone();
-    sh.b_g2_pool.spawn(move || {
-        if running.fetch_add(1, Ordering::SeqCst) == 0 {
-            throttle.raise();
-        }
-        recorder.record(Ev::BG2Start, job.id, p, None, None, None, "");
-        let t = Instant::now();
-        let result = catch("b_g2_msm", || -> BG2Result {
-            let bases = query_bases(&job.srs, &job.r1cs)?;
-            Ok(b_g2_msm(bases.b_g2, &splits.b, &pool)?)
-        })
-        .and_then(|r| r);
-        let took = t.elapsed();
-        recorder.record(Ev::BG2End, job.id, p, None, None, None, "");
-        if running.fetch_sub(1, Ordering::SeqCst) == 1 {
-            throttle.lower();
-        }
-        let _ = tx.send((result, took));
-    });
+    sh.b_g2_q.push(
+        key(job, p),
+        BG2Task {
+            job: job.clone(),
+            partition: p,
+            splits: splits.clone(),
+            done: tx,
+        },
+    );
     rx
+}
+
+/// Runs the queued `b_g2_msm`s one at a time, each on the whole pool.
+///
+/// Spawning each MSM onto the shared pool instead let rayon interleave their
+/// nested parallel work: every CPU G2 MSM of a batch finished within 3 ms of the
+/// others, so in a stream of jobs an earlier job waited for later ones. One at a
+/// time, in queue order, the pool is as busy and each job's MSMs finish in order.
+fn b_g2_worker(sh: &Shared) {
+    while let Some(task) = sh.b_g2_q.pop() {
+        let BG2Task {
+            job,
+            partition: p,
+            splits,
+            done,
+        } = task;
+        if sh.is_over(job.id) {
+            // The finisher sees the closed channel; the job is already over.
+            continue;
+        }
+        let throttle = sh.policies.throttle.as_ref();
+        let raised = catch("throttle", || throttle.raise());
+        sh.rec(Ev::BG2Start, job.id, p, None, None, None, "");
+        let t = Instant::now();
+        let result = raised.and_then(|()| {
+            catch("b_g2_msm", || -> BG2Result {
+                let bases = query_bases(&job.srs, &job.r1cs)?;
+                Ok(b_g2_msm(bases.b_g2, &splits.b, &sh.b_g2_pool)?)
+            })
+            .and_then(|r| r)
+        });
+        let took = t.elapsed();
+        sh.rec(Ev::BG2End, job.id, p, None, None, None, "");
+        let lowered = catch("throttle", || throttle.lower());
+        let result = lowered.and(result);
+        // The splits go back before the result, so the finisher owns them alone
+        // and hands them to the deallocation policy.
+        drop(splits);
+        let _ = done.send((result, took));
+    }
 }
 
 fn finisher(sh: &Shared, rx: &Receiver<FinishItem>) {
@@ -977,7 +1302,10 @@ fn finisher(sh: &Shared, rx: &Receiver<FinishItem>) {
             let result = gpu?;
             let b_g2_sum = match (b_g2, result.b_g2) {
                 (Some(rx), _) => {
-                    let (sum, took) = rx.recv().map_err(|_| ProveError::Panicked("b_g2_msm"))?;
+                    let (sum, took) = rx.recv().map_err(|_| ProveError::Panicked {
+                        stage: "b_g2_msm",
+                        message: "the b_g2_msm thread dropped the task".into(),
+                    })?;
                     times.b_g2_msm = took;
                     sum?
                 }
@@ -996,7 +1324,7 @@ fn finisher(sh: &Shared, rx: &Receiver<FinishItem>) {
             if sh.cfg.verify {
                 if let Some(v) = &job.verifier {
                     sh.rec(Ev::VerifyStart, job.id, p, None, None, None, "");
-                    let ok = v.verify(&proof, &public_inputs);
+                    let ok = catch("verify", || v.verify(&proof, &public_inputs))?;
                     sh.rec(Ev::VerifyEnd, job.id, p, None, None, None, "");
                     match ok {
                         Ok(true) => {}

@@ -21,7 +21,7 @@ mod stages;
 pub use budget::{BudgetError, MemoryBudget, Permit};
 pub use engine::{
     partition_bytes, JobError, JobHandle, JobOutput, JobSpec, PartitionSpec, PipelineConfig,
-    PipelineEngine, PipelineError, Policies, ProofVerifier, ThrottlePolicy, Unthrottled,
+    PipelineEngine, PipelineError, Policies, Priority, ProofVerifier, ThrottlePolicy, Unthrottled,
     WitnessSource,
 };
 

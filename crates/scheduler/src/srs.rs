@@ -75,6 +75,17 @@ pub struct Srs {
     pub b_g2: Bases<G2Affine>,
 }
 
+impl Srs {
+    /// Host memory the base vectors hold (the memory budget counts it once per
+    /// parameter set in use). Bases sharing one vector are counted by their range.
+    pub fn host_bytes(&self) -> u64 {
+        let g1 = std::mem::size_of::<G1Affine>();
+        let g2 = std::mem::size_of::<G2Affine>();
+        let n1 = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();
+        (n1 * g1 + self.b_g2.len() * g2) as u64
+    }
+}
+
 /// The parameters do not fit the circuit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SrsError {

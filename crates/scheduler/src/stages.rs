@@ -111,10 +111,35 @@ pub enum ProveError {
     Backend(#[from] BackendError),
     #[error("assembly failed: {0}")]
     Assembly(#[from] AssemblyError),
-    #[error("the {0} stage panicked; this is a bug in cuzk or in a plugin")]
-    Panicked(&'static str),
+    #[error("the {stage} stage panicked ({message}); this is a bug in cuzk or in a plugin")]
+    Panicked {
+        stage: &'static str,
+        /// The panic's message (its payload, when a string).
+        message: String,
+    },
     #[error("the proof did not verify{0}")]
     Verification(String),
+}
+
+impl ProveError {
+    /// The error for a panic in `stage`, with the panic's message.
+    pub fn panicked(stage: &'static str, payload: &(dyn std::any::Any + Send)) -> Self {
+        Self::Panicked {
+            stage,
+            message: panic_message(payload),
+        }
+    }
+}
+
+/// A panic payload's message: the `&str` or `String` `panic!` was given.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
 }
 
 /// The three query splits `prep_msm` produces.
@@ -450,7 +475,10 @@ impl Prover {
                 gpu_stage(backend, abc, &bases, &splits, g2_on_backend)
             }
             .map(|r| (r, t.elapsed()));
-            let b_g2 = b_g2.map(|h| h.join().map_err(|_| ProveError::Panicked("b_g2_msm")));
+            let b_g2 = b_g2.map(|h| {
+                h.join()
+                    .map_err(|p| ProveError::panicked("b_g2_msm", p.as_ref()))
+            });
             (gpu, b_g2)
         });
         let (result, gpu_time) = gpu?;

@@ -134,7 +134,11 @@ pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<Compiled, SynthError> {
 /// [`compile`] records from a circuit with values, for a circuit whose constraints do
 /// not depend on its values (every Groth16 circuit, since the proving key fixes the
 /// shape). Memory: the matrices only, no witness.
-#[tracing::instrument(name = "synthesis", skip_all, fields(compile = true, shape_only = true))]
+#[tracing::instrument(
+    name = "synthesis",
+    skip_all,
+    fields(compile = true, shape_only = true)
+)]
 pub fn compile_shape<C: Circuit<Scalar>>(circuit: C) -> Result<R1cs, SynthError> {
     let mut cs = record::ShapeRecorder(record::Recorder::shape_only());
     cs.alloc_input(|| "", || Ok(Scalar::ONE))?;

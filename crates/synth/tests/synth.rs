@@ -10,8 +10,8 @@ use blstrs::Scalar;
 use common::{reference, Extending, MulChain, Sha};
 use cuzk_alloc::HeapSize;
 use cuzk_synth::{
-    check_shape, check_witness, compile, compile_shape, spmv_parallel, synthesize_witness, synthesize_witness_for,
-    Abc, NoThrottle, SynthError, Throttle,
+    check_shape, check_witness, compile, compile_shape, spmv_parallel, synthesize_witness,
+    synthesize_witness_for, Abc, NoThrottle, SynthError, Throttle,
 };
 use ff::Field;
 use rand_chacha::ChaCha8Rng;
@@ -380,9 +380,15 @@ impl Circuit<Scalar> for MaybeBlank {
         for i in 0..self.len {
             let next_val = acc_val.zip(x_val).map(|(a, b)| a * b);
             let next = if i + 1 == self.len {
-                cs.alloc_input(|| "out", || next_val.ok_or(SynthesisError::AssignmentMissing))?
+                cs.alloc_input(
+                    || "out",
+                    || next_val.ok_or(SynthesisError::AssignmentMissing),
+                )?
             } else {
-                cs.alloc(|| "acc", || next_val.ok_or(SynthesisError::AssignmentMissing))?
+                cs.alloc(
+                    || "acc",
+                    || next_val.ok_or(SynthesisError::AssignmentMissing),
+                )?
             };
             cs.enforce(|| "mul", |lc| lc + acc, |lc| lc + x, |lc| lc + next);
             // A coefficient other than ±1 and 2, so the table is exercised too.

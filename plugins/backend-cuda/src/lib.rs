@@ -1,9 +1,9 @@
 //! Backend plugin `cuda`: [`cuzk_cuda::CudaBackend`] behind the plugin ABI.
 //!
-//! Parameters: `device` (CUDA ordinal), `reserve_gib` (device memory left alone) and
-//! `stream_chunk` (0: bases resident where they fit, streamed where they do not; N:
-//! always streamed from host memory in chunks of N points, for small GPUs and the
-//! resident-against-streamed A/B).
+//! Parameters: the keys of [`cuzk_cuda::CudaConfig`] and, flat beside them, of
+//! [`cuzk_cuda::CudaTuning`] (`[backend.params]` in `cuzk.toml`), read into those
+//! typed structs: an unknown key or value is an error that names it. Staged kernels
+//! are looked for in `kernels/` beside this `.so`.
 //! Where there is no CUDA driver or device, instantiating the plugin fails with the
 //! backend's "no CUDA device" error, which the host reports; nothing panics.
 //!
@@ -15,7 +15,7 @@
 //! lives in the glue's token map until the host's `unstage`), and
 //! `prove_partition_ref` reads them lent, so the host frees them only afterwards.
 
-use cuzk_cuda::{BasePlacement, CudaBackend, CudaConfig};
+use cuzk_cuda::{CudaBackend, CudaConfig};
 use cuzk_gpu_backend::GpuBackend;
 use cuzk_plugin_api::{
     stages, AbcRefC, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params,
@@ -27,6 +27,8 @@ pub struct Cuda {
 }
 
 impl BackendPlugin for Cuda {
+    // Every key of `cuzk_cuda::CudaConfig` and `CudaTuning` (flat), with its default;
+    // `cuda_params_are_the_config_keys` keeps the two lists equal.
     const PARAMS: &'static [ParamDoc] = &[
         ParamDoc::new("device", "0", "CUDA device ordinal"),
         ParamDoc::new(
@@ -39,23 +41,59 @@ impl BackendPlugin for Cuda {
             "0",
             "0: parameter bases resident where they fit, streamed where they do not; N: always streamed in chunks of N points",
         ),
+        ParamDoc::new(
+            "copy_threads",
+            "8",
+            "host threads copying streamed bases into the pinned staging buffers",
+        ),
+        ParamDoc::new(
+            "ntt_kernel",
+            "r2wg",
+            "NTT pass kernel: r2wg (fastest; N/2 roots per size, 2 GiB at 2^27) or r2wf (no table)",
+        ),
+        ParamDoc::new("g2", "true", "offer the B query in G2 on the device"),
+        ParamDoc::new(
+            "profile",
+            "false",
+            "log per-phase device times of every partition and MSM (CUDA events)",
+        ),
+        ParamDoc::new(
+            "kernel_cache_dir",
+            "",
+            "compiled kernels kept here (empty: $XDG_CACHE_HOME/cuzk/kernels or ~/.cache/cuzk/kernels)",
+        ),
+        ParamDoc::new(
+            "msm_sum",
+            "affine",
+            "tuning: G1 bucket sums, affine (batch-affine rounds) or calls (XYZZ only)",
+        ),
+        ParamDoc::new(
+            "ba_min_per",
+            "32",
+            "tuning: fewest pairs per thread for a batch-affine round",
+        ),
+        ParamDoc::new(
+            "ba_group_log",
+            "28",
+            "tuning: log2 of the sorted entries of a batch-affine window group (10..=30)",
+        ),
+        ParamDoc::new(
+            "ba_waves",
+            "1",
+            "tuning: waves of threads per batch-affine round (1..=16)",
+        ),
+        ParamDoc::new(
+            "scatter",
+            "auto",
+            "tuning: the scatter's launches, auto, window or all",
+        ),
     ];
 
     fn new(params: &Params<'_>) -> Result<Self, AbiError> {
-        let device: usize = params.get("device")?;
-        let reserve_gib: u64 = params.get("reserve_gib")?;
-        let stream_chunk: usize = params.get("stream_chunk")?;
-        let backend = CudaBackend::new(CudaConfig {
-            device,
-            reserve_bytes: reserve_gib << 30,
-            bases: match stream_chunk {
-                0 => BasePlacement::Auto,
-                n => BasePlacement::Streamed { chunk_bases: n },
-            },
-            staged_kernels_dir: own_dir().map(|d| d.join("kernels")),
-            ..CudaConfig::default()
-        })
-        .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
+        let mut config = config_from(params)?;
+        config.staged_kernels_dir = own_dir().map(|d| d.join("kernels"));
+        let backend = CudaBackend::new(config)
+            .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
         Ok(Self { backend })
     }
 
@@ -74,6 +112,18 @@ impl BackendPlugin for Cuda {
     fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
         stages::stage(&self.backend, abc)
     }
+}
+
+/// The typed configuration from the parameters (the declared defaults for those not
+/// given; an empty `kernel_cache_dir` is the default place).
+fn config_from(params: &Params<'_>) -> Result<CudaConfig, AbiError> {
+    let texts: Vec<(&str, &str)> = <Cuda as BackendPlugin>::PARAMS
+        .iter()
+        .map(|d| (d.name.as_str(), params.text(d.name.as_str())))
+        .filter(|(k, v)| !(*k == "kernel_cache_dir" && v.is_empty()))
+        .collect();
+    CudaConfig::from_params(texts)
+        .map_err(|e| AbiError::new(ErrorCode::INVALID_PARAMETER, e.to_string()))
 }
 
 /// The folder this plugin's `.so` was loaded from (staged kernels ship in `kernels/`
@@ -100,4 +150,36 @@ cuzk_plugin_api::export_plugin! {
     name: "cuda",
     description: "the CUDA backend: H (NTT chain), the G1 MSMs and optionally B in G2 on an NVIDIA GPU, kernels compiled by NVRTC",
     type: Cuda,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_plugin_api::Param;
+
+    /// The declared parameters are exactly the config's keys, with its defaults.
+    #[test]
+    fn cuda_params_are_the_config_keys() {
+        let declared = <Cuda as BackendPlugin>::PARAMS;
+        let mut keys: Vec<&str> = declared.iter().map(|d| d.name.as_str()).collect();
+        let mut want: Vec<String> = CudaConfig::default()
+            .to_params()
+            .into_iter()
+            .map(|(k, _)| k)
+            .chain(["kernel_cache_dir".to_owned()])
+            .collect();
+        keys.sort_unstable();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(keys, want);
+        let none: [Param<'_>; 0] = [];
+        let defaults = config_from(&Params::new(&none, declared).unwrap()).unwrap();
+        assert_eq!(defaults, CudaConfig::default());
+        let given = [Param::new("ntt_kernel", "r2wx")];
+        let e = config_from(&Params::new(&given, declared).unwrap()).unwrap_err();
+        assert!(
+            e.message.contains("r2wx") && e.message.contains("r2wf"),
+            "{e}"
+        );
+    }
 }

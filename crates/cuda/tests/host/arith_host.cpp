@@ -158,7 +158,6 @@ int main() {
         else if (op == "fr_sub") put(Fr::sub(get<Fr>(a), get<Fr>(b)));
         else if (op == "fr_from_mont") put(Fr::from_mont(get<Fr>(a)));
         else if (op == "fq_mul") put(Fq::mul(get<Fq>(a), get<Fq>(b)));
-        else if (op == "fq_mul_ref") put(Fq::mul_ref(get<Fq>(a), get<Fq>(b)));
         else if (op == "fq_sqr") put(Fq::sqr(get<Fq>(a)));
         else if (op == "fr_sqr") put(Fr::sqr(get<Fr>(a)));
         else if (op == "fq_add") put(Fq::add(get<Fq>(a), get<Fq>(b)));
@@ -169,27 +168,15 @@ int main() {
         // Curve formulas: XYZZ results; every compilation of the mixed addition.
         else if (op == "g1_madd") put(add_mixed(get<XyzzT<Fq>>(a), get<AffineT<Fq>>(b)));
         else if (op == "g1_madd_calls") put(add_mixed_body<Fq, 1>(get<XyzzT<Fq>>(a), get<AffineT<Fq>>(b)));
-        else if (op == "g1_madd_refs") put(add_mixed_body<Fq, 2>(get<XyzzT<Fq>>(a), get<AffineT<Fq>>(b)));
-        else if (op == "g1_madd_fcall") put(add_mixed_call(get<XyzzT<Fq>>(a), get<AffineT<Fq>>(b)));
         else if (op == "g1_add") put(add(get<XyzzT<Fq>>(a), get<XyzzT<Fq>>(b)));
         else if (op == "g1_dbl") put(dbl(get<XyzzT<Fq>>(a)));
         // Batch-affine pieces: the inversion, and one pair summed as msm_ba_round
         // does (kind, denominator, its inverse, the sum).
-        else if (op == "fq_inv") put(fq_inverse(get<Fq>(a)));
         else if (op == "fq_inv_gcd") put(fq_inverse_gcd(get<Fq>(a)));
         else if (op == "g1_pair") {
             AffineT<Fq> p = get<AffineT<Fq>>(a), q = get<AffineT<Fq>>(b);
             u32 kind = pair_kind(p, q);
-            put(pair_sum(kind, p, q, fq_inverse(pair_den(kind, p, q))));
-        }
-        // The batch-affine bucket sums with the Fermat inversion selected (the
-        // binary GCD is the default).
-        else if (op == "g1_ba_fermat") {
-            std::string counts, sorted;
-            in >> counts >> sorted;
-            cuzk_fq_inv_gcd = 0;
-            put_vec(batch_affine(get_vec<Affine>(b), get_vec<u32>(counts), get_vec<u32>(sorted), (u32)std::stoul(a)));
-            cuzk_fq_inv_gcd = 1;
+            put(pair_sum(kind, p, q, fq_inverse_gcd(pair_den(kind, p, q))));
         }
         // ones_entries <n_bases> <words>: ones_count per word, the scan, ones_entries
         // per word (a thread each), as msm.rs's ones_sum_affine launches them.

@@ -135,14 +135,8 @@ typedef std::function<void(const Args&)> Kernel;
 static const std::map<std::string, Kernel>& kernels() {
     static const std::map<std::string, Kernel> k = {
         {"ntt_pass", [](const Args& a) { ntt_pass(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.u(5), a.b(6), a.b(7)); }},
-        {"ntt_r8_dif", [](const Args& a) { ntt_r8_dif(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
-        {"ntt_r8_dit", [](const Args& a) { ntt_r8_dit(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
-        {"ntt_r2w_dif", [](const Args& a) { ntt_r2w_dif(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
-        {"ntt_r2w_dit", [](const Args& a) { ntt_r2w_dit(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
         {"ntt_r2wf_dif", [](const Args& a) { ntt_r2wf_dif(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
         {"ntt_r2wf_dit", [](const Args& a) { ntt_r2wf_dit(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
-        {"ntt_r2wf3_dif", [](const Args& a) { ntt_r2wf3_dif(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
-        {"ntt_r2wf3_dit", [](const Args& a) { ntt_r2wf3_dit(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.b(5), a.b(6), a.b(7)); }},
         {"ntt_r2wg_dif", [](const Args& a) { ntt_r2wg_dif(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.u(5), a.b(6)); }},
         {"ntt_r2wg_dit", [](const Args& a) { ntt_r2wg_dit(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.u(5), a.b(6)); }},
         {"ntt_pass_g", [](const Args& a) { ntt_pass_g(a.b(0), a.u(1), a.u(2), a.u(3), a.u(4), a.u(5), a.u(6), a.b(7)); }},

@@ -1,0 +1,233 @@
+//! A partition's queries on the device: the split MSMs (ones and tail) over
+//! resident bases or over bases streamed in chunks, the dense streamed MSM of H, and
+//! the chunk sizes streaming uses.
+
+use super::*;
+
+/// Ones and tail of a split query: over its resident bases, or streamed through
+/// `stream`.
+pub(super) fn query<C: DeviceCurve>(
+    gpu: &Gpu,
+    resident: Option<&CudaSlice<C::Affine>>,
+    stream: &mut BaseStream<'_, C>,
+    m: &SplitMsm<'_, C::HostAffine>,
+) -> Result<Vec<PendingSum<C>>, CudaError> {
+    match resident {
+        Some(bases) => {
+            let (ones, tail) = split_msm::<C>(gpu, bases, m)?;
+            Ok(vec![ones, tail])
+        }
+        None => streamed_split(stream, m),
+    }
+}
+
+/// Σ scalars[i] · host[i] for i < n with the bases streamed from `host` in chunks
+/// (scalars on the device, Montgomery form: H's coefficients).
+pub(super) fn streamed_dense<C: DeviceCurve>(
+    stream: &mut BaseStream<'_, C>,
+    host: &[C::HostAffine],
+    scalars: &CudaSlice<FrRepr>,
+    n: usize,
+) -> Result<Vec<PendingSum<C>>, CudaError> {
+    if n > host.len() || n > scalars.len() {
+        return Err(CudaError::Shape(format!(
+            "a streamed MSM of {n} terms over {} bases and {} scalars",
+            host.len(),
+            scalars.len()
+        )));
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let gpu = stream.gpu();
+    let ranges: Vec<(usize, usize)> = chunks(n, stream.chunk()).collect();
+    // A chunk's scalars are copied out of H's coefficients on the compute stream (an
+    // MSM takes a whole buffer). One buffer is enough: chunk k+1's copy is ordered
+    // after chunk k's MSM on that stream.
+    let mut part = gpu.alloc_poisoned::<FrRepr>(stream.chunk().min(n))?;
+    let mut out = Vec::with_capacity(ranges.len());
+    stream.run(host, &ranges, |(lo, hi), bases| {
+        gpu.compute_stream()
+            .memcpy_dtod(&scalars.slice(lo..hi), &mut part.slice_mut(..hi - lo))
+            .ctx("cuMemcpyDtoDAsync")?;
+        out.push(msm::msm(
+            gpu,
+            bases,
+            &part,
+            hi - lo,
+            ScalarFormat::Montgomery,
+            None,
+            MsmPlan::for_size(hi - lo),
+        )?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// A split query with its bases streamed in chunks: per chunk, the ones whose bit
+/// falls in it and the run of tail terms whose index does (rebased to the chunk).
+pub(super) fn streamed_split<C: DeviceCurve>(
+    stream: &mut BaseStream<'_, C>,
+    m: &SplitMsm<'_, C::HostAffine>,
+) -> Result<Vec<PendingSum<C>>, CudaError> {
+    let gpu = stream.gpu();
+    let split = m.split;
+    let words = split.ones().words();
+    let (idx, sc) = (split.tail_indices(), split.tail_scalars());
+    let ranges: Vec<(usize, usize)> = chunks(split.num_bases(), stream.chunk()).collect();
+    let mut out = Vec::new();
+    stream.run(m.bases, &ranges, |(lo, hi), bases| {
+        // The chunk's bitmap words and tail terms are small plain uploads on the
+        // compute stream: after its wait for the chunk's bases, before the MSMs that
+        // read them, and freed in that stream's order after those MSMs.
+        // Chunks start at multiples of 64: word k of the chunk is word lo/64 + k.
+        let w = &words[(lo / 64).min(words.len())..hi.div_ceil(64).min(words.len())];
+        if !w.is_empty() {
+            let words_dev = gpu.upload::<u64>(u64s_as_bytes(w))?;
+            out.push(msm::ones_sum(gpu, bases, &words_dev, w.len(), hi - lo)?);
+        }
+        // Tail indices increase (a SplitScalars invariant): the chunk's terms are
+        // one run of them.
+        let t0 = idx.partition_point(|&i| (i as usize) < lo);
+        let t1 = idx.partition_point(|&i| (i as usize) < hi);
+        let ci: Vec<u32> = idx[t0..t1].iter().map(|&i| i - lo as u32).collect();
+        if !ci.is_empty() {
+            let idx_dev = gpu.upload::<u32>(u32s_as_bytes(&ci))?;
+            let sc_dev = gpu.upload::<FrRepr>(limbs_as_bytes(&sc[t0..t1]))?;
+            out.push(msm::msm(
+                gpu,
+                bases,
+                &sc_dev,
+                ci.len(),
+                ScalarFormat::Canonical,
+                Some(&idx_dev),
+                MsmPlan::for_size(ci.len()),
+            )?);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Ones and tail of a split query whose bases are resident (`bases`): the bitmap
+/// uploaded, the ones enqueued, then the tail terms uploaded on the copy stream
+/// while the ones run, then the tail MSM.
+pub(super) fn split_msm<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    m: &SplitMsm<'_, C::HostAffine>,
+) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
+    let ones = ones_msm(gpu, bases, &upload_ones(gpu, m.split)?)?;
+    let tail = tail_msm(gpu, bases, &upload_tail(gpu, m.split)?)?;
+    Ok((ones, tail))
+}
+
+/// A split query's ones bitmap on the device; freed in stream order after the
+/// ones sum that reads it.
+pub(super) struct OnesOnDevice {
+    pub(super) words: CudaSlice<u64>,
+    pub(super) nwords: usize,
+    pub(super) num_bases: usize,
+}
+
+/// A split query's tail terms on the device (indices, canonical scalars).
+pub(super) struct TailOnDevice {
+    pub(super) idx: CudaSlice<u32>,
+    pub(super) scalars: CudaSlice<FrRepr>,
+    pub(super) len: usize,
+}
+
+/// The ones bitmap, copied on the compute stream (small: 2^21 words at 2^27).
+pub(super) fn upload_ones(gpu: &Gpu, split: &SplitScalars) -> Result<OnesOnDevice, CudaError> {
+    let words = split.ones().words();
+    Ok(OnesOnDevice {
+        words: gpu.upload::<u64>(u64s_as_bytes(words))?,
+        nwords: words.len(),
+        num_bases: split.num_bases(),
+    })
+}
+
+/// The tail terms, copied on the copy stream (a query's 0.2 GB at 2^27): they
+/// travel while the compute stream sums ones, and the compute stream waits for
+/// them before its next work.
+pub(super) fn upload_tail(gpu: &Gpu, split: &SplitScalars) -> Result<TailOnDevice, CudaError> {
+    Ok(TailOnDevice {
+        idx: gpu.upload_on_copy::<u32>(u32s_as_bytes(split.tail_indices()))?,
+        scalars: gpu.upload_on_copy::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,
+        len: split.tail_indices().len(),
+    })
+}
+
+pub(super) fn ones_msm<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    up: &OnesOnDevice,
+) -> Result<PendingSum<C>, CudaError> {
+    msm::ones_sum(gpu, bases, &up.words, up.nwords, up.num_bases)
+}
+
+pub(super) fn tail_msm<C: DeviceCurve>(
+    gpu: &Gpu,
+    bases: &CudaSlice<C::Affine>,
+    up: &TailOnDevice,
+) -> Result<PendingSum<C>, CudaError> {
+    msm::msm(
+        gpu,
+        bases,
+        &up.scalars,
+        up.len,
+        ScalarFormat::Canonical,
+        Some(&up.idx),
+        MsmPlan::for_size(up.len),
+    )
+}
+
+pub(super) fn u64s_as_bytes(v: &[u64]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+pub(super) fn u32s_as_bytes(v: &[u32]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+pub(super) fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+/// Smallest chunk worth streaming (points); chunks are multiples of 64 so that a
+/// chunk's ones are whole bitmap words.
+pub(super) const MIN_STREAM_CHUNK: usize = 1 << 12;
+/// Largest chunk `BasePlacement::Auto` streams (points). Larger chunks make fewer,
+/// more efficient MSMs (on the H200, G1 at 2^22: 11.3 ns a point; 2^24: 9.3) but
+/// a longer first chunk that nothing overlaps, and page-locked host memory grows
+/// with them: at 2^23, 1.5 GiB of staging buffers for G1 (3 GiB once b_g2 streams).
+pub(super) const MAX_AUTO_STREAM_CHUNK: usize = 1 << 23;
+/// Device bytes per point of a chunk, budgeted twice (two slots): each slot's base
+/// buffer (G2's 192 bytes, the largest) and a scalar (H's coefficients of a chunk,
+/// one buffer). So 448 bytes a point cover both G2's two base buffers (384) and
+/// G1's two plus H's scalars (224); the two curves' buffers never coexist.
+pub(super) const STREAM_BYTES_PER_POINT: u64 = 192 + 32;
+const _: () = {
+    let budget = crate::streamed::SLOTS as u64 * STREAM_BYTES_PER_POINT;
+    let slots = crate::streamed::SLOTS as u64;
+    assert!(budget >= slots * <G2 as DeviceCurve>::AFFINE_BYTES);
+    assert!(budget >= slots * <G1 as DeviceCurve>::AFFINE_BYTES + 32);
+};
+
+/// Points per streamed chunk with `left` device bytes to spare: two slots of
+/// [`STREAM_BYTES_PER_POINT`] a point, at most `forced` (or
+/// [`MAX_AUTO_STREAM_CHUNK`] without), a multiple of 64; `None` when not even two
+/// of the smallest chunks fit.
+pub(super) fn stream_chunk(left: u64, forced: Option<usize>) -> Option<usize> {
+    let fit = (left / 2 / STREAM_BYTES_PER_POINT) as usize;
+    if fit < MIN_STREAM_CHUNK {
+        return None;
+    }
+    let chunk = forced.unwrap_or(MAX_AUTO_STREAM_CHUNK).min(fit).max(64);
+    Some(chunk / 64 * 64)
+}
+
+/// [lo, hi) ranges of at most `chunk` (rounded down to a multiple of 64, at least
+/// 64) covering 0..n.
+pub(super) fn chunks(n: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    let c = (chunk / 64 * 64).max(64);
+    (0..n).step_by(c).map(move |lo| (lo, (lo + c).min(n)))
+}

@@ -1,0 +1,183 @@
+//! The CUDA backend's benchmarks in one run: the table of BENCHMARKS.md (field
+//! products, MSM, NTT, H, the PoRep-shaped partition) and the tuning sweeps.
+//!
+//! ```text
+//! cuzk-gpu-check [OUT_DIR] [--quick] [--table-only] [--sweeps]
+//!                [--skip field-bench,msm-bench,g2-bench,ntt-bench,h-bench,partition-bench]
+//! cuzk-gpu-check --compile-only DIR [ARCH]   (writes staged kernels, no GPU needed)
+//! ```
+//! Times MSM, NTT and H (warm-up, median of 5, CUDA events); each timed result is
+//! also checked against the CPU. The correctness checks of every kernel are the
+//! libtest tests in `tests/device.rs` (run on the device from the staged test
+//! binaries). Full log in OUT_DIR/gpu-check.log, the table last on stdout and in
+//! OUT_DIR/table.md. Exit status 1 if a check failed, 2 where there is no GPU
+//! (nothing was measured). `--seed N` replays a run's inputs.
+
+mod bench;
+// Shared with tests/device.rs, which uses the check-only helpers.
+#[allow(dead_code)]
+mod common;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
+use cuzk_gpu_backend::GpuBackend;
+
+use crate::bench::*;
+use crate::common::*;
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--compile-only") {
+        // Stage kernels without a device: `--compile-only DIR [ARCH]` writes every
+        // module's CUBIN into DIR (scripts/stage-device.sh ships them in `kernels/`
+        // beside the binaries, so the device spends no time in NVRTC).
+        let dir = args
+            .get(i + 1)
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow!("--compile-only needs a folder"))?;
+        let arch = args.get(i + 2).cloned().unwrap_or_else(|| "sm_90".into());
+        for m in cuzk_cuda::kernels::MODULES {
+            let t = Instant::now();
+            let path = cuzk_cuda::KernelCache::compile_into(&dir, &m, &arch)?;
+            println!(
+                "{} for {arch}: {} in {:.1?}",
+                m.name,
+                path.display(),
+                t.elapsed()
+            );
+        }
+        return Ok(());
+    }
+    if let Some(i) = args.iter().position(|a| a == "--seed") {
+        let seed = args
+            .get(i + 1)
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("--seed needs a number"))?;
+        let _ = SEED.set(seed);
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let table_only = args.iter().any(|a| a == "--table-only");
+    let sweeps = args.iter().any(|a| a == "--sweeps");
+    // --skip fields,ntt,h,msm,partition: leave sections out of this visit.
+    let skip: Vec<String> = args
+        .iter()
+        .position(|a| a == "--skip")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    let on = |name: &str| !skip.iter().any(|s| s == name);
+    // The one positional argument: what follows no option that takes a value.
+    let takes_value = |a: &str| a == "--seed" || a == "--skip";
+    let out = PathBuf::from(
+        args.iter()
+            .enumerate()
+            .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || !takes_value(&args[i - 1])))
+            .map(|(_, a)| a)
+            .next()
+            .cloned()
+            .unwrap_or_else(|| "gpu-check-out".into()),
+    );
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let log = Log {
+        file: Mutex::new(std::fs::File::create(out.join("gpu-check.log"))?),
+        failures: Mutex::new(Vec::new()),
+        checks: Mutex::new(0),
+        table: Mutex::new(Vec::new()),
+    };
+    let t0 = Instant::now();
+    let backend = match CudaBackend::new(CudaConfig::default()) {
+        Ok(b) => b,
+        Err(CudaError::NoDevice(why)) => {
+            // A run that found no device measured nothing: say so, and fail.
+            log.line(&format!("no CUDA device ({why}): nothing was measured"));
+            std::process::exit(2);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let caps = backend.capabilities();
+    log.line(&format!(
+        "device: {:?}; opened + kernels ready in {:.2?}",
+        caps.devices,
+        t0.elapsed()
+    ));
+    log.line(&format!(
+        "seed {} (--seed {} replays this run's inputs)",
+        run_seed(),
+        run_seed()
+    ));
+    let pool = pool();
+    // A section that errors out is logged as a failure and the run goes on, so one
+    // visit to the GPU machine reports on everything.
+    let section = |name: &str, r: Result<()>| {
+        if let Err(e) = r {
+            log.check(&format!("{name} (aborted)"), false, &format!("{e:#}"));
+        }
+        log.line(&format!("{name} done at {:.1?}", t0.elapsed()));
+    };
+    if on("field-bench") {
+        section(
+            "field bench",
+            backend.with_gpu(|gpu, _| bench_fields(gpu, &log)),
+        );
+    }
+    if on("msm-bench") || on("g2-bench") {
+        section(
+            "bench",
+            backend.with_gpu(|gpu, _| bench(gpu, &log, &pool, quick, table_only, sweeps, &on)),
+        );
+    }
+    if on("ntt-bench") || on("h-bench") {
+        section(
+            "ntt bench",
+            backend.with_gpu(|gpu, ntt| bench_ntt(gpu, ntt, &log, quick, table_only, &on)),
+        );
+    }
+    if on("partition-bench") {
+        // Streamed bases timed at the smaller size only (pageable uploads of the
+        // whole 39 GiB set per 2^27 partition would take most of a visit).
+        let streamed = CudaBackend::new(CudaConfig {
+            stream_chunk: 1 << 22,
+            ..CudaConfig::default()
+        })?;
+        for lg in if quick { vec![20u32] } else { vec![24u32, 27] } {
+            let sb = (lg <= 24).then_some(&streamed);
+            section(
+                &format!("partition bench 2^{lg}"),
+                bench_partition(&backend, sb, &log, &pool, lg),
+            );
+        }
+    }
+    let failures = log.failures.lock().unwrap().clone();
+    let checks = *log.checks.lock().unwrap();
+    let mut table = String::new();
+    writeln!(
+        table,
+        "| what | size | median ms | per element | sppark peer ms |"
+    )?;
+    writeln!(table, "|---|---|---|---|---|")?;
+    for row in log.table.lock().unwrap().iter() {
+        writeln!(
+            table,
+            "| {} | {} | {} | {} | {} |",
+            row[0], row[1], row[2], row[3], row[4]
+        )?;
+    }
+    std::fs::write(out.join("table.md"), &table)?;
+    log.line(&format!(
+        "\n{} checks, {} failed ({})",
+        checks,
+        failures.len(),
+        failures.join(", ")
+    ));
+    log.line(&table);
+    log.line(&format!("total {:.1?}", t0.elapsed()));
+    if !failures.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
+}

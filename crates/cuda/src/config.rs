@@ -1,0 +1,320 @@
+//! The CUDA backend's settings, typed: [`CudaConfig`] for the production knobs and
+//! [`CudaTuning`] for the experiment knobs of the MSM. Both deserialize with unknown
+//! keys and unknown values refused (`ntt_kernel = "r2wx"` is an error that lists
+//! `r2wf`, `r2wg`), from a TOML table or from the `cuda` plugin's parameters
+//! (`[backend.params]` of `cuzk.toml`, a flat string map: [`CudaConfig::from_params`]),
+//! so that every knob of a run is in its configuration, in its manifest, and
+//! comparable by `cuzk ab`. No environment variable tunes this crate.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::CudaError;
+use crate::ntt::NttKernel;
+use crate::BasePlacement;
+
+/// Settings of a [`crate::CudaBackend`] (the `cuda` plugin's parameters).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CudaConfig {
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Device memory (GiB) left alone (other processes, driver, fragmentation): the
+    /// backend plans partitions to fit in the free memory at start minus this.
+    pub reserve_gib: u64,
+    /// 0: parameter bases resident where they fit, streamed from host memory where
+    /// they do not; N: always streamed, in chunks of N points (a GPU smaller than
+    /// the parameters, the streaming path's checks, the A/B against resident).
+    pub stream_chunk: usize,
+    /// Host threads copying streamed bases into the pinned staging buffers (at most
+    /// the host's cores; 1 copies on the calling thread).
+    pub copy_threads: usize,
+    /// The NTT pass kernel: `r2wg` (fastest; a table of N/2 roots per size, 2 GiB at
+    /// 2^27) or `r2wf` (no such table).
+    pub ntt_kernel: NttKernel,
+    /// Whether the backend offers the B query in G2 (the scheduler's
+    /// `b_g2_on_backend` hands it over only where it is offered).
+    pub g2: bool,
+    /// Per-phase device times of every partition and MSM, recorded with CUDA events
+    /// (no synchronisation added) and logged.
+    pub profile: bool,
+    /// Where compiled kernels are kept between processes (default
+    /// `$XDG_CACHE_HOME/cuzk/kernels`, else `~/.cache/cuzk/kernels`).
+    pub kernel_cache_dir: Option<PathBuf>,
+    /// A folder of staged kernels looked in before the cache (the plugin sets it to
+    /// `kernels/` beside its `.so`; `kernels/` beside the executable is always
+    /// looked in). Not a configuration key: where the code was loaded from.
+    #[serde(skip)]
+    pub staged_kernels_dir: Option<PathBuf>,
+    /// The MSM's experiment knobs.
+    pub tuning: CudaTuning,
+}
+
+impl Default for CudaConfig {
+    fn default() -> Self {
+        Self {
+            device: 0,
+            reserve_gib: 2,
+            stream_chunk: 0,
+            copy_threads: 8,
+            ntt_kernel: NttKernel::DEFAULT,
+            g2: true,
+            profile: false,
+            kernel_cache_dir: None,
+            staged_kernels_dir: None,
+            tuning: CudaTuning::default(),
+        }
+    }
+}
+
+/// The MSM's experiment knobs: defaults measured on the H200 (NOTES.md); a value
+/// outside the allowed ones is an error, never a silent default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CudaTuning {
+    /// G1's bucket sums: `affine` (batch-affine rounds, then XYZZ levels) or `calls`
+    /// (XYZZ levels only).
+    pub msm_sum: crate::msm::SumVariant,
+    /// Fewest pairs per thread for which a batch-affine round runs (the rest goes
+    /// to the XYZZ levels). 1 makes every round affine.
+    pub ba_min_per: u64,
+    /// Log2 of the most sorted entries in one window group of the batch-affine sums
+    /// (10..=30).
+    pub ba_group_log: u32,
+    /// Waves of threads per batch-affine round (1..=16).
+    pub ba_waves: u64,
+    /// The scatter's launches: `auto` (a window each where the cursors exceed 8 MB),
+    /// `window` or `all`.
+    pub scatter: crate::msm::Scatter,
+}
+
+impl Default for CudaTuning {
+    fn default() -> Self {
+        Self {
+            msm_sum: crate::msm::SumVariant::BatchAffine,
+            ba_min_per: 32,
+            ba_group_log: 28,
+            ba_waves: 1,
+            scatter: crate::msm::Scatter::Auto,
+        }
+    }
+}
+
+impl CudaTuning {
+    /// The keys of this struct, which the plugin's flat parameters route here.
+    pub const KEYS: [&'static str; 5] = [
+        "msm_sum",
+        "ba_min_per",
+        "ba_group_log",
+        "ba_waves",
+        "scatter",
+    ];
+
+    /// Refuses values outside their ranges.
+    pub fn validate(&self) -> Result<(), CudaError> {
+        let bad = |what: String| Err(CudaError::Config(what));
+        if self.ba_min_per == 0 {
+            return bad("ba_min_per must be at least 1".into());
+        }
+        if !(10..=30).contains(&self.ba_group_log) {
+            return bad(format!(
+                "ba_group_log = {} is not in 10..=30",
+                self.ba_group_log
+            ));
+        }
+        if !(1..=16).contains(&self.ba_waves) {
+            return bad(format!("ba_waves = {} is not in 1..=16", self.ba_waves));
+        }
+        Ok(())
+    }
+}
+
+impl CudaConfig {
+    /// Reads the `cuda` plugin's parameters (`key = value` text, as `cuzk.toml`'s
+    /// `[backend.params]` gives them): each value is read as a TOML value where it
+    /// is one (numbers, booleans) and as a string otherwise; [`CudaTuning::KEYS`]
+    /// go to `tuning`. Unknown keys and values are errors naming them.
+    pub fn from_params<'a>(
+        params: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, CudaError> {
+        let mut top = toml::Table::new();
+        let mut tuning = toml::Table::new();
+        for (key, text) in params {
+            let value = format!("v = {text}")
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(text.to_owned()));
+            let table = if CudaTuning::KEYS.contains(&key) {
+                &mut tuning
+            } else {
+                &mut top
+            };
+            if table.insert(key.to_owned(), value).is_some() {
+                return Err(CudaError::Config(format!(
+                    "parameter `{key}` is given twice"
+                )));
+            }
+        }
+        if !tuning.is_empty() {
+            top.insert("tuning".into(), toml::Value::Table(tuning));
+        }
+        let config: Self = toml::Value::Table(top)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                CudaError::Config(format!("cuda backend parameters: {}", e.message()))
+            })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a TOML table of these settings (`[backend.params]`-shaped, with an
+    /// optional `[tuning]` table).
+    pub fn from_toml(text: &str) -> Result<Self, CudaError> {
+        let config: Self = toml::from_str(text)
+            .map_err(|e| CudaError::Config(format!("cuda backend settings: {}", e.message())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses values outside their ranges.
+    pub fn validate(&self) -> Result<(), CudaError> {
+        if self.copy_threads == 0 {
+            return Err(CudaError::Config("copy_threads must be at least 1".into()));
+        }
+        self.tuning.validate()
+    }
+
+    /// Where the bases live: resident where they fit, or always streamed.
+    pub fn bases(&self) -> BasePlacement {
+        match self.stream_chunk {
+            0 => BasePlacement::Auto,
+            n => BasePlacement::Streamed { chunk_bases: n },
+        }
+    }
+
+    /// Device bytes left alone.
+    pub fn reserve_bytes(&self) -> u64 {
+        self.reserve_gib << 30
+    }
+
+    /// The kernel cache these settings describe.
+    pub fn kernel_cache(&self) -> crate::KernelCache {
+        let cache = crate::KernelCache::new(self.kernel_cache_dir.as_deref());
+        match &self.staged_kernels_dir {
+            Some(d) => cache.with_staged(d.clone()),
+            None => cache,
+        }
+    }
+
+    /// Every key with its value, for logs and manifests (`tuning` keys flat, as the
+    /// plugin takes them).
+    pub fn to_params(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut push = |table: toml::Table| {
+            for (k, v) in table {
+                match v {
+                    toml::Value::Table(t) => {
+                        for (k, v) in t {
+                            out.push((k, text(v)));
+                        }
+                    }
+                    v => out.push((k, text(v))),
+                }
+            }
+        };
+        if let Ok(toml::Value::Table(t)) = toml::Value::try_from(self) {
+            push(t);
+        }
+        out
+    }
+}
+
+fn text(v: toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_parameters_are_typed_and_unknowns_are_errors() {
+        let c = CudaConfig::from_params([
+            ("ntt_kernel", "r2wf"),
+            ("stream_chunk", "4096"),
+            ("g2", "false"),
+            ("msm_sum", "calls"),
+            ("ba_waves", "2"),
+            ("kernel_cache_dir", "/tmp/k"),
+        ])
+        .unwrap();
+        assert_eq!(c.ntt_kernel, NttKernel::Radix2WarpFast);
+        assert_eq!(c.bases(), BasePlacement::Streamed { chunk_bases: 4096 });
+        assert!(!c.g2);
+        assert_eq!(c.tuning.msm_sum, crate::msm::SumVariant::CalledProducts);
+        assert_eq!(c.tuning.ba_waves, 2);
+        assert_eq!(c.kernel_cache_dir, Some(PathBuf::from("/tmp/k")));
+        assert_eq!(CudaConfig::from_params([]).unwrap(), CudaConfig::default());
+        // A misspelt value names the allowed ones; a misspelt key is refused.
+        let e = CudaConfig::from_params([("ntt_kernel", "r2wx")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("r2wx") && e.contains("r2wf") && e.contains("r2wg"),
+            "{e}"
+        );
+        let e = CudaConfig::from_params([("msm_sum", "inline")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("inline") && e.contains("affine") && e.contains("calls"),
+            "{e}"
+        );
+        let e = CudaConfig::from_params([("ntt_kernal", "r2wf")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ntt_kernal"), "{e}");
+        let e = CudaConfig::from_params([("ba_group_log", "40")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ba_group_log"), "{e}");
+        let e = CudaConfig::from_params([("device", "first")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("device") || e.contains("first"), "{e}");
+    }
+
+    #[test]
+    fn to_params_round_trips_through_from_params() {
+        let c = CudaConfig {
+            ntt_kernel: NttKernel::Radix2WarpFast,
+            kernel_cache_dir: Some("/var/cache/k".into()),
+            tuning: CudaTuning {
+                scatter: crate::msm::Scatter::Window,
+                ..CudaTuning::default()
+            },
+            ..CudaConfig::default()
+        };
+        let params = c.to_params();
+        assert!(
+            params.iter().any(|(k, v)| k == "scatter" && v == "window"),
+            "{params:?}"
+        );
+        let back =
+            CudaConfig::from_params(params.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn a_toml_table_with_a_tuning_table_reads_too() {
+        let c = CudaConfig::from_toml("device = 1\n[tuning]\nscatter = \"all\"\n").unwrap();
+        assert_eq!(c.device, 1);
+        assert_eq!(c.tuning.scatter, crate::msm::Scatter::All);
+        assert!(CudaConfig::from_toml("[tuning]\nwaves = 2\n").is_err());
+    }
+}

@@ -1,0 +1,328 @@
+//! The pipelined engine's order and reliability: priorities in every queue, each
+//! job's `b_g2_msm` finishing in order, and panics in the verifier or a policy
+//! failing only their job, with the panic's message. Order is asserted on the
+//! TIMELINE's events, never on time.
+
+use std::sync::{
+    mpsc::{channel, Receiver},
+    Arc, OnceLock,
+};
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::{generate_random_parameters, Parameters};
+use blstrs::{Bls12, Scalar};
+use cuzk::pipeline::{job, BellpersonVerifier, PartitionInput, Priority};
+use cuzk_alloc::{DeallocPolicy, InlineDealloc, Released, ThrottleControl};
+use cuzk_assembly::ProofPoints;
+use cuzk_circuits::MulChain;
+use cuzk_gpu_backend::{lock::SingleLock, CpuBackend, GpuBackend};
+use cuzk_scheduler::{
+    JobError, JobSpec, PartitionSpec, PipelineConfig, PipelineEngine, Policies, ProofVerifier,
+    Unthrottled, WitnessSource,
+};
+use cuzk_synth::{SynthError, Throttle, Witness};
+use cuzk_timeline::{EventKind, Recorder};
+use ff::Field;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+const LOG: u32 = 10;
+
+struct Fixture {
+    r1cs: Arc<cuzk::R1cs>,
+    srs: Arc<cuzk::Srs>,
+    verifier: Arc<BellpersonVerifier>,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let params: Parameters<Bls12> = generate_random_parameters(
+            MulChain::new(LOG, 2, None).unwrap(),
+            &mut ChaCha20Rng::seed_from_u64(3),
+        )
+        .unwrap();
+        let r1cs = Arc::new(cuzk::compile_shape(MulChain::new(LOG, 2, Some(0)).unwrap()).unwrap());
+        let srs = Arc::new(cuzk::srs_from_source(&&params, &r1cs).unwrap());
+        Fixture {
+            verifier: Arc::new(BellpersonVerifier::new(&params.vk)),
+            r1cs,
+            srs,
+        }
+    })
+}
+
+fn inputs(seed: u64) -> PartitionInput<MulChain> {
+    let c = MulChain::new(LOG, 2, Some(seed)).unwrap();
+    let mut g = ChaCha20Rng::seed_from_u64(seed);
+    PartitionInput {
+        public_inputs: c.public_inputs().unwrap(),
+        circuit: c,
+        r: Scalar::random(&mut g),
+        s: Scalar::random(&mut g),
+    }
+}
+
+fn make_job(seed: u64, partitions: usize, priority: Priority) -> JobSpec {
+    let f = fixture();
+    let parts = (0..partitions as u64)
+        .map(|p| inputs(seed * 100 + p))
+        .collect();
+    let mut spec = job(
+        f.r1cs.clone(),
+        f.srs.clone(),
+        parts,
+        Some(f.verifier.clone()),
+    );
+    spec.priority = priority;
+    spec
+}
+
+fn policies() -> Policies {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    Policies {
+        backend: Arc::new(CpuBackend::new(Arc::new(pool))) as Arc<dyn GpuBackend>,
+        dealloc: Arc::new(InlineDealloc),
+        throttle: Arc::new(Unthrottled),
+        lock: Arc::new(SingleLock::new()),
+    }
+}
+
+fn config(synth_jobs: usize) -> PipelineConfig {
+    PipelineConfig {
+        synth_jobs: Some(synth_jobs),
+        synth_threads: 1,
+        gpu_workers_per_device: 1,
+        gpu_threads: 2,
+        memory_budget: Some(1 << 30),
+        b_g2_on_backend: Some(false),
+        ..PipelineConfig::default()
+    }
+}
+
+/// A circuit whose synthesis waits for a signal: holds the only synthesis worker.
+struct Gated {
+    circuit: MulChain,
+    go: Receiver<()>,
+}
+
+impl WitnessSource for Gated {
+    fn synthesize(self: Box<Self>, r1cs: &cuzk::R1cs) -> Result<Witness, SynthError> {
+        let _ = self.go.recv();
+        cuzk_synth::synthesize_witness_for(r1cs, self.circuit)
+    }
+}
+
+/// Polls the recorder until `job` has an event of `kind` (no timing is asserted).
+fn wait_for(rec: &Recorder, kind: EventKind, job: u64) {
+    let start = Instant::now();
+    while !rec.events().iter().any(|e| e.event == kind && e.job == job) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no {kind:?} for job {job}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A Critical job submitted behind ten queued Normal jobs starts synthesis next,
+/// then High, the Normal jobs in submission order, and Low last.
+#[test]
+fn a_critical_job_jumps_the_queue() {
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(config(1), policies(), rec.clone()).unwrap();
+    let f = fixture();
+    let (go, gate) = channel();
+    let blocker = engine.submit(JobSpec {
+        r1cs: f.r1cs.clone(),
+        srs: f.srs.clone(),
+        partitions: vec![PartitionSpec {
+            circuit: Box::new(Gated {
+                circuit: MulChain::new(LOG, 2, Some(7)).unwrap(),
+                go: gate,
+            }),
+            r: Scalar::ONE,
+            s: Scalar::ONE,
+            public_inputs: Vec::new(),
+        }],
+        verifier: None,
+        priority: Priority::Normal,
+    });
+    let blocker_id = blocker.id();
+    wait_for(&rec, EventKind::SynthStart, blocker_id);
+    let mut handles = Vec::new();
+    for j in 0..10 {
+        handles.push(engine.submit(make_job(j + 1, 1, Priority::Normal)));
+    }
+    let low = engine.submit(make_job(20, 1, Priority::Low));
+    let critical = engine.submit(make_job(21, 1, Priority::Critical));
+    let high = engine.submit(make_job(22, 1, Priority::High));
+    let normal_ids: Vec<u64> = handles.iter().map(|h| h.id()).collect();
+    let (low_id, critical_id, high_id) = (low.id(), critical.id(), high.id());
+    go.send(()).unwrap();
+    blocker.wait().unwrap();
+    for h in handles.into_iter().chain([low, critical, high]) {
+        let out = h.wait().unwrap();
+        assert!(out.verified);
+    }
+    let started: Vec<u64> = rec
+        .events()
+        .iter()
+        .filter(|e| e.event == EventKind::SynthStart)
+        .map(|e| e.job)
+        .collect();
+    let mut want = vec![blocker_id, critical_id, high_id];
+    want.extend(&normal_ids);
+    want.push(low_id);
+    assert_eq!(
+        started, want,
+        "synthesis order (critical {critical_id}, high {high_id}, low {low_id})"
+    );
+}
+
+/// With many partitions in flight, the CPU `b_g2_msm`s run one at a time, in
+/// queue order, so an earlier job's finish before a later job's (with spawned
+/// MSMs sharing the pool they all finished together).
+#[test]
+fn b_g2_msms_run_one_at_a_time_in_order() {
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(config(1), policies(), rec.clone()).unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|j| engine.submit(make_job(30 + j, 2, Priority::Normal)))
+        .collect();
+    for h in handles {
+        assert!(h.wait().unwrap().verified);
+    }
+    drop(engine);
+    let mut running = 0;
+    let mut ends = Vec::new();
+    for e in rec.events() {
+        match e.event {
+            EventKind::BG2Start => {
+                running += 1;
+                assert_eq!(running, 1, "two b_g2_msms overlapped: {e:?}");
+            }
+            EventKind::BG2End => {
+                running -= 1;
+                ends.push((e.job, e.partition));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(ends.len(), 8);
+    // One synthesis worker and one GPU worker hand them over in (job, partition)
+    // order, and they finish in that order.
+    let mut sorted = ends.clone();
+    sorted.sort();
+    assert_eq!(ends, sorted);
+}
+
+struct PanickingVerifier;
+impl ProofVerifier for PanickingVerifier {
+    fn verify(&self, _: &ProofPoints, _: &[Scalar]) -> Result<bool, String> {
+        panic!("the verifier exploded");
+    }
+}
+
+struct PanickingDealloc;
+impl DeallocPolicy for PanickingDealloc {
+    fn release(&self, buf: Released) {
+        if buf.label() == "splits" {
+            panic!("the dealloc policy exploded");
+        }
+        buf.free();
+    }
+    fn drain(&self) {}
+}
+
+struct PanickingThrottle;
+impl Throttle for PanickingThrottle {
+    fn checkpoint(&self, _: usize) {}
+}
+impl ThrottleControl for PanickingThrottle {
+    fn raise(&self) {
+        panic!("the throttle exploded");
+    }
+    fn lower(&self) {}
+}
+
+fn failure_of(engine: &PipelineEngine, spec: JobSpec) -> String {
+    match engine.submit(spec).wait() {
+        Err(JobError::Partition { message, .. }) => message,
+        other => panic!("expected a failed partition, got {other:?}"),
+    }
+}
+
+/// A panic in the verifier, a deallocation policy or a throttle fails its job with
+/// the panic's message; the engine goes on proving.
+#[test]
+fn panics_fail_their_job_with_the_message() {
+    let rec = || Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(config(1), policies(), rec()).unwrap();
+    let mut spec = make_job(40, 1, Priority::Normal);
+    spec.verifier = Some(Arc::new(PanickingVerifier));
+    let m = failure_of(&engine, spec);
+    assert!(
+        m.contains("verify") && m.contains("the verifier exploded"),
+        "{m}"
+    );
+    assert!(
+        engine
+            .submit(make_job(41, 1, Priority::Normal))
+            .wait()
+            .unwrap()
+            .verified
+    );
+
+    let mut p = policies();
+    p.dealloc = Arc::new(PanickingDealloc);
+    let engine = PipelineEngine::start(config(1), p, rec()).unwrap();
+    let m = failure_of(&engine, make_job(42, 1, Priority::Normal));
+    assert!(m.contains("the dealloc policy exploded"), "{m}");
+
+    let mut p = policies();
+    p.throttle = Arc::new(PanickingThrottle);
+    let engine = PipelineEngine::start(config(1), p, rec()).unwrap();
+    let m = failure_of(&engine, make_job(43, 1, Priority::Normal));
+    assert!(
+        m.contains("throttle") && m.contains("the throttle exploded"),
+        "{m}"
+    );
+    // The handle of a job still running comes back after a timeout.
+    let h = engine.submit(make_job(44, 1, Priority::Normal));
+    let h = match h.wait_timeout(Duration::ZERO) {
+        Err(h) => h,
+        Ok(r) => panic!("a job cannot be over at once: {r:?}"),
+    };
+    assert!(h.wait().is_err());
+}
+
+/// The budget counts each job's parameters from its first admitted partition on:
+/// two jobs whose parameters do not fit together run one after the other instead
+/// of each holding what the other waits for.
+#[test]
+fn parameters_that_do_not_fit_together_run_in_turn() {
+    let f = fixture();
+    let srs_bytes = f.srs.host_bytes();
+    let part = cuzk_scheduler::partition_bytes(&f.r1cs);
+    let mut cfg = config(2);
+    cfg.memory_budget = Some(srs_bytes + srs_bytes / 2 + 2 * part);
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(cfg, policies(), rec).unwrap();
+    let mut a = make_job(50, 2, Priority::Normal);
+    let mut b = make_job(51, 2, Priority::Normal);
+    // Two copies of the parameters: counted apart.
+    a.srs = Arc::new((*f.srs).clone());
+    b.srs = Arc::new((*f.srs).clone());
+    let (a, b) = (engine.submit(a), engine.submit(b));
+    for h in [a, b] {
+        match h.wait_timeout(Duration::from_secs(600)) {
+            Ok(r) => assert!(r.unwrap().verified),
+            Err(_) => panic!("a job waits for memory its own parameters hold"),
+        }
+    }
+    assert_eq!(engine.budget().used(), 0, "everything went back");
+}

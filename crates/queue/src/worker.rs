@@ -1,0 +1,419 @@
+//! The worker loop: claim, prove (through a [`JobRunner`]), write back, repeat;
+//! leases renewed on a thread of their own; connections re-made after the
+//! database restarts.
+
+use std::{
+    collections::{HashMap, HashSet},
+    panic::{catch_unwind, AssertUnwindSafe},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Condvar, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use thiserror::Error;
+
+use crate::{ClaimedJob, Completion, JobId, JobState, Queue, QueueConfig, QueueError};
+
+/// Proves the jobs of one kind: the plug between the queue and an engine.
+///
+/// The queue hands over the job's input bytes; the runner returns the proof
+/// bytes, **already verified** (the queue stores what it is given as the job's
+/// proof). The same runner is called from several threads at once (one per job
+/// in flight), so it shares one engine between them.
+pub trait JobRunner: Send + Sync {
+    /// The job kind this runner proves, as submitted (`synthetic`, `porep-c2`).
+    fn kind(&self) -> &str;
+    /// Proves `job`. An error is recorded with the attempt and the job retried
+    /// until it runs out of attempts; a panic is caught and treated the same.
+    fn run(&self, job: &ClaimedJob) -> Result<Vec<u8>, RunError>;
+}
+
+/// Why a runner could not prove a job (the text goes into the job's errors).
+#[derive(Debug, Error)]
+#[error("{0}")]
+pub struct RunError(pub String);
+
+impl RunError {
+    /// An error and its causes, joined by ": ".
+    pub fn from_error(e: &dyn std::error::Error) -> Self {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            let t = s.to_string();
+            if !text.contains(&t) {
+                text.push_str(": ");
+                text.push_str(&t);
+            }
+            source = s.source();
+        }
+        RunError(text)
+    }
+}
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// This worker's name in the queue (`host:pid` is a good one): it appears in
+    /// the jobs it holds, finishes and fails.
+    pub id: String,
+    pub config: QueueConfig,
+    /// Exit once nothing is left to claim, instead of waiting for more work.
+    pub drain: bool,
+}
+
+/// What a worker did and saw, for its log.
+#[derive(Clone, Debug)]
+pub enum WorkerEvent {
+    /// Connected to the queue: the first time, or again after losing it
+    /// (`reconnect`), after `failed` unsuccessful tries.
+    Connected { reconnect: bool, failed: u32 },
+    /// A statement or connection failed; the worker will reconnect.
+    ConnectionLost { error: String },
+    Claimed {
+        job: JobId,
+        kind: String,
+        attempt: i32,
+    },
+    /// The proof was written (or, after a lost lease, found already written).
+    Done {
+        job: JobId,
+        completion: Completion,
+        seconds: f64,
+    },
+    /// The attempt failed; `state` is the job's afterwards (queued again, or failed).
+    Failed {
+        job: JobId,
+        error: String,
+        state: JobState,
+    },
+    /// The lease could not be renewed: another worker may have the job now.
+    LeaseLost { job: JobId },
+    /// Jobs whose lease expired on their last attempt were marked failed.
+    ExpiredFailed { jobs: u64 },
+}
+
+/// Counts of a worker's run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WorkerStats {
+    /// Proofs written as the job's.
+    pub done: u64,
+    /// Attempts that failed.
+    pub failed: u64,
+    /// Proofs finished after another worker's had been written (discarded).
+    pub late: u64,
+    /// Seconds the runners spent proving, summed over jobs.
+    pub run_seconds: f64,
+    /// Seconds spent in the queue's statements for jobs (the claims that got
+    /// one, the write-backs), summed over jobs: the queue's own cost.
+    pub queue_seconds: f64,
+}
+
+type OnEvent = Arc<dyn Fn(&WorkerEvent) + Send + Sync>;
+
+/// A worker: `jobs_in_flight` threads claiming and proving, one renewing leases.
+pub struct Worker {
+    url: String,
+    options: WorkerOptions,
+    runners: HashMap<String, Arc<dyn JobRunner>>,
+    on_event: OnEvent,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("options", &self.options)
+            .field("kinds", &self.runners.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the threads of one worker share.
+struct Shared {
+    stop: AtomicBool,
+    /// Jobs held now, with the lease keeper's view of them.
+    held: Mutex<HashSet<JobId>>,
+    /// Wakes the lease keeper early when stopping.
+    wake: Condvar,
+    done: AtomicU64,
+    failed: AtomicU64,
+    late: AtomicU64,
+    run_ns: AtomicU64,
+    queue_ns: AtomicU64,
+}
+
+fn add_time(counter: &AtomicU64, since: Instant) {
+    counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
+
+impl Worker {
+    /// A worker for `url` proving the kinds of `runners`; `on_event` sees every
+    /// [`WorkerEvent`] (from several threads). The URL is checked here; the
+    /// database need not be up yet.
+    pub fn new(
+        url: &str,
+        options: WorkerOptions,
+        runners: Vec<Arc<dyn JobRunner>>,
+        on_event: impl Fn(&WorkerEvent) + Send + Sync + 'static,
+    ) -> Result<Worker, QueueError> {
+        url.parse::<postgres::Config>().map_err(QueueError::Url)?;
+        Ok(Worker {
+            url: url.to_string(),
+            options,
+            runners: runners
+                .into_iter()
+                .map(|r| (r.kind().to_string(), r))
+                .collect(),
+            on_event: Arc::new(on_event),
+        })
+    }
+
+    /// Runs until `stop` is set (or, with `drain`, until nothing is left to
+    /// claim). A job held when `stop` is set is finished and written first.
+    pub fn run(&self, stop: &AtomicBool) -> WorkerStats {
+        let shared = Shared {
+            stop: AtomicBool::new(false),
+            held: Mutex::new(HashSet::new()),
+            wake: Condvar::new(),
+            done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            run_ns: AtomicU64::new(0),
+            queue_ns: AtomicU64::new(0),
+        };
+        std::thread::scope(|s| {
+            let keeper = s.spawn(|| self.keep_leases(&shared));
+            let slots: Vec<_> = (0..self.options.config.jobs_in_flight)
+                .map(|_| s.spawn(|| self.slot(&shared, stop)))
+                .collect();
+            for slot in slots {
+                // A slot catches its runner's panics; a panic here is the queue's
+                // own bug, and the other slots go on.
+                let _ = slot.join();
+            }
+            shared.stop.store(true, Ordering::SeqCst);
+            shared.wake.notify_all();
+            let _ = keeper.join();
+        });
+        WorkerStats {
+            done: shared.done.load(Ordering::SeqCst),
+            failed: shared.failed.load(Ordering::SeqCst),
+            late: shared.late.load(Ordering::SeqCst),
+            run_seconds: shared.run_ns.load(Ordering::SeqCst) as f64 * 1e-9,
+            queue_seconds: shared.queue_ns.load(Ordering::SeqCst) as f64 * 1e-9,
+        }
+    }
+
+    fn emit(&self, e: WorkerEvent) {
+        (self.on_event)(&e);
+    }
+
+    /// A connection, made again as often as needed (backing off up to 2 s);
+    /// `false` once `stop` says to give up. `ever` says whether this thread had
+    /// one before (so the event says "reconnected").
+    fn connect(&self, conn: &mut Option<Queue>, ever: &mut bool, stop: &dyn Fn() -> bool) -> bool {
+        if conn.as_ref().is_some_and(|q| !q.is_closed()) {
+            return true;
+        }
+        *conn = None;
+        let mut attempt = 0u32;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if stop() {
+                return false;
+            }
+            match Queue::connect(&self.url) {
+                Ok(q) => {
+                    self.emit(WorkerEvent::Connected {
+                        reconnect: *ever,
+                        failed: attempt,
+                    });
+                    *ever = true;
+                    *conn = Some(q);
+                    return true;
+                }
+                Err(e) => {
+                    if attempt == 0 {
+                        self.emit(WorkerEvent::ConnectionLost {
+                            error: e.to_string(),
+                        });
+                    }
+                    attempt += 1;
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    fn lost(&self, conn: &mut Option<Queue>, e: QueueError) {
+        self.emit(WorkerEvent::ConnectionLost {
+            error: e.to_string(),
+        });
+        *conn = None;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    /// One job at a time: claim, run, write back.
+    fn slot(&self, shared: &Shared, stop: &AtomicBool) {
+        let kinds: Vec<String> = self.runners.keys().cloned().collect();
+        let cfg = &self.options.config;
+        let stopping = || stop.load(Ordering::SeqCst);
+        let mut conn: Option<Queue> = None;
+        let mut ever = false;
+        while !stopping() {
+            if !self.connect(&mut conn, &mut ever, &stopping) {
+                return;
+            }
+            let q = conn.as_mut().expect("connected");
+            match q.fail_expired() {
+                Ok(0) => {}
+                Ok(jobs) => self.emit(WorkerEvent::ExpiredFailed { jobs }),
+                Err(e) => {
+                    self.lost(&mut conn, e);
+                    continue;
+                }
+            }
+            let claim_start = Instant::now();
+            let job = match q.claim(&self.options.id, &kinds, cfg.lease()) {
+                Ok(Some(job)) => {
+                    add_time(&shared.queue_ns, claim_start);
+                    job
+                }
+                Ok(None) if self.options.drain => return,
+                Ok(None) => {
+                    std::thread::sleep(Duration::from_millis(cfg.poll_ms));
+                    continue;
+                }
+                Err(e) => {
+                    self.lost(&mut conn, e);
+                    continue;
+                }
+            };
+            self.emit(WorkerEvent::Claimed {
+                job: job.id,
+                kind: job.kind.clone(),
+                attempt: job.attempt,
+            });
+            shared.held.lock().expect("held").insert(job.id);
+            let start = Instant::now();
+            let result = match self.runners.get(&job.kind) {
+                Some(runner) => {
+                    catch_unwind(AssertUnwindSafe(|| runner.run(&job))).unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "a panic".into());
+                        Err(RunError(format!(
+                            "the {} runner panicked: {what}",
+                            job.kind
+                        )))
+                    })
+                }
+                None => Err(RunError(format!("no runner for kind {}", job.kind))),
+            };
+            add_time(&shared.run_ns, start);
+            self.write_back(shared, &mut conn, &mut ever, &job, result, start);
+            shared.held.lock().expect("held").remove(&job.id);
+        }
+    }
+
+    /// Writes a job's outcome, reconnecting until it is written (a proof is never
+    /// dropped because the database restarted): the worker stops only after.
+    fn write_back(
+        &self,
+        shared: &Shared,
+        conn: &mut Option<Queue>,
+        ever: &mut bool,
+        job: &ClaimedJob,
+        result: Result<Vec<u8>, RunError>,
+        start: Instant,
+    ) {
+        let never = || false;
+        let write_start = Instant::now();
+        loop {
+            self.connect(conn, ever, &never);
+            let q = conn.as_mut().expect("connected");
+            let written = match &result {
+                Ok(proof) => q.complete(job.id, &self.options.id, proof).map(|c| {
+                    match c {
+                        Completion::Written => shared.done.fetch_add(1, Ordering::SeqCst),
+                        _ => shared.late.fetch_add(1, Ordering::SeqCst),
+                    };
+                    WorkerEvent::Done {
+                        job: job.id,
+                        completion: c,
+                        seconds: start.elapsed().as_secs_f64(),
+                    }
+                }),
+                Err(e) => q.fail(job.id, &self.options.id, &e.0).map(|state| {
+                    shared.failed.fetch_add(1, Ordering::SeqCst);
+                    WorkerEvent::Failed {
+                        job: job.id,
+                        error: e.0.clone(),
+                        state,
+                    }
+                }),
+            };
+            match written {
+                Ok(event) => {
+                    add_time(&shared.queue_ns, write_start);
+                    return self.emit(event);
+                }
+                Err(e) if e.is_connection_lost() => self.lost(conn, e),
+                Err(e) => {
+                    // The job is gone (deleted by hand) or the statement is
+                    // wrong: nothing a retry fixes.
+                    self.emit(WorkerEvent::ConnectionLost {
+                        error: format!("job {}: {e}", job.id),
+                    });
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Renews every held lease each `renew_every`, on a connection of its own.
+    fn keep_leases(&self, shared: &Shared) {
+        let cfg = &self.options.config;
+        let stopping = || shared.stop.load(Ordering::SeqCst);
+        let mut conn: Option<Queue> = None;
+        let mut ever = false;
+        let mut lost: HashSet<JobId> = HashSet::new();
+        loop {
+            {
+                let held = shared.held.lock().expect("held");
+                let (held, _) = shared
+                    .wake
+                    .wait_timeout(held, cfg.renew_every())
+                    .expect("held");
+                drop(held);
+            }
+            if stopping() {
+                return;
+            }
+            let ids: Vec<JobId> = shared.held.lock().expect("held").iter().copied().collect();
+            lost.retain(|id| ids.contains(id));
+            if ids.is_empty() || !self.connect(&mut conn, &mut ever, &stopping) {
+                continue;
+            }
+            let q = conn.as_mut().expect("connected");
+            for id in ids {
+                match q.renew(id, &self.options.id, cfg.lease()) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if lost.insert(id) {
+                            self.emit(WorkerEvent::LeaseLost { job: id });
+                        }
+                    }
+                    Err(e) => {
+                        self.lost(&mut conn, e);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! The queue's statements against a real PostgreSQL: concurrent migrations,
+//! claim order, SKIP LOCKED under contention, lease expiry, idempotent
+//! completion, bounded failures, and the worker loop with its leases.
+
+mod common;
+
+use std::{
+    collections::HashSet,
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use cuzk_queue::{
+    ClaimedJob, Completion, JobRunner, JobState, Queue, QueueConfig, RunError, Submission, Worker,
+    WorkerEvent, WorkerOptions, MIGRATIONS,
+};
+
+fn kinds(k: &[&str]) -> Vec<String> {
+    k.iter().map(|s| s.to_string()).collect()
+}
+
+fn job(kind: &str, input: &[u8], priority: i32, max_attempts: u32) -> Submission {
+    Submission {
+        kind: kind.into(),
+        input: input.to_vec(),
+        priority,
+        max_attempts,
+    }
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+
+#[test]
+fn workers_starting_together_apply_each_migration_once() {
+    let Some(url) = common::fresh_database("migrate") else {
+        return;
+    };
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || Queue::connect(&url).map(|_| ()))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows = c
+        .query(
+            "SELECT version, name FROM cuzk_migrations ORDER BY version",
+            &[],
+        )
+        .unwrap();
+    let got: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let want: Vec<(i32, String)> = MIGRATIONS.iter().map(|m| (m.0, m.1.to_string())).collect();
+    assert_eq!(got, want);
+    // And again: nothing to apply.
+    assert!(cuzk_queue::migrate(&mut c).unwrap().is_empty());
+    // A database newer than this build is refused.
+    c.execute(
+        "INSERT INTO cuzk_migrations (version, name) VALUES (9999, 'future')",
+        &[],
+    )
+    .unwrap();
+    let err = Queue::connect(&url).unwrap_err();
+    assert!(err.to_string().contains("9999"), "{err}");
+}
+
+#[test]
+fn claims_go_by_priority_then_submission_and_only_for_known_kinds() {
+    let Some(url) = common::fresh_database("order") else {
+        return;
+    };
+    let mut q = Queue::connect(&url).unwrap();
+    let a = q.submit(&job("k", b"a", 0, 3)).unwrap();
+    let b = q.submit(&job("k", b"b", 5, 3)).unwrap();
+    let c = q.submit(&job("k", b"c", 5, 3)).unwrap();
+    let other = q.submit(&job("other", b"o", 9, 3)).unwrap();
+    let d = q.submit(&job("k", b"d", -1, 3)).unwrap();
+    let mut order = Vec::new();
+    while let Some(j) = q.claim("w", &kinds(&["k"]), LEASE).unwrap() {
+        assert_eq!(j.attempt, 1);
+        assert_eq!(j.kind, "k");
+        order.push(j.id);
+    }
+    assert_eq!(order, [b, c, a, d]);
+    let s = q.status(other).unwrap();
+    assert_eq!(s.state, JobState::Queued);
+    assert_eq!(s.attempts, 0);
+    assert!(matches!(
+        q.submit(&job("k", b"", 0, 0)),
+        Err(cuzk_queue::QueueError::BadSubmission { .. })
+    ));
+    assert!(matches!(
+        q.status(123456),
+        Err(cuzk_queue::QueueError::NoSuchJob(123456))
+    ));
+}
+
+#[test]
+fn concurrent_claimers_never_take_the_same_job() {
+    let Some(url) = common::fresh_database("contend") else {
+        return;
+    };
+    let mut q = Queue::connect(&url).unwrap();
+    let n = 200;
+    let submitted: HashSet<i64> = (0..n)
+        .map(|i| q.submit(&job("k", &[i as u8], 0, 1)).unwrap())
+        .collect();
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut q = Queue::connect(&url).unwrap();
+                let mut mine = Vec::new();
+                while let Some(j) = q.claim(&format!("w{t}"), &kinds(&["k"]), LEASE).unwrap() {
+                    mine.push(j.id);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in threads {
+        all.extend(t.join().unwrap());
+    }
+    assert_eq!(all.len(), n, "every job claimed exactly once");
+    assert_eq!(all.into_iter().collect::<HashSet<_>>(), submitted);
+}
+
+#[test]
+fn an_expired_lease_is_claimed_again_and_completion_is_idempotent() {
+    let Some(url) = common::fresh_database("lease") else {
+        return;
+    };
+    let mut q = Queue::connect(&url).unwrap();
+    let id = q.submit(&job("k", b"x", 0, 3)).unwrap();
+    let short = Duration::from_millis(500);
+    let first = q.claim("w1", &kinds(&["k"]), short).unwrap().unwrap();
+    assert_eq!(first.id, id);
+    assert!(q.renew(id, "w1", short).unwrap());
+    // Held: nobody else gets it.
+    assert!(q.claim("w2", &kinds(&["k"]), LEASE).unwrap().is_none());
+    std::thread::sleep(Duration::from_millis(800));
+    let second = q.claim("w2", &kinds(&["k"]), LEASE).unwrap().unwrap();
+    assert_eq!((second.id, second.attempt), (id, 2));
+    // w1 has lost it.
+    assert!(!q.renew(id, "w1", short).unwrap());
+    let s = q.status(id).unwrap();
+    assert_eq!(s.worker.as_deref(), Some("w2"));
+    assert_eq!(s.errors.len(), 1);
+    assert!(
+        s.errors[0].contains("attempt 1 on w1") && s.errors[0].contains("lease expired"),
+        "{:?}",
+        s.errors
+    );
+
+    // w1 finishes anyway and writes first: its verified proof is the job's.
+    assert_eq!(
+        q.complete(id, "w1", b"proof-1").unwrap(),
+        Completion::Written
+    );
+    // w2's write of the same bytes is harmless; of other bytes, discarded.
+    assert_eq!(
+        q.complete(id, "w2", b"proof-1").unwrap(),
+        Completion::AlreadyDone { same: true }
+    );
+    assert_eq!(
+        q.complete(id, "w2", b"proof-2").unwrap(),
+        Completion::AlreadyDone { same: false }
+    );
+    let s = q.status(id).unwrap();
+    assert_eq!(s.state, JobState::Done);
+    assert_eq!(s.proof.as_deref(), Some(&b"proof-1"[..]));
+    assert_eq!(s.done_by.as_deref(), Some("w1"));
+    assert_eq!(s.writes, 3);
+    assert!(s.worker.is_none());
+    // A late failure report changes nothing but the errors.
+    assert_eq!(q.fail(id, "w2", "late").unwrap(), JobState::Done);
+    assert!(q.claim("w3", &kinds(&["k"]), LEASE).unwrap().is_none());
+}
+
+#[test]
+fn a_job_fails_for_good_after_its_attempts_with_every_error() {
+    let Some(url) = common::fresh_database("attempts") else {
+        return;
+    };
+    let mut q = Queue::connect(&url).unwrap();
+    let id = q.submit(&job("k", b"bad", 0, 3)).unwrap();
+    for attempt in 1..=3 {
+        let j = q.claim("w", &kinds(&["k"]), LEASE).unwrap().unwrap();
+        assert_eq!((j.id, j.attempt), (id, attempt));
+        let after = q
+            .fail(id, "w", &format!("input is bad ({attempt})"))
+            .unwrap();
+        let want = if attempt < 3 {
+            JobState::Queued
+        } else {
+            JobState::Failed
+        };
+        assert_eq!(after, want);
+    }
+    assert!(q.claim("w", &kinds(&["k"]), LEASE).unwrap().is_none());
+    let s = q.status(id).unwrap();
+    assert_eq!((s.state, s.attempts), (JobState::Failed, 3));
+    assert_eq!(
+        s.errors,
+        [
+            "attempt 1 on w: input is bad (1)",
+            "attempt 2 on w: input is bad (2)",
+            "attempt 3 on w: input is bad (3)"
+        ]
+    );
+    // A proof arriving after the job failed is discarded.
+    assert_eq!(
+        q.complete(id, "w", b"p").unwrap(),
+        Completion::AlreadyFailed
+    );
+
+    // A job whose worker dies on its last attempt is failed, not held for ever.
+    let id = q.submit(&job("k", b"x", 0, 1)).unwrap();
+    q.claim("dead", &kinds(&["k"]), Duration::from_millis(500))
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.fail_expired().unwrap(), 0);
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(q.claim("w", &kinds(&["k"]), LEASE).unwrap().is_none());
+    assert_eq!(q.fail_expired().unwrap(), 1);
+    let s = q.status(id).unwrap();
+    assert_eq!(s.state, JobState::Failed);
+    assert!(
+        s.errors[0].contains("on dead: lease expired"),
+        "{:?}",
+        s.errors
+    );
+}
+
+/// Reverses its input after `delay`; fails on input "bad"; panics on "panic".
+struct Reverse {
+    delay: Duration,
+    calls: AtomicUsize,
+}
+
+impl JobRunner for Reverse {
+    fn kind(&self) -> &str {
+        "reverse"
+    }
+    fn run(&self, job: &ClaimedJob) -> Result<Vec<u8>, RunError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        match &job.input[..] {
+            b"bad" => Err(RunError("the input is bad".into())),
+            b"panic" => panic!("the runner fell over"),
+            x => Ok(x.iter().rev().copied().collect()),
+        }
+    }
+}
+
+#[test]
+fn the_worker_loop_proves_fails_renews_and_catches_panics() {
+    let Some(url) = common::fresh_database("worker") else {
+        return;
+    };
+    let mut q = Queue::connect(&url).unwrap();
+    let good: Vec<i64> = (0..10u8)
+        .map(|i| q.submit(&job("reverse", &[i, 1, 2], 0, 2)).unwrap())
+        .collect();
+    let bad = q.submit(&job("reverse", b"bad", 0, 2)).unwrap();
+    let panics = q.submit(&job("reverse", b"panic", 0, 1)).unwrap();
+    // One job outlives several leases: renewal must keep it.
+    let slow = q.submit(&job("reverse", b"slow", 0, 1)).unwrap();
+    let runner = Arc::new(Reverse {
+        delay: Duration::from_millis(20),
+        calls: AtomicUsize::new(0),
+    });
+    let slow_runner = Arc::new(SlowOnce {
+        inner: runner.clone(),
+    });
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let worker = Worker::new(
+        &url,
+        WorkerOptions {
+            id: "w".into(),
+            config: QueueConfig {
+                lease_secs: 0.6,
+                poll_ms: 50,
+                jobs_in_flight: 3,
+                max_attempts: 2,
+            },
+            drain: true,
+        },
+        vec![slow_runner],
+        move |e| seen.lock().unwrap().push(e.clone()),
+    )
+    .unwrap();
+    let stats = worker.run(&AtomicBool::new(false));
+    assert_eq!(stats.done, 11);
+    assert_eq!(stats.failed, 3);
+    assert_eq!(stats.late, 0);
+    for (i, id) in good.iter().enumerate() {
+        let s = q.status(*id).unwrap();
+        assert_eq!(s.state, JobState::Done);
+        assert_eq!(s.proof.unwrap(), [2, 1, i as u8]);
+        assert_eq!((s.attempts, s.writes), (1, 1));
+    }
+    let s = q.status(slow).unwrap();
+    assert_eq!((s.state, s.attempts), (JobState::Done, 1), "{:?}", s.errors);
+    let s = q.status(bad).unwrap();
+    assert_eq!((s.state, s.attempts), (JobState::Failed, 2));
+    assert!(s.errors.iter().all(|e| e.ends_with("the input is bad")));
+    let s = q.status(panics).unwrap();
+    assert_eq!(s.state, JobState::Failed);
+    assert!(
+        s.errors[0].contains("panicked: the runner fell over"),
+        "{:?}",
+        s.errors
+    );
+    let events = events.lock().unwrap();
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, WorkerEvent::LeaseLost { .. })));
+}
+
+/// `Reverse`, but input "slow" takes 2 s: longer than three leases of 0.6 s.
+struct SlowOnce {
+    inner: Arc<Reverse>,
+}
+
+impl JobRunner for SlowOnce {
+    fn kind(&self) -> &str {
+        self.inner.kind()
+    }
+    fn run(&self, job: &ClaimedJob) -> Result<Vec<u8>, RunError> {
+        if job.input == b"slow" {
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        self.inner.run(job)
+    }
+}
+
+#[test]
+fn the_url_is_checked_before_anything_runs() {
+    let err = Worker::new(
+        "postgres://host:notaport/db",
+        WorkerOptions {
+            id: "w".into(),
+            config: QueueConfig::default(),
+            drain: true,
+        },
+        vec![],
+        |_| {},
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("URL"), "{err}");
+}

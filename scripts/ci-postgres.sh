@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL server for the queue's tests (and for trying the queue
+# by hand): Debian's `postgresql` package, a cluster of its own in DIR, listening
+# on a free loopback port with trust authentication, nothing else.
+#
+#   bash scripts/ci-postgres.sh start [DIR]    # prints the server's URL
+#   bash scripts/ci-postgres.sh restart [DIR]  # same cluster, same port
+#   bash scripts/ci-postgres.sh stop [DIR]     # stops it and removes DIR
+#
+# DIR defaults to a folder under /tmp named after this checkout. As root the
+# server runs as the `postgres` user (postgres refuses to run as root); as anyone
+# else it runs as that user. scripts/test.sh starts one, exports its URL as
+# CUZK_TEST_PG_URL and stops it when the tests end.
+set -euo pipefail
+
+cmd=${1:?usage: ci-postgres.sh start|restart|stop [DIR]}
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${2:-/tmp/cuzk-pg-$(printf %s "$root" | cksum | cut -d' ' -f1)}
+
+pg_bin() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
+  if [ -z "$d" ] || [ ! -x "$d/initdb" ]; then
+    return 1
+  fi
+  echo "$d"
+}
+
+bin=$(pg_bin || true)
+if [ -z "$bin" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "ci-postgres: PostgreSQL is not installed and this user cannot install it (apt-get install postgresql)" >&2
+    exit 1
+  fi
+  echo "ci-postgres: installing Debian's postgresql package" >&2
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+  bin=$(pg_bin)
+fi
+
+# The user that owns the cluster when this runs as root: Debian's package makes
+# `postgres`; on a machine without it, `nobody`.
+owner=postgres
+getent passwd postgres >/dev/null || owner=nobody
+
+# Runs a PostgreSQL tool as the user that owns the cluster.
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u "$owner" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+port_free() {
+  ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+case "$cmd" in
+  start)
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown "$owner": "$dir"
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+      as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 \
+        --no-sync >"$dir/initdb.log" 2>&1 || {
+        cat "$dir/initdb.log" >&2
+        exit 1
+      }
+    fi
+    if [ ! -f "$dir/port" ]; then
+      port=$((55000 + RANDOM % 5000))
+      while ! port_free "$port"; do port=$((port + 1)); done
+      echo "$port" >"$dir/port"
+    fi
+    port=$(cat "$dir/port")
+    # Already running (a run that did not stop it): reuse it.
+    if as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+      echo "postgres://postgres@127.0.0.1:$port/postgres"
+      exit 0
+    fi
+    # fsync off: a test cluster loses nothing worth keeping in a crash, and the
+    # CI machine's disk is shared.
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" \
+      start >/dev/null || {
+      cat "$dir/server.log" >&2
+      exit 1
+    }
+    echo "postgres://postgres@127.0.0.1:$port/postgres"
+    ;;
+  restart)
+    port=$(cat "$dir/port")
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -m fast \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" \
+      restart >/dev/null
+    echo "postgres://postgres@127.0.0.1:$port/postgres"
+    ;;
+  stop)
+    if [ -f "$dir/data/PG_VERSION" ]; then
+      as_owner "$bin/pg_ctl" -D "$dir/data" -w -t 60 -m fast stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$dir"
+    ;;
+  *)
+    echo "usage: ci-postgres.sh start|restart|stop [DIR]" >&2
+    exit 2
+    ;;
+esac

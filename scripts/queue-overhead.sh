@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The queue's overhead per job against the engine alone, same jobs, same run:
+# N synthetic jobs through one `cuzk worker --drain` on a throwaway PostgreSQL on
+# loopback. The worker's last line splits its time into proving (the engine,
+# summed over jobs) and the queue's statements (claims that got a job and
+# write-backs, summed over jobs), and gives the statements' ms per job.
+#
+#   bash scripts/queue-overhead.sh [JOBS] [LOG] [JOBS_IN_FLIGHT] [worker flags...]
+#   defaults: 100 jobs of a 2^10 multiplication chain, 1 job in flight
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${1:-100}
+log=${2:-10}
+inflight=${3:-1}
+shift $(( $# < 3 ? $# : 3 ))
+C=${CUZK:-target/release/cuzk}
+pg=/tmp/cuzk-pg-overhead-$$
+trap 'bash scripts/ci-postgres.sh stop $pg' EXIT
+Q=$(bash scripts/ci-postgres.sh start $pg)
+# Parameters before the clock starts.
+$C prove --circuit mul --log "$log" --out /tmp/cuzk-overhead-warm.proof >/dev/null
+$C queue submit --queue "$Q" synthetic --circuit mul --log "$log" --count "$jobs" >/dev/null
+# Warm the engine's shape (R1CS, SRS) with one job first, so the run measures
+# steady state: submitted last at top priority, claimed first.
+$C queue submit --queue "$Q" --priority 1 synthetic --circuit mul --log "$log" --seed 999999 >/dev/null
+$C worker --queue "$Q" --drain --poll-ms 100 --jobs-in-flight "$inflight" "$@" 2>&1 | tail -n 1
+$C queue status --queue "$Q"
