@@ -165,7 +165,7 @@ fn main() -> Result<()> {
     let t0 = Instant::now();
     let porep_jobs: Vec<_> = prepared
         .into_iter()
-        .map(|p| p.submit(&engine, Priority::Normal.level()))
+        .map(|p| p.submit(&engine, 0))
         .collect();
     let t = Instant::now();
     let job = prover.submit_winning_post(&engine, winning_request.clone(), Priority::Critical)?;

@@ -37,39 +37,22 @@ pub trait CircuitKind {
     }
 }
 
-/// How urgent a proof is. The engine's queues serve a higher priority first (where
-/// the engine has priorities; see [`KindJob`]). WinningPoSt must land within an epoch,
-/// so it is [`Priority::Critical`] by default; WindowPoSt, due within its deadline,
-/// [`Priority::High`]; PoRep and SnapDeals [`Priority::Normal`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Priority {
-    Low,
-    #[default]
-    Normal,
-    High,
-    Critical,
-}
+/// How urgent a proof is: the engine's own priority (its queues serve a higher one
+/// first). WinningPoSt must land within an epoch, so it is `Critical` by default;
+/// WindowPoSt, due within its deadline, `High`; PoRep and SnapDeals `Normal`.
+pub use cuzk_scheduler::Priority;
 
-impl Priority {
-    /// The integer the engine's submit takes (higher first).
-    pub fn level(self) -> i32 {
-        self as i32
-    }
-}
-
-impl std::str::FromStr for Priority {
-    type Err = FilecoinError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "low" => Ok(Priority::Low),
-            "normal" => Ok(Priority::Normal),
-            "high" => Ok(Priority::High),
-            "critical" => Ok(Priority::Critical),
-            _ => Err(FilecoinError::Unsupported {
-                proof: s.to_string(),
-                reason: "not a priority (low, normal, high, critical)",
-            }),
-        }
+/// Parses `low`, `normal`, `high` or `critical`.
+pub fn parse_priority(s: &str) -> Result<Priority, FilecoinError> {
+    match s {
+        "low" => Ok(Priority::Low),
+        "normal" => Ok(Priority::Normal),
+        "high" => Ok(Priority::High),
+        "critical" => Ok(Priority::Critical),
+        _ => Err(FilecoinError::Unsupported {
+            proof: s.to_string(),
+            reason: "not a priority (low, normal, high, critical)",
+        }),
     }
 }
 
@@ -181,14 +164,13 @@ pub(crate) fn blinding_pairs(
     Ok(pairs)
 }
 
-/// Submits a kind's job to the engine at `priority`.
-// The engine in this tree has no job priorities yet (helper "lib" adds
-// `JobSpec::priority`); until it lands the priority is carried on the job only.
+/// Submits a kind's job to the engine at `priority` (every queue of the engine
+/// orders by priority first).
 pub(crate) fn submit(
     engine: &cuzk::pipeline::PipelineEngine,
-    spec: cuzk_scheduler::JobSpec,
+    mut spec: cuzk_scheduler::JobSpec,
     priority: Priority,
 ) -> JobHandle {
-    let _ = priority;
+    spec.priority = priority;
     engine.submit(spec)
 }

@@ -63,7 +63,7 @@ pub use prover::{
 };
 pub use seal::{seal_test_sector, SealedSector};
 pub use shape::BlankUser;
-pub use kind::{CircuitKind, KindJob, KindOutput, Priority};
+pub use kind::{parse_priority, CircuitKind, KindJob, KindOutput, Priority};
 pub use kinds_inputs::{post_test_inputs, snap_test_inputs, PostInputs};
 pub use post::{
     parse_post_proof, post_proof_name, verify_window_post_partition, verify_winning_post_proof,
