@@ -134,12 +134,43 @@ fn blank<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, U: BlankUser>(
     size: u64,
     user: U,
 ) -> Result<U::Out, FilecoinError> {
-    let pp = PublicParams::from_sector_size(size);
-    let circuit = <EmptySectorUpdateCompound<Tree> as CompoundProof<
-        EmptySectorUpdate<Tree>,
-        EmptySectorUpdateCircuit<Tree>,
-    >>::blank_circuit(&pp);
-    Ok(user.with(circuit))
+    Ok(user.with(BlankUpdate::<Tree> {
+        size,
+        _tree: std::marker::PhantomData,
+    }))
+}
+
+/// The update's blank circuit, made by the compound's `blank_circuit` when it is
+/// synthesized: `EmptySectorUpdateCircuit` is not `Clone`, which parameter generation
+/// (synthesizing the blank circuit more than once) needs.
+struct BlankUpdate<Tree> {
+    size: u64,
+    _tree: std::marker::PhantomData<fn() -> Tree>,
+}
+
+impl<Tree> Clone for BlankUpdate<Tree> {
+    fn clone(&self) -> Self {
+        Self {
+            size: self.size,
+            _tree: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> bellpepper_core::Circuit<Scalar>
+    for BlankUpdate<Tree>
+{
+    fn synthesize<CS: bellpepper_core::ConstraintSystem<Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellpepper_core::SynthesisError> {
+        let pp = PublicParams::from_sector_size(self.size);
+        <EmptySectorUpdateCompound<Tree> as CompoundProof<
+            EmptySectorUpdate<Tree>,
+            EmptySectorUpdateCircuit<Tree>,
+        >>::blank_circuit(&pp)
+        .synthesize(cs)
+    }
 }
 
 /// One SnapDeals update proof to make.
