@@ -111,6 +111,49 @@ pub enum FilecoinError {
     /// directory, which is not the one this prover reads parameters from.
     #[error("parameters are read from {} but filecoin-proofs' verifier reads verifying keys from {} ({PARAMETER_CACHE_VAR}); set {PARAMETER_CACHE_VAR} to the same directory", ours.display(), theirs.display())]
     ParameterDirConflict { ours: PathBuf, theirs: PathBuf },
+    /// A commitment or the randomness is not 32 bytes.
+    #[error("{what} must be {expected} bytes, it is {actual}")]
+    InputLength {
+        what: &'static str,
+        expected: usize,
+        actual: usize,
+    },
+    /// The number of vanilla proofs is not what the proof type takes (SnapDeals: one per
+    /// partition; WindowPoSt: 1 to the sectors of a partition; WinningPoSt: one per
+    /// challenged sector).
+    #[error("{proof} takes {expected} vanilla proofs (WindowPoSt: at most), {actual} were given")]
+    VanillaCount {
+        proof: String,
+        expected: usize,
+        actual: usize,
+    },
+    /// A vanilla proof is not bincode of the proof type's vanilla proof.
+    #[error("vanilla proof {index} does not decode as a {proof} vanilla proof (bincode): {message}")]
+    VanillaDecode {
+        proof: String,
+        index: usize,
+        message: String,
+    },
+    /// A vanilla proof decodes but is of another shape (another sector size).
+    #[error("vanilla proof {index} is not of {proof}'s shape (another sector size?): {message}")]
+    VanillaShape {
+        proof: String,
+        index: usize,
+        message: String,
+    },
+    /// filecoin-proofs refused the vanilla proofs (they do not answer this
+    /// randomness's challenges, or were made for another partition or sector).
+    #[error("filecoin-proofs refused the {proof} vanilla proofs: {message}")]
+    VanillaRejected { proof: String, message: String },
+    /// A WindowPoSt partition index beyond what a deadline can hold.
+    #[error("partition index {index} is out of range: a deadline holds at most {limit} partitions")]
+    PartitionIndex { index: usize, limit: usize },
+    /// filecoin-proofs' verifier rejected a SnapDeals or PoSt proof: it is never returned.
+    #[error("the {proof} proof does not verify with filecoin-proofs' {verifier}")]
+    Rejected {
+        proof: String,
+        verifier: &'static str,
+    },
     /// Sealing a test sector failed (`cuzk c1`).
     #[error("sealing the test sector failed in {step}: {message}")]
     Seal { step: &'static str, message: String },

@@ -36,12 +36,17 @@
 mod shape;
 mod error;
 mod input;
+mod kind;
+mod kinds_inputs;
 mod params;
 mod prover;
 pub mod reference;
+pub mod reference_kinds;
 mod seal;
 mod shape_only;
 pub mod service_kind;
+mod snap;
+mod post;
 
 pub use cuzk_scheduler::Priority;
 pub use error::{FilecoinError, PARAMETER_CACHE_VAR};
@@ -59,6 +64,17 @@ pub use prover::{
     PorepRequest, PreparedPorep, ProverConfig,
 };
 pub use seal::{seal_test_sector, SealedSector};
+pub use shape::BlankUser;
+pub use kind::{parse_priority, CircuitKind, KindJob, KindOutput, Priority};
+pub use kinds_inputs::{post_test_inputs, snap_test_inputs, PostInputs};
+pub use post::{
+    parse_post_proof, post_proof_name, verify_window_post_partition, verify_winning_post_proof,
+    PostKind, WindowPostRequest, WinningPostRequest, ALL_POST, MAX_PARTITIONS_PER_DEADLINE,
+};
+pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
+pub use snap::{
+    parse_update_proof, update_proof_name, verify_snap_proof, SnapRequest, UpdateKind, ALL_UPDATE,
+};
 pub use shape_only::{is_shape_only, shape_only_c1, SHAPE_ONLY_TICKET};
 
 /// Bytes of one partition's Groth16 proof (A in G1, B in G2, C in G1, compressed).

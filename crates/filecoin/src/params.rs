@@ -11,10 +11,9 @@ use filecoin_proofs_api::RegisteredSealProof;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use storage_proofs_core::api_version::ApiFeature;
-use storage_proofs_core::parameter_cache::{
-    get_parameter_data, get_verifying_key_data, parameter_id, verifying_key_id,
-};
+use storage_proofs_core::parameter_cache::{get_parameter_data, get_verifying_key_data};
 
+use crate::kind::CircuitKind;
 use crate::shape::{self, BlankUser};
 use crate::{proof_name, FilecoinError};
 
@@ -92,17 +91,29 @@ impl PorepKind {
 
     /// The parameter file's name (`v28-….params`), by filecoin-proofs' own function.
     pub fn params_file(&self) -> String {
-        parameter_id(&self.cache_id)
+        CircuitKind::params_file(self)
     }
 
     /// The verifying key's file name (`v28-….vk`).
     pub fn vk_file(&self) -> String {
-        verifying_key_id(&self.cache_id)
+        CircuitKind::vk_file(self)
     }
 
     /// Bytes of one proof: 192 per partition.
     pub fn proof_len(&self) -> usize {
         self.partitions() * crate::PARTITION_PROOF_LEN
+    }
+}
+
+impl CircuitKind for PorepKind {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn cache_id(&self) -> &str {
+        &self.cache_id
+    }
+    fn with_blank<U: BlankUser>(&self, user: U) -> Result<U::Out, FilecoinError> {
+        shape::with_blank_circuit(&self.config, self.name.clone(), user)
     }
 }
 
@@ -134,11 +145,11 @@ pub fn file_digest(path: &Path) -> Result<String, FilecoinError> {
 /// Checks a parameter or verifying-key file of `kind` in `dir` against the digest
 /// Filecoin's `parameters.json` lists for it (the copy compiled into
 /// storage-proofs-core).
-pub fn check_digest(kind: &PorepKind, dir: &Path, vk: bool) -> Result<(), FilecoinError> {
+pub fn check_digest<K: CircuitKind>(kind: &K, dir: &Path, vk: bool) -> Result<(), FilecoinError> {
     let (file, data) = if vk {
-        (kind.vk_file(), get_verifying_key_data(&kind.cache_id))
+        (kind.vk_file(), get_verifying_key_data(kind.cache_id()))
     } else {
-        (kind.params_file(), get_parameter_data(&kind.cache_id))
+        (kind.params_file(), get_parameter_data(kind.cache_id()))
     };
     let data = data.ok_or_else(|| FilecoinError::DigestUnknown { file: file.clone() })?;
     let path = dir.join(&file);
@@ -158,7 +169,7 @@ pub fn check_digest(kind: &PorepKind, dir: &Path, vk: bool) -> Result<(), Fileco
 /// downloaded) and
 /// writes the `.params` and `.vk` files under their official names in `dir`.
 /// Returns the `.params` path.
-pub fn generate_params(kind: &PorepKind, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
+pub fn generate_params<K: CircuitKind>(kind: &K, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
     struct Gen(u64);
     impl BlankUser for Gen {
         type Out = Result<cuzk_params::Parameters<blstrs::Bls12>, cuzk_params::ParamsError>;
@@ -170,7 +181,7 @@ pub fn generate_params(kind: &PorepKind, dir: &Path, seed: u64) -> Result<PathBu
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| FilecoinError::io("creating", dir, e))?;
-    let params = shape::with_blank_circuit(&kind.config, kind.name.clone(), Gen(seed))?.map_err(
+    let params = kind.with_blank(Gen(seed))?.map_err(
         |source| FilecoinError::ParamsRead {
             path: dir.join(kind.params_file()),
             source,
@@ -204,7 +215,7 @@ fn write_atomically(
 
 /// The parameters of `kind` in `dir`, generated with `seed` if either file is
 /// missing (tests and `cuzk params gen`); returns the `.params` path.
-pub fn ensure_params(kind: &PorepKind, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
+pub fn ensure_params<K: CircuitKind>(kind: &K, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
     let params = dir.join(kind.params_file());
     if params.exists() && dir.join(kind.vk_file()).exists() {
         return Ok(params);

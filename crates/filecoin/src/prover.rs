@@ -14,6 +14,7 @@ use ff::Field;
 use filecoin_proofs_api::RegisteredSealProof;
 use rand::rngs::OsRng;
 
+use crate::kind::CircuitKind;
 use crate::shape::{self, BlankUser, Partition, PartitionsUser, SealPublic};
 use crate::{C1Input, FilecoinError, PorepKind, PARTITION_PROOF_LEN};
 
@@ -120,17 +121,18 @@ impl FilecoinProver {
         &self.config
     }
 
-    fn slot(&self, kind: &PorepKind) -> Arc<Mutex<Slot>> {
+    fn slot<K: CircuitKind>(&self, kind: &K) -> Arc<Mutex<Slot>> {
         self.slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry(kind.cache_id.clone())
+            .entry(kind.cache_id().to_string())
             .or_default()
             .clone()
     }
 
-    /// The R1CS of `kind`, compiled from filecoin-proofs' blank circuit on first use.
-    pub fn r1cs(&self, kind: &PorepKind) -> Result<Arc<R1cs>, FilecoinError> {
+    /// The R1CS of `kind` (any proof type), compiled from filecoin-proofs' blank
+    /// circuit on first use.
+    pub fn r1cs<K: CircuitKind>(&self, kind: &K) -> Result<Arc<R1cs>, FilecoinError> {
         let slot = self.slot(kind);
         let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((r1cs, _)) = &slot.r1cs {
@@ -147,22 +149,22 @@ impl FilecoinProver {
             }
         }
         let t = Instant::now();
-        let r1cs = shape::with_blank_circuit(&kind.config, kind.name.clone(), Compile)?.map_err(
+        let r1cs = kind.with_blank(Compile)?.map_err(
             |source| FilecoinError::Compile {
-                proof: kind.name.clone(),
+                proof: kind.name().to_string(),
                 source,
             },
         )?;
         let r1cs = Arc::new(r1cs);
         let took = t.elapsed();
-        tracing::info!(proof = %kind.name, constraints = r1cs.num_constraints(), ?took, "compiled the circuit");
+        tracing::info!(proof = %kind.name(), constraints = r1cs.num_constraints(), ?took, "compiled the circuit");
         slot.r1cs = Some((r1cs.clone(), took));
         Ok(r1cs)
     }
 
     /// The parameters of `kind`, loaded (memory-mapped and decoded in parallel) on
     /// first use and checked against the compiled circuit.
-    pub fn params(&self, kind: &PorepKind) -> Result<Arc<LoadedParams>, FilecoinError> {
+    pub fn params<K: CircuitKind>(&self, kind: &K) -> Result<Arc<LoadedParams>, FilecoinError> {
         let r1cs = self.r1cs(kind)?;
         let slot = self.slot(kind);
         let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
@@ -388,8 +390,8 @@ fn params_bytes(params: &cuzk_params::Parameters<blstrs::Bls12>) -> u64 {
         + params.b_g2.len() as u64 * 192
 }
 
-fn load_params(
-    kind: &PorepKind,
+fn load_params<K: CircuitKind>(
+    kind: &K,
     config: &ProverConfig,
     r1cs: &R1cs,
 ) -> Result<LoadedParams, FilecoinError> {
@@ -397,7 +399,7 @@ fn load_params(
     if !path.exists() {
         return Err(FilecoinError::ParamsMissing {
             path,
-            proof: kind.name.clone(),
+            proof: kind.name().to_string(),
         });
     }
     if config.check_digest {
@@ -413,7 +415,7 @@ fn load_params(
         })?;
     let mismatch = |detail: String| FilecoinError::ParamsMismatch {
         path: path.clone(),
-        proof: kind.name.clone(),
+        proof: kind.name().to_string(),
         detail,
     };
     if params.vk.ic.len() != r1cs.num_inputs() {

@@ -90,7 +90,7 @@ pub(crate) fn cache_identifier(
 
 /// Runs `f` with the blank circuit of `cfg` (every value `None`): what parameter
 /// generation and the shape compile synthesize.
-pub(crate) trait BlankUser {
+pub trait BlankUser {
     type Out;
     fn with<C: bellpepper_core::Circuit<Scalar> + Clone + Send + 'static>(
         self,

@@ -140,10 +140,10 @@ pub fn compile<C: Circuit<Scalar>>(circuit: C) -> Result<Compiled, SynthError> {
     fields(compile = true, shape_only = true)
 )]
 pub fn compile_shape<C: Circuit<Scalar>>(circuit: C) -> Result<R1cs, SynthError> {
-    let mut cs = record::Recorder::shape_only();
+    let mut cs = record::ShapeRecorder(record::Recorder::shape_only());
     cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
-    Ok(cs.finish()?.0)
+    Ok(cs.0.finish()?.0)
 }
 
 /// Witness only: `alloc`/`alloc_input` record values, `enforce` is skipped (only

@@ -287,3 +287,68 @@ impl ConstraintSystem<Scalar> for Recorder {
         }
     }
 }
+
+/// A [`Recorder`] in shape-only mode as a type of its own, so that the sub-systems an
+/// extensible circuit creates with `CS::new()` (storage-proofs' PoSt circuit
+/// synthesizes its sectors in parallel that way) are shape-only too: a blank PoSt
+/// circuit then compiles, where a `Recorder`'s sub-system would call a value closure
+/// and fail with `AssignmentMissing`.
+pub(crate) struct ShapeRecorder(pub(crate) Recorder);
+
+impl ConstraintSystem<Scalar> for ShapeRecorder {
+    type Root = Self;
+
+    fn new() -> Self {
+        ShapeRecorder(Recorder::shape_only())
+    }
+
+    fn alloc<F, A, AR>(&mut self, a: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.0.alloc(a, f)
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, a: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.0.alloc_input(a, f)
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, n: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        self.0.enforce(n, a, b, c)
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    fn extend(&mut self, other: &Self) {
+        self.0.extend(&other.0)
+    }
+}
