@@ -82,8 +82,8 @@ async fn run(args: ClientArgs) -> Result<()> {
     let mut c = client::connect(&args.addr, args.max_message_mib << 20).await?;
     match args.command {
         ClientCommand::Prove(p) => {
-            let envelope = std::fs::read(&p.c1)
-                .with_context(|| format!("reading {}", p.c1.display()))?;
+            let envelope =
+                std::fs::read(&p.c1).with_context(|| format!("reading {}", p.c1.display()))?;
             let sector_number = match p.sector_number {
                 Some(n) => n,
                 None => serde_json::from_slice::<serde_json::Value>(&envelope)
@@ -126,7 +126,11 @@ async fn run(args: ClientArgs) -> Result<()> {
                 .into_inner();
             println!(
                 "{job_id}: cancelled ({})",
-                if r.was_running { "it was running" } else { "it was queued or finished" }
+                if r.was_running {
+                    "it was running"
+                } else {
+                    "it was queued or finished"
+                }
             );
             Ok(())
         }
@@ -138,7 +142,11 @@ async fn run(args: ClientArgs) -> Result<()> {
     }
 }
 
-async fn prove(c: &mut client::Client, submit: pb::SubmitProofRequest, out: &PathBuf) -> Result<()> {
+async fn prove(
+    c: &mut client::Client,
+    submit: pb::SubmitProofRequest,
+    out: &PathBuf,
+) -> Result<()> {
     let r = c
         .prove(pb::ProveRequest {
             submit: Some(submit),

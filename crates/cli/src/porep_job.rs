@@ -82,7 +82,11 @@ impl JobRunner for PorepRunner {
         };
         let out = self
             .prover
-            .submit_porep(&self.engine, request, job.priority)
+            .submit_porep(
+                &self.engine,
+                request,
+                crate::worker::engine_priority(job.priority),
+            )
             .map_err(|e| RunError::from_error(&e))?
             .wait_output()
             .map_err(|e| RunError::from_error(&e))?;

@@ -51,11 +51,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         ),
         Some(_) => {}
     }
-    let prover = Arc::new(cuzk_filecoin::FilecoinProver::new(cuzk_filecoin::ProverConfig {
-        parameter_dir: cfg.param_cache.clone(),
-        verify: true,
-        check_digest: false,
-    }));
+    let prover = Arc::new(cuzk_filecoin::FilecoinProver::new(
+        cuzk_filecoin::ProverConfig {
+            parameter_dir: cfg.param_cache.clone(),
+            verify: true,
+            check_digest: false,
+        },
+    ));
     let mut kinds: Vec<Arc<dyn KindProver>> = vec![Arc::new(
         cuzk_filecoin::service_kind::PorepService::new(prover),
     )];
@@ -69,8 +71,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             eprintln!("cuzk serve: SYNTHETIC proofs are TIMING-ONLY (random-point parameters): they are not verified and do not verify");
         }
     }
-    let service = Service::start(cfg.service.clone(), run.engine.clone(), loaded.policies, kinds)
-        .context("starting the proving service")?;
+    let service = Service::start(
+        cfg.service.clone(),
+        run.engine.clone(),
+        loaded.policies,
+        kinds,
+    )
+    .context("starting the proving service")?;
     eprintln!(
         "cuzk serve: kinds {:?}, parameters from {}, engine {:?}",
         service.kinds(),

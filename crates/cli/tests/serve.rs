@@ -32,16 +32,34 @@ fn serve_proves_for_the_client_and_exits_zero_on_sigterm() {
     let mut out = BufReader::new(daemon.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
     assert_eq!(addr, format!("unix://{}", sock.display()));
 
     let proof = dir.path().join("proof.bin");
     let client = Command::new(exe)
-        .args(["client", "--addr", &addr, "synthetic", "--log", "10", "--partitions", "2", "--out"])
+        .args([
+            "client",
+            "--addr",
+            &addr,
+            "synthetic",
+            "--log",
+            "10",
+            "--partitions",
+            "2",
+            "--out",
+        ])
         .arg(&proof)
         .output()
         .unwrap();
-    assert!(client.status.success(), "{}", String::from_utf8_lossy(&client.stderr));
+    assert!(
+        client.status.success(),
+        "{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
     assert_eq!(std::fs::read(&proof).unwrap().len(), 2 * 192);
     let status = Command::new(exe)
         .args(["client", "--addr", &addr, "status"])

@@ -80,4 +80,3 @@ pub struct DaemonSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<PathBuf>,
 }
-

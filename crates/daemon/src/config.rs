@@ -25,13 +25,10 @@
 //! The table's type, [`DaemonSection`], lives in `cuzk-config` with the rest of
 //! `cuzk.toml`; this module checks its values and applies the defaults.
 
-use std::{
-    path::PathBuf,
-    time::Duration,
-};
+use std::{path::PathBuf, time::Duration};
 
-use cuzk_service::{ServiceConfig, ShutdownMode};
 pub use cuzk_config::daemon::DaemonSection;
+use cuzk_service::{ServiceConfig, ShutdownMode};
 
 /// Where the daemon listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,7 +149,9 @@ impl DaemonConfig {
         }
         let max_running_jobs = s.max_running_jobs.unwrap_or(2);
         if max_running_jobs == 0 {
-            return Err(ConfigError::Invalid("max_running_jobs must be at least 1".into()));
+            return Err(ConfigError::Invalid(
+                "max_running_jobs must be at least 1".into(),
+            ));
         }
         let max_message_mib = s.max_message_mib.unwrap_or(256);
         if max_message_mib == 0 || max_message_mib > 4095 {

@@ -53,19 +53,20 @@ async fn answer(mut conn: TcpStream, service: &Service) -> std::io::Result<()> {
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, ctype, body) = if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
-        (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            service.metrics_text(),
-        )
-    } else {
-        (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "cuzk serves GET /metrics only\n".to_owned(),
-        )
-    };
+    let (status, ctype, body) =
+        if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
+            (
+                "200 OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                service.metrics_text(),
+            )
+        } else {
+            (
+                "404 Not Found",
+                "text/plain; charset=utf-8",
+                "cuzk serves GET /metrics only\n".to_owned(),
+            )
+        };
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()

@@ -54,7 +54,10 @@ struct AbandonOnDrop {
 impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
         if self.armed {
-            tracing::info!(job_id = self.job_id, "Prove caller went away: job abandoned");
+            tracing::info!(
+                job_id = self.job_id,
+                "Prove caller went away: job abandoned"
+            );
             self.service.abandon(&self.job_id);
         }
     }

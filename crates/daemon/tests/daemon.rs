@@ -36,9 +36,8 @@ fn proofs_through_prove_and_submit_await_on_unix_and_tcp() {
         });
         assert_eq!(d.addr.starts_with("unix://"), unix, "{}", d.addr);
         let mut c = d.client();
-        let r = d
-            .rt
-            .block_on(c.prove(pb::ProveRequest {
+        let r =
+            d.rt.block_on(c.prove(pb::ProveRequest {
                 submit: Some(synthetic(10, 2, 11)),
             }))
             .unwrap()
@@ -51,15 +50,10 @@ fn proofs_through_prove_and_submit_await_on_unix_and_tcp() {
 
         let mut req = synthetic(10, 1, 21);
         req.request_id = "my-job".into();
-        let s = d
-            .rt
-            .block_on(c.submit_proof(req))
-            .unwrap()
-            .into_inner();
+        let s = d.rt.block_on(c.submit_proof(req)).unwrap().into_inner();
         assert_eq!(s.job_id, "my-job");
-        let r = d
-            .rt
-            .block_on(c.await_proof(pb::AwaitProofRequest {
+        let r =
+            d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
                 job_id: "my-job".into(),
                 timeout_ms: 0,
             }))
@@ -172,20 +166,18 @@ fn queued_and_running_jobs_can_be_cancelled_and_free_their_memory() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let cancel = |c: &mut cuzk_daemon::client::Client, id: &str| {
-        d.rt
-            .block_on(c.cancel_proof(pb::CancelProofRequest { job_id: id.into() }))
+        d.rt.block_on(c.cancel_proof(pb::CancelProofRequest { job_id: id.into() }))
             .unwrap()
             .into_inner()
             .was_running
     };
     let wait = |c: &mut cuzk_daemon::client::Client, id: &str| {
-        d.rt
-            .block_on(c.await_proof(pb::AwaitProofRequest {
-                job_id: id.into(),
-                timeout_ms: 0,
-            }))
-            .unwrap()
-            .into_inner()
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
+            job_id: id.into(),
+            timeout_ms: 0,
+        }))
+        .unwrap()
+        .into_inner()
     };
     assert!(!cancel(&mut c, "queued-1"));
     assert_eq!(
@@ -222,12 +214,19 @@ fn a_critical_job_overtakes_queued_ones() {
     for j in 0..6u64 {
         let mut req = synthetic(10, 1, 300 + j);
         req.request_id = format!("normal-{j}");
-        ids.push(d.rt.block_on(c.submit_proof(req)).unwrap().into_inner().job_id);
+        ids.push(
+            d.rt.block_on(c.submit_proof(req))
+                .unwrap()
+                .into_inner()
+                .job_id,
+        );
     }
     // normal-0 is admitted; five wait. A CRITICAL job (WinningPoSt's default
     // priority) goes ahead of all five.
     d.wait_status("one admitted, five queued", |s| {
-        s.queues.iter().any(|q| q.in_progress == 1 && q.pending == 5)
+        s.queues
+            .iter()
+            .any(|q| q.in_progress == 1 && q.pending == 5)
     });
     let mut req = synthetic(10, 1, 399);
     req.request_id = "critical".into();
@@ -265,7 +264,10 @@ fn a_critical_job_overtakes_queued_ones() {
     let order = order.lock().unwrap();
     assert_eq!(order[0], "normal-0");
     assert_eq!(order[1], "critical", "{order:?}");
-    assert_eq!(&order[2..], ["normal-1", "normal-2", "normal-3", "normal-4", "normal-5"]);
+    assert_eq!(
+        &order[2..],
+        ["normal-1", "normal-2", "normal-3", "normal-4", "normal-5"]
+    );
 }
 
 #[test]
@@ -313,40 +315,44 @@ fn malformed_requests_get_errors_and_the_daemon_keeps_serving() {
     let mut r = synthetic(10, 1, 1);
     r.vanilla_proof = vec![b' '; 2 << 20];
     let (k, _) = code(&mut c, r);
-    assert!(matches!(k, Code::OutOfRange | Code::ResourceExhausted), "{k:?}");
+    assert!(
+        matches!(k, Code::OutOfRange | Code::ResourceExhausted),
+        "{k:?}"
+    );
     // Prove without a request; a duplicate id; unknown jobs.
-    let e = d
-        .rt
-        .block_on(c.prove(pb::ProveRequest { submit: None }))
-        .unwrap_err();
+    let e =
+        d.rt.block_on(c.prove(pb::ProveRequest { submit: None }))
+            .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     let mut r = synthetic(10, 1, 1);
     r.request_id = "twice".into();
     d.rt.block_on(c.submit_proof(r.clone())).unwrap();
     assert_eq!(code(&mut c, r).0, Code::AlreadyExists);
-    let e = d
-        .rt
-        .block_on(c.await_proof(pb::AwaitProofRequest {
+    let e =
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
             job_id: "nope".into(),
             timeout_ms: 10,
         }))
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     // Bytes that are not a protobuf message at all.
-    for body in [vec![0xffu8; 64], (0..200u32).map(|i| (i * 151 % 251) as u8).collect()] {
-        let e = d.rt.block_on(raw_call(&d.addr, "SubmitProof", body)).unwrap_err();
+    for body in [
+        vec![0xffu8; 64],
+        (0..200u32).map(|i| (i * 151 % 251) as u8).collect(),
+    ] {
+        let e =
+            d.rt.block_on(raw_call(&d.addr, "SubmitProof", body))
+                .unwrap_err();
         assert_ne!(e.code(), Code::Ok);
         assert_ne!(e.code(), Code::Unavailable, "{e:?}");
     }
-    let e = d
-        .rt
-        .block_on(raw_call(&d.addr, "SubmitProof", vec![0xff; 64]))
-        .unwrap_err();
+    let e =
+        d.rt.block_on(raw_call(&d.addr, "SubmitProof", vec![0xff; 64]))
+            .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     // Still serving.
-    let r = d
-        .rt
-        .block_on(c.prove(pb::ProveRequest {
+    let r =
+        d.rt.block_on(c.prove(pb::ProveRequest {
             submit: Some(synthetic(10, 1, 5)),
         }))
         .unwrap()
@@ -397,7 +403,11 @@ impl tonic::codec::Codec for RawCodec {
 impl tonic::codec::Encoder for RawCodec {
     type Item = Vec<u8>;
     type Error = tonic::Status;
-    fn encode(&mut self, item: Vec<u8>, dst: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), Self::Error> {
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), Self::Error> {
         use bytes::BufMut;
         dst.put_slice(&item);
         Ok(())
@@ -407,7 +417,10 @@ impl tonic::codec::Encoder for RawCodec {
 impl tonic::codec::Decoder for RawCodec {
     type Item = Vec<u8>;
     type Error = tonic::Status;
-    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Self::Error> {
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, Self::Error> {
         use bytes::Buf;
         let mut v = vec![0; src.remaining()];
         src.copy_to_slice(&mut v);
@@ -433,7 +446,9 @@ fn a_prove_caller_that_goes_away_does_not_leak_its_job() {
     call.abort();
     let _ = d.rt.block_on(call);
     d.wait_status("the job cancelled", |s| {
-        s.queues.iter().all(|q| q.in_progress == 0 && q.pending == 0)
+        s.queues
+            .iter()
+            .all(|q| q.in_progress == 0 && q.pending == 0)
     });
     d.gate.open();
     let st = d.wait_idle();
@@ -442,9 +457,8 @@ fn a_prove_caller_that_goes_away_does_not_leak_its_job() {
     // Nobody can collect it, so nothing is kept for it.
     assert_eq!(d.metric("cuzk_results_waiting"), 0.0);
     let mut c = d.client();
-    let e = d
-        .rt
-        .block_on(c.await_proof(pb::AwaitProofRequest {
+    let e =
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
             job_id: "abandoned".into(),
             timeout_ms: 10,
         }))
@@ -457,16 +471,14 @@ fn await_timeouts_are_honoured_and_the_job_goes_on() {
     let d = start(Opts::default());
     d.gate.close();
     let mut c = d.client();
-    let id = d
-        .rt
-        .block_on(c.submit_proof(synthetic(10, 1, 8)))
-        .unwrap()
-        .into_inner()
-        .job_id;
+    let id =
+        d.rt.block_on(c.submit_proof(synthetic(10, 1, 8)))
+            .unwrap()
+            .into_inner()
+            .job_id;
     assert!(id.starts_with("job-"), "{id}");
-    let r = d
-        .rt
-        .block_on(c.await_proof(pb::AwaitProofRequest {
+    let r =
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
             job_id: id.clone(),
             timeout_ms: 300,
         }))
@@ -474,9 +486,8 @@ fn await_timeouts_are_honoured_and_the_job_goes_on() {
         .into_inner();
     assert_eq!(status_of(&r), pb::await_proof_response::Status::Timeout);
     d.gate.open();
-    let r = d
-        .rt
-        .block_on(c.await_proof(pb::AwaitProofRequest {
+    let r =
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
             job_id: id,
             timeout_ms: 0,
         }))
@@ -491,13 +502,27 @@ fn parameters_preload_once_and_evict_only_when_unused() {
     let d = start(Opts::default());
     let mut c = d.client();
     let preload = |c: &mut cuzk_daemon::client::Client, id: &str| {
-        d.rt.block_on(c.preload_srs(pb::PreloadSrsRequest { circuit_id: id.into() }))
+        d.rt.block_on(c.preload_srs(pb::PreloadSrsRequest {
+            circuit_id: id.into(),
+        }))
     };
     let evict = |c: &mut cuzk_daemon::client::Client, id: &str| {
-        d.rt.block_on(c.evict_srs(pb::EvictSrsRequest { circuit_id: id.into() }))
+        d.rt.block_on(c.evict_srs(pb::EvictSrsRequest {
+            circuit_id: id.into(),
+        }))
     };
-    assert!(!preload(&mut c, "synthetic-mul-11").unwrap().into_inner().already_loaded);
-    assert!(preload(&mut c, "synthetic-mul-11").unwrap().into_inner().already_loaded);
+    assert!(
+        !preload(&mut c, "synthetic-mul-11")
+            .unwrap()
+            .into_inner()
+            .already_loaded
+    );
+    assert!(
+        preload(&mut c, "synthetic-mul-11")
+            .unwrap()
+            .into_inner()
+            .already_loaded
+    );
     let e = preload(&mut c, "porep-99g").unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     // In use by a running job: not evicted.
@@ -506,16 +531,17 @@ fn parameters_preload_once_and_evict_only_when_unused() {
     req.request_id = "user".into();
     d.rt.block_on(c.submit_proof(req)).unwrap();
     d.wait_status("the set in use", |s| {
-        s.loaded_srs
-            .iter()
-            .any(|p| p.circuit_id == "synthetic-mul-11" && p.ref_count == 1 && p.tier == pb::srs_status::Tier::Hot as i32)
+        s.loaded_srs.iter().any(|p| {
+            p.circuit_id == "synthetic-mul-11"
+                && p.ref_count == 1
+                && p.tier == pb::srs_status::Tier::Hot as i32
+        })
     });
     let e = evict(&mut c, "synthetic-mul-11").unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     d.gate.open();
-    let r = d
-        .rt
-        .block_on(c.await_proof(pb::AwaitProofRequest {
+    let r =
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
             job_id: "user".into(),
             timeout_ms: 0,
         }))
@@ -525,7 +551,9 @@ fn parameters_preload_once_and_evict_only_when_unused() {
     d.wait_idle();
     let size = d
         .wait_status("the set idle", |s| {
-            s.loaded_srs.iter().any(|p| p.circuit_id == "synthetic-mul-11" && p.ref_count == 0)
+            s.loaded_srs
+                .iter()
+                .any(|p| p.circuit_id == "synthetic-mul-11" && p.ref_count == 0)
         })
         .loaded_srs
         .iter()
@@ -539,7 +567,10 @@ fn parameters_preload_once_and_evict_only_when_unused() {
     assert!(!e.was_loaded);
     assert_eq!(e.freed_bytes, 0);
     let st = d.wait_idle();
-    assert!(st.loaded_srs.iter().all(|p| p.circuit_id != "synthetic-mul-11"));
+    assert!(st
+        .loaded_srs
+        .iter()
+        .all(|p| p.circuit_id != "synthetic-mul-11"));
 }
 
 #[test]
@@ -553,9 +584,8 @@ fn metrics_come_from_the_timeline_over_grpc_and_http() {
         ..Opts::default()
     });
     let mut c = d.client();
-    let r = d
-        .rt
-        .block_on(c.prove(pb::ProveRequest {
+    let r =
+        d.rt.block_on(c.prove(pb::ProveRequest {
             submit: Some(synthetic(10, 3, 40)),
         }))
         .unwrap()
@@ -563,19 +593,21 @@ fn metrics_come_from_the_timeline_over_grpc_and_http() {
         .result
         .unwrap();
     assert!(completed(&r));
-    let grpc = d
-        .rt
-        .block_on(c.get_metrics(pb::GetMetricsRequest {}))
-        .unwrap()
-        .into_inner()
-        .prometheus_text;
+    let grpc =
+        d.rt.block_on(c.get_metrics(pb::GetMetricsRequest {}))
+            .unwrap()
+            .into_inner()
+            .prometheus_text;
     let http = http_get(port, "/metrics");
     assert!(http.starts_with("HTTP/1.1 200"), "{http}");
     for text in [&grpc, &http] {
         assert_eq!(common::metric(text, "cuzk_proofs_completed_total"), 1.0);
         assert_eq!(common::metric(text, "cuzk_proofs_failed_total"), 0.0);
         assert_eq!(
-            common::metric(text, "cuzk_proofs_completed_by_kind_total{kind=\"SYNTHETIC\"}"),
+            common::metric(
+                text,
+                "cuzk_proofs_completed_by_kind_total{kind=\"SYNTHETIC\"}"
+            ),
             1.0
         );
         assert_eq!(common::metric(text, "cuzk_queue_depth"), 0.0);
@@ -583,16 +615,29 @@ fn metrics_come_from_the_timeline_over_grpc_and_http() {
         assert_eq!(common::metric(text, "cuzk_gpu_workers"), 1.0);
         common::metric(text, "cuzk_uptime_seconds");
         // One GPU stage and one synthesis per partition, from the TIMELINE.
-        assert_eq!(common::metric(text, "cuzk_stage_seconds_count{stage=\"gpu\"}"), 3.0);
-        assert_eq!(common::metric(text, "cuzk_stage_seconds_count{stage=\"synthesis\"}"), 3.0);
         assert_eq!(
-            common::metric(text, "cuzk_proof_duration_seconds_count{kind=\"SYNTHETIC\"}"),
+            common::metric(text, "cuzk_stage_seconds_count{stage=\"gpu\"}"),
+            3.0
+        );
+        assert_eq!(
+            common::metric(text, "cuzk_stage_seconds_count{stage=\"synthesis\"}"),
+            3.0
+        );
+        assert_eq!(
+            common::metric(
+                text,
+                "cuzk_proof_duration_seconds_count{kind=\"SYNTHETIC\"}"
+            ),
             1.0
         );
     }
     // The job's GPU time is the sum of the stage histogram's GPU observations.
     let gpu_sum = common::metric(&grpc, "cuzk_stage_seconds_sum{stage=\"gpu\"}");
-    assert!((gpu_sum * 1e3 - r.gpu_compute_ms as f64).abs() <= 3.0, "{gpu_sum} s vs {} ms", r.gpu_compute_ms);
+    assert!(
+        (gpu_sum * 1e3 - r.gpu_compute_ms as f64).abs() <= 3.0,
+        "{gpu_sum} s vs {} ms",
+        r.gpu_compute_ms
+    );
     assert!(http_get(port, "/other").starts_with("HTTP/1.1 404"));
 }
 
@@ -618,13 +663,21 @@ fn shutdown_finishes_accepted_jobs_then_stops() {
         })
         .await
     });
-    d.wait_status("the job running", |s| s.queues.iter().any(|q| q.in_progress == 1));
+    d.wait_status("the job running", |s| {
+        s.queues.iter().any(|q| q.in_progress == 1)
+    });
     d.shutdown.trigger();
     // New work is refused while the accepted job finishes.
     let refused = d.rt.block_on(c.submit_proof(synthetic(10, 1, 51)));
     assert!(refused.is_err());
     d.gate.open();
-    let r = d.rt.block_on(call).unwrap().unwrap().into_inner().result.unwrap();
+    let r =
+        d.rt.block_on(call)
+            .unwrap()
+            .unwrap()
+            .into_inner()
+            .result
+            .unwrap();
     assert!(completed(&r), "{r:?}");
     check_synthetic_proof(10, 1, 50, &r.proof);
     drop(c);

@@ -76,33 +76,38 @@ fn a_2kib_sector_through_prove_and_submit_await_verifies_with_filecoin_proofs() 
     });
     let env = envelope();
     let mut c = d.client();
-    let r = d
-        .rt
-        .block_on(c.prove(pb::ProveRequest {
+    let r =
+        d.rt.block_on(c.prove(pb::ProveRequest {
             submit: Some(porep(&env)),
         }))
         .unwrap()
         .into_inner()
         .result
         .unwrap();
-    assert_eq!(r.status, pb::await_proof_response::Status::Completed as i32, "{r:?}");
+    assert_eq!(
+        r.status,
+        pb::await_proof_response::Status::Completed as i32,
+        "{r:?}"
+    );
     check(&env, &r.proof);
 
-    let id = d
-        .rt
-        .block_on(c.submit_proof(porep(&env)))
-        .unwrap()
-        .into_inner()
-        .job_id;
-    let r = d
-        .rt
-        .block_on(c.await_proof(pb::AwaitProofRequest {
+    let id =
+        d.rt.block_on(c.submit_proof(porep(&env)))
+            .unwrap()
+            .into_inner()
+            .job_id;
+    let r =
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
             job_id: id,
             timeout_ms: 0,
         }))
         .unwrap()
         .into_inner();
-    assert_eq!(r.status, pb::await_proof_response::Status::Completed as i32, "{r:?}");
+    assert_eq!(
+        r.status,
+        pb::await_proof_response::Status::Completed as i32,
+        "{r:?}"
+    );
     check(&env, &r.proof);
 
     // The parameters were loaded once and are shown under Curio's circuit id.
@@ -130,9 +135,8 @@ fn a_2kib_sector_through_prove_and_submit_await_verifies_with_filecoin_proofs() 
     let e = d.rt.block_on(c.submit_proof(wrong)).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     // Evicting frees the parameters (nothing uses them now).
-    let e = d
-        .rt
-        .block_on(c.evict_srs(pb::EvictSrsRequest {
+    let e =
+        d.rt.block_on(c.evict_srs(pb::EvictSrsRequest {
             circuit_id: "porep-2k".into(),
         }))
         .unwrap()

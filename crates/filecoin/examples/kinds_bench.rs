@@ -41,7 +41,10 @@ fn main() -> Result<()> {
         .unwrap_or(10);
     let dir = default_parameter_dir();
     let threads = std::thread::available_parallelism()?.get();
-    println!("# cuzk kinds bench: 2 KiB, {threads} threads, parameters in {}", dir.display());
+    println!(
+        "# cuzk kinds bench: 2 KiB, {threads} threads, parameters in {}",
+        dir.display()
+    );
 
     let update = UpdateKind::new(RegisteredUpdateProof::StackedDrg2KiBV1)?;
     let window = PostKind::new(RegisteredPoStProof::StackedDrgWindow2KiBV1_2)?;
@@ -59,7 +62,13 @@ fn main() -> Result<()> {
     let work = tempfile::tempdir()?;
     let snap = snap_test_inputs(update.registered, MINER, 1, &work.path().join("snap"))?;
     let win = post_test_inputs(window.registered, MINER, 2, 2, &work.path().join("window"))?;
-    let wng = post_test_inputs(winning.registered, MINER, 1, 3, &work.path().join("winning"))?;
+    let wng = post_test_inputs(
+        winning.registered,
+        MINER,
+        1,
+        3,
+        &work.path().join("winning"),
+    )?;
     let window_request = WindowPostRequest {
         proof: win.proof,
         randomness: win.randomness.to_vec(),
@@ -76,7 +85,11 @@ fn main() -> Result<()> {
         blinding: Blinding::Random,
     };
 
-    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads).build()?);
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?,
+    );
     let engine = PipelineEngine::start(
         PipelineConfig {
             synth_jobs: Some(1),
@@ -107,13 +120,18 @@ fn main() -> Result<()> {
     // its first call), then is timed.
     for round in 0..2 {
         let t = Instant::now();
-        prover.submit_snap(&engine, snap.clone(), Priority::Normal)?.wait()?;
+        prover
+            .submit_snap(&engine, snap.clone(), Priority::Normal)?
+            .wait()?;
         let ours = secs(t);
         let t = Instant::now();
         filecoin_proofs_snap(&snap)?;
         let theirs = secs(t);
         if round == 1 {
-            println!("| SnapDeals 2 KiB | {ours:.2} | {theirs:.2} | {:.2}x |", theirs / ours);
+            println!(
+                "| SnapDeals 2 KiB | {ours:.2} | {theirs:.2} | {:.2}x |",
+                theirs / ours
+            );
         }
         let t = Instant::now();
         prover
@@ -124,7 +142,10 @@ fn main() -> Result<()> {
         filecoin_proofs_window_post(&window_request)?;
         let theirs = secs(t);
         if round == 1 {
-            println!("| WindowPoSt 2 KiB | {ours:.3} | {theirs:.3} | {:.2}x |", theirs / ours);
+            println!(
+                "| WindowPoSt 2 KiB | {ours:.3} | {theirs:.3} | {:.2}x |",
+                theirs / ours
+            );
         }
         let t = Instant::now();
         prover
@@ -135,7 +156,10 @@ fn main() -> Result<()> {
         filecoin_proofs_winning_post(&winning_request)?;
         let theirs = secs(t);
         if round == 1 {
-            println!("| WinningPoSt 2 KiB | {ours:.3} | {theirs:.3} | {:.2}x |", theirs / ours);
+            println!(
+                "| WinningPoSt 2 KiB | {ours:.3} | {theirs:.3} | {:.2}x |",
+                theirs / ours
+            );
         }
     }
 
@@ -165,7 +189,7 @@ fn main() -> Result<()> {
     let t0 = Instant::now();
     let porep_jobs: Vec<_> = prepared
         .into_iter()
-        .map(|p| p.submit(&engine, 0))
+        .map(|p| p.submit(&engine, cuzk_filecoin::Priority::Normal))
         .collect();
     let t = Instant::now();
     let job = prover.submit_winning_post(&engine, winning_request.clone(), Priority::Critical)?;

@@ -128,7 +128,9 @@ pub enum FilecoinError {
         actual: usize,
     },
     /// A vanilla proof is not bincode of the proof type's vanilla proof.
-    #[error("vanilla proof {index} does not decode as a {proof} vanilla proof (bincode): {message}")]
+    #[error(
+        "vanilla proof {index} does not decode as a {proof} vanilla proof (bincode): {message}"
+    )]
     VanillaDecode {
         proof: String,
         index: usize,
@@ -146,7 +148,9 @@ pub enum FilecoinError {
     #[error("filecoin-proofs refused the {proof} vanilla proofs: {message}")]
     VanillaRejected { proof: String, message: String },
     /// A WindowPoSt partition index beyond what a deadline can hold.
-    #[error("partition index {index} is out of range: a deadline holds at most {limit} partitions")]
+    #[error(
+        "partition index {index} is out of range: a deadline holds at most {limit} partitions"
+    )]
     PartitionIndex { index: usize, limit: usize },
     /// filecoin-proofs' verifier rejected a SnapDeals or PoSt proof: it is never returned.
     #[error("the {proof} proof does not verify with filecoin-proofs' {verifier}")]

@@ -151,7 +151,12 @@ pub(crate) fn blinding_pairs(
     use ff::Field;
     let pairs = match blinding {
         crate::Blinding::Random => (0..n)
-            .map(|_| (Scalar::random(rand::rngs::OsRng), Scalar::random(rand::rngs::OsRng)))
+            .map(|_| {
+                (
+                    Scalar::random(rand::rngs::OsRng),
+                    Scalar::random(rand::rngs::OsRng),
+                )
+            })
             .collect(),
         crate::Blinding::Fixed(rs) => rs,
     };

@@ -103,13 +103,17 @@ pub fn post_test_inputs(
     } else {
         (0..sealed.len()).collect()
     };
-    let ids: Vec<SectorId> = chosen.iter().map(|&i| SectorId::from(sealed[i].0)).collect();
+    let ids: Vec<SectorId> = chosen
+        .iter()
+        .map(|&i| SectorId::from(sealed[i].0))
+        .collect();
     let challenges = generate_fallback_sector_challenges(proof, &randomness, &ids, prover_id)
         .map_err(seal_err("generate_fallback_sector_challenges"))?;
     let mut vanilla_proofs = Vec::with_capacity(ids.len());
     for (&i, id) in chosen.iter().zip(&ids) {
         let (_, comm_r, dir) = &sealed[i];
-        let replica = PrivateReplicaInfo::new(proof, *comm_r, dir.join("cache"), dir.join("sealed"));
+        let replica =
+            PrivateReplicaInfo::new(proof, *comm_r, dir.join("cache"), dir.join("sealed"));
         let ch = challenges.get(id).ok_or_else(|| FilecoinError::Seal {
             step: "generate_fallback_sector_challenges",
             message: format!("no challenges for sector {}", u64::from(*id)),
@@ -147,7 +151,8 @@ pub fn snap_test_inputs(
     rng.fill_bytes(&mut data);
     let new = work_dir.join("new");
     let new_cache = new.join("cache");
-    std::fs::create_dir_all(&new_cache).map_err(|e| FilecoinError::io("creating", &new_cache, e))?;
+    std::fs::create_dir_all(&new_cache)
+        .map_err(|e| FilecoinError::io("creating", &new_cache, e))?;
     let staged = new.join("staged");
     let replica = new.join("replica");
     let mut staged_file = OpenOptions::new()
@@ -166,7 +171,13 @@ pub fn snap_test_inputs(
     drop(staged_file);
     let (key, key_cache) = (old.join("sealed"), old.join("cache"));
     let encoded = empty_sector_update_encode_into(
-        proof, &replica, &new_cache, &key, &key_cache, &staged, &[piece],
+        proof,
+        &replica,
+        &new_cache,
+        &key,
+        &key_cache,
+        &staged,
+        &[piece],
     )
     .map_err(seal_err("empty_sector_update_encode_into"))?;
     let comm_r_old = sealed.c1.comm_r;

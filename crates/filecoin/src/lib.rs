@@ -39,25 +39,32 @@ mod input;
 mod kind;
 mod kinds_inputs;
 mod params;
+mod post;
 mod prover;
 pub mod reference;
 pub mod reference_kinds;
 mod seal;
-mod shape_only;
 pub mod service_kind;
+mod shape_only;
 mod snap;
-mod post;
 
 pub use cuzk_scheduler::Priority;
 pub use error::{FilecoinError, PARAMETER_CACHE_VAR};
 pub use filecoin_proofs_api::seal::SealCommitPhase1Output;
 pub use filecoin_proofs_api::RegisteredSealProof;
+pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
 pub use input::{
     parse_c1, parse_prover_id, proof_name, prover_id_from_miner, read_c1, C1Input, Envelope,
 };
+pub use kind::{parse_priority, CircuitKind, KindJob, KindOutput};
+pub use kinds_inputs::{post_test_inputs, snap_test_inputs, PostInputs};
 pub use params::{
     check_digest, default_parameter_dir, ensure_params, file_digest, generate_params, PorepKind,
     ALL_POREP,
+};
+pub use post::{
+    parse_post_proof, post_proof_name, verify_window_post_partition, verify_winning_post_proof,
+    PostKind, WindowPostRequest, WinningPostRequest, ALL_POST, MAX_PARTITIONS_PER_DEADLINE,
 };
 pub use prover::{
     verify_proof, Blinding, FilecoinProver, LoadedEntry, LoadedParams, PorepJob, PorepOutput,
@@ -65,17 +72,10 @@ pub use prover::{
 };
 pub use seal::{seal_test_sector, SealedSector};
 pub use shape::BlankUser;
-pub use kind::{parse_priority, CircuitKind, KindJob, KindOutput, Priority};
-pub use kinds_inputs::{post_test_inputs, snap_test_inputs, PostInputs};
-pub use post::{
-    parse_post_proof, post_proof_name, verify_window_post_partition, verify_winning_post_proof,
-    PostKind, WindowPostRequest, WinningPostRequest, ALL_POST, MAX_PARTITIONS_PER_DEADLINE,
-};
-pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
+pub use shape_only::{is_shape_only, shape_only_c1, SHAPE_ONLY_TICKET};
 pub use snap::{
     parse_update_proof, update_proof_name, verify_snap_proof, SnapRequest, UpdateKind, ALL_UPDATE,
 };
-pub use shape_only::{is_shape_only, shape_only_c1, SHAPE_ONLY_TICKET};
 
 /// Bytes of one partition's Groth16 proof (A in G1, B in G2, C in G1, compressed).
 pub const PARTITION_PROOF_LEN: usize = 192;

@@ -169,7 +169,11 @@ pub fn check_digest<K: CircuitKind>(kind: &K, dir: &Path, vk: bool) -> Result<()
 /// downloaded) and
 /// writes the `.params` and `.vk` files under their official names in `dir`.
 /// Returns the `.params` path.
-pub fn generate_params<K: CircuitKind>(kind: &K, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
+pub fn generate_params<K: CircuitKind>(
+    kind: &K,
+    dir: &Path,
+    seed: u64,
+) -> Result<PathBuf, FilecoinError> {
     struct Gen(u64);
     impl BlankUser for Gen {
         type Out = Result<cuzk_params::Parameters<blstrs::Bls12>, cuzk_params::ParamsError>;
@@ -181,12 +185,12 @@ pub fn generate_params<K: CircuitKind>(kind: &K, dir: &Path, seed: u64) -> Resul
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| FilecoinError::io("creating", dir, e))?;
-    let params = kind.with_blank(Gen(seed))?.map_err(
-        |source| FilecoinError::ParamsRead {
+    let params = kind
+        .with_blank(Gen(seed))?
+        .map_err(|source| FilecoinError::ParamsRead {
             path: dir.join(kind.params_file()),
             source,
-        },
-    )?;
+        })?;
     let params_path = dir.join(kind.params_file());
     let tmp = dir.join(format!("{}.partial", kind.params_file()));
     cuzk_params::write_params(&params, &tmp).map_err(|source| FilecoinError::ParamsRead {
@@ -215,7 +219,11 @@ fn write_atomically(
 
 /// The parameters of `kind` in `dir`, generated with `seed` if either file is
 /// missing (tests and `cuzk params gen`); returns the `.params` path.
-pub fn ensure_params<K: CircuitKind>(kind: &K, dir: &Path, seed: u64) -> Result<PathBuf, FilecoinError> {
+pub fn ensure_params<K: CircuitKind>(
+    kind: &K,
+    dir: &Path,
+    seed: u64,
+) -> Result<PathBuf, FilecoinError> {
     let params = dir.join(kind.params_file());
     if params.exists() && dir.join(kind.vk_file()).exists() {
         return Ok(params);

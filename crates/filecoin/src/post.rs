@@ -386,7 +386,15 @@ pub(crate) fn with_post_partitions<U: SnapPartitionsUser>(
     vanilla: &[Vec<u8>],
     user: U,
 ) -> Result<U::Out, FilecoinError> {
-    with_sector_shape!(kind.size(), kind.name.clone(), partitions[_], kind, public, vanilla, user)
+    with_sector_shape!(
+        kind.size(),
+        kind.name.clone(),
+        partitions[_],
+        kind,
+        public,
+        vanilla,
+        user
+    )
 }
 
 /// The circuits `generate_single_window_post_with_vanilla` or
@@ -458,7 +466,15 @@ pub(crate) fn verify_post(
             actual: proof.len(),
         });
     }
-    let ok = with_sector_shape!(kind.size(), kind.name.clone(), verify, kind, public, vanilla, proof)?;
+    let ok = with_sector_shape!(
+        kind.size(),
+        kind.name.clone(),
+        verify,
+        kind,
+        public,
+        vanilla,
+        proof
+    )?;
     if ok {
         Ok(())
     } else {
@@ -566,7 +582,14 @@ impl FilecoinProver {
             request.prover_id,
             Some(request.partition_index),
         )?;
-        self.submit_post(engine, kind, public, request.vanilla_proofs, request.blinding, priority)
+        self.submit_post(
+            engine,
+            kind,
+            public,
+            request.vanilla_proofs,
+            request.blinding,
+            priority,
+        )
     }
 
     /// Proves a WinningPoSt as `generate_winning_post_with_vanilla` does (192 bytes),
@@ -579,7 +602,14 @@ impl FilecoinProver {
     ) -> Result<KindJob, FilecoinError> {
         let kind = PostKind::new(request.proof)?;
         let public = PostPublic::new(&kind, &request.randomness, request.prover_id, None)?;
-        self.submit_post(engine, kind, public, request.vanilla_proofs, request.blinding, priority)
+        self.submit_post(
+            engine,
+            kind,
+            public,
+            request.vanilla_proofs,
+            request.blinding,
+            priority,
+        )
     }
 
     fn submit_post(
@@ -592,7 +622,14 @@ impl FilecoinProver {
         priority: Priority,
     ) -> Result<KindJob, FilecoinError> {
         // The inputs are checked before any parameters are loaded.
-        with_sector_shape!(kind.size(), kind.name.clone(), validate, &kind, &public, &vanilla)?;
+        with_sector_shape!(
+            kind.size(),
+            kind.name.clone(),
+            validate,
+            &kind,
+            &public,
+            &vanilla
+        )?;
         let params = self.params(&kind)?;
         let r1cs = self.r1cs(&kind)?;
         let blinding = blinding_pairs(blinding, 1, &kind.name)?;

@@ -149,12 +149,12 @@ impl FilecoinProver {
             }
         }
         let t = Instant::now();
-        let r1cs = kind.with_blank(Compile)?.map_err(
-            |source| FilecoinError::Compile {
+        let r1cs = kind
+            .with_blank(Compile)?
+            .map_err(|source| FilecoinError::Compile {
                 proof: kind.name().to_string(),
                 source,
-            },
-        )?;
+            })?;
         let r1cs = Arc::new(r1cs);
         let took = t.elapsed();
         tracing::info!(proof = %kind.name(), constraints = r1cs.num_constraints(), ?took, "compiled the circuit");

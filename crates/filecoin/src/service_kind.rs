@@ -44,7 +44,12 @@ pub fn registered_proof(circuit_id: &str) -> Option<RegisteredSealProof> {
         .iter()
         .find(|(id, _)| *id == circuit_id)
         .map(|(_, p)| *p)
-        .or_else(|| crate::ALL_POREP.iter().copied().find(|p| proof_name(*p) == circuit_id))
+        .or_else(|| {
+            crate::ALL_POREP
+                .iter()
+                .copied()
+                .find(|p| proof_name(*p) == circuit_id)
+        })
 }
 
 /// The PoRep kind of the service, over a shared [`FilecoinProver`].
@@ -83,7 +88,7 @@ impl KindProver for PorepService {
                 sector: given,
                 blinding: Blinding::Random,
             },
-            priority: request.priority.map_or(0, |p| p as i32),
+            priority: engine_priority(request.priority),
             prover: self.prover.clone(),
         }))
     }
@@ -115,7 +120,7 @@ impl KindProver for PorepService {
 struct Prepared {
     circuit_id: String,
     request: PorepRequest,
-    priority: i32,
+    priority: crate::Priority,
     prover: Arc<FilecoinProver>,
 }
 
@@ -154,5 +159,17 @@ impl RunningProof for Running {
             Err(FilecoinError::Job(JobError::Cancelled)) => Err(ProofFailure::Cancelled),
             Err(e) => Err(ProofFailure::Failed(e.to_string())),
         }
+    }
+}
+
+/// The service's priority (the wire's, with the kind's default already applied when
+/// the request left it unset) as the engine's queue order.
+fn engine_priority(p: Option<cuzk_service::Priority>) -> crate::Priority {
+    use cuzk_service::Priority as S;
+    match p {
+        Some(S::Low) => crate::Priority::Low,
+        Some(S::High) => crate::Priority::High,
+        Some(S::Critical) => crate::Priority::Critical,
+        Some(S::Normal) | None => crate::Priority::Normal,
     }
 }

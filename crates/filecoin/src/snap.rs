@@ -227,7 +227,15 @@ pub(crate) fn with_snap_partitions<U: SnapPartitionsUser>(
     vanilla: &[Vec<u8>],
     user: U,
 ) -> Result<U::Out, FilecoinError> {
-    with_sector_shape!(kind.size(), kind.name.clone(), partitions[_], kind, public, vanilla, user)
+    with_sector_shape!(
+        kind.size(),
+        kind.name.clone(),
+        partitions[_],
+        kind,
+        public,
+        vanilla,
+        user
+    )
 }
 
 /// The vanilla partition proofs, decoded as filecoin-proofs-api decodes them and
@@ -315,7 +323,9 @@ fn partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, U: SnapPart
         let inputs = <Compound<Tree> as CompoundProof<
             EmptySectorUpdate<Tree>,
             EmptySectorUpdateCircuit<Tree>,
-        >>::generate_public_inputs(&public_inputs, &pub_params.vanilla_params, Some(k))
+        >>::generate_public_inputs(
+            &public_inputs, &pub_params.vanilla_params, Some(k)
+        )
         .map_err(&fail)?;
         out.push(Partition {
             circuit,
@@ -356,9 +366,18 @@ fn check_partition_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let nodes = pp.sector_nodes;
     for c in &p.challenge_proofs {
         let lens = [
-            (c.proof_r_old.path().len(), c.proof_r_old.expected_len(nodes)),
-            (c.proof_d_new.path().len(), c.proof_d_new.expected_len(nodes)),
-            (c.proof_r_new.path().len(), c.proof_r_new.expected_len(nodes)),
+            (
+                c.proof_r_old.path().len(),
+                c.proof_r_old.expected_len(nodes),
+            ),
+            (
+                c.proof_d_new.path().len(),
+                c.proof_d_new.expected_len(nodes),
+            ),
+            (
+                c.proof_r_new.path().len(),
+                c.proof_r_new.expected_len(nodes),
+            ),
         ];
         if let Some((got, want)) = lens.iter().find(|(g, w)| g != w) {
             return Err(shape(format!(
@@ -396,7 +415,14 @@ pub(crate) fn verify_update(
             actual: proof.len(),
         });
     }
-    let ok = with_sector_shape!(kind.size(), kind.name.clone(), verify, &kind.config, public, proof)?;
+    let ok = with_sector_shape!(
+        kind.size(),
+        kind.name.clone(),
+        verify,
+        &kind.config,
+        public,
+        proof
+    )?;
     if ok {
         Ok(())
     } else {
@@ -464,7 +490,13 @@ impl FilecoinProver {
         let kind = UpdateKind::new(request.proof)?;
         let public = UpdatePublic::new(&request)?;
         // The inputs are checked before any parameters are loaded.
-        with_sector_shape!(kind.size(), kind.name.clone(), check_vanilla, &kind, &request.vanilla_proofs)?;
+        with_sector_shape!(
+            kind.size(),
+            kind.name.clone(),
+            check_vanilla,
+            &kind,
+            &request.vanilla_proofs
+        )?;
         let params = self.params(&kind)?;
         let r1cs = self.r1cs(&kind)?;
         let blinding = blinding_pairs(request.blinding, kind.partitions(), &kind.name)?;

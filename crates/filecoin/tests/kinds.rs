@@ -163,7 +163,10 @@ fn snapdeals_update_of_a_2kib_sector_verifies_and_matches_bellperson() {
     let t = Instant::now();
     let reference = snap_with_bellperson(&request, &params, &[rs]).unwrap();
     eprintln!("bellperson SnapDeals {:.1} s", t.elapsed().as_secs_f64());
-    assert_eq!(proof, reference, "cuzk's update proof differs from bellperson's");
+    assert_eq!(
+        proof, reference,
+        "cuzk's update proof differs from bellperson's"
+    );
 
     // Checked again, and refused for another comm_d_new or a flipped byte.
     verify_snap_proof(&request, &proof).unwrap();
@@ -171,7 +174,10 @@ fn snapdeals_update_of_a_2kib_sector_verifies_and_matches_bellperson() {
     other.comm_d_new[0] ^= 1;
     let e = verify_snap_proof(&other, &proof);
     assert!(
-        matches!(e, Err(FilecoinError::Rejected { .. }) | Err(FilecoinError::Verifier(_))),
+        matches!(
+            e,
+            Err(FilecoinError::Rejected { .. }) | Err(FilecoinError::Verifier(_))
+        ),
         "{e:?}"
     );
     let mut flipped = proof.clone();
@@ -210,7 +216,10 @@ fn window_post_partition_of_2kib_sectors_verifies_and_matches_bellperson() {
         .unwrap();
     assert_eq!(proof.len(), 192);
     let reference = window_post_with_bellperson(&request, &params, rs).unwrap();
-    assert_eq!(proof, reference, "cuzk's WindowPoSt differs from bellperson's");
+    assert_eq!(
+        proof, reference,
+        "cuzk's WindowPoSt differs from bellperson's"
+    );
 
     verify_window_post_partition(&request, &proof).unwrap();
     let mut flipped = proof.clone();
@@ -230,7 +239,11 @@ fn window_post_partition_of_2kib_sectors_verifies_and_matches_bellperson() {
 
     // A second proof reuses the compiled circuit and the loaded parameters.
     let again = prover
-        .submit_window_post(&engine, window_request(inputs, Blinding::Random), Priority::High)
+        .submit_window_post(
+            &engine,
+            window_request(inputs, Blinding::Random),
+            Priority::High,
+        )
         .unwrap()
         .wait()
         .unwrap();
@@ -257,7 +270,10 @@ fn winning_post_of_a_2kib_sector_verifies_and_matches_bellperson() {
     let proof = job.wait().unwrap();
     assert_eq!(proof.len(), 192);
     let reference = winning_post_with_bellperson(&request, &params, rs).unwrap();
-    assert_eq!(proof, reference, "cuzk's WinningPoSt differs from bellperson's");
+    assert_eq!(
+        proof, reference,
+        "cuzk's WinningPoSt differs from bellperson's"
+    );
 
     verify_winning_post_proof(&request, &proof).unwrap();
     let mut flipped = proof.clone();
@@ -279,53 +295,94 @@ fn bad_inputs_of_the_other_kinds_are_typed_errors() {
     r.randomness.pop();
     let e = prover.submit_window_post(&engine, r, Priority::High);
     assert!(
-        matches!(e, Err(FilecoinError::InputLength { what: "randomness", expected: 32, actual: 31 })),
+        matches!(
+            e,
+            Err(FilecoinError::InputLength {
+                what: "randomness",
+                expected: 32,
+                actual: 31
+            })
+        ),
         "{e:?}"
     );
     let mut r = winning_request(winning_inputs(), Blinding::Random);
     r.randomness.push(0);
     let e = prover.submit_winning_post(&engine, r, Priority::Critical);
-    assert!(matches!(e, Err(FilecoinError::InputLength { actual: 33, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(FilecoinError::InputLength { actual: 33, .. })),
+        "{e:?}"
+    );
     let mut s = snap.clone();
     s.comm_r_old.truncate(16);
     let e = prover.submit_snap(&engine, s, Priority::Normal);
     assert!(
-        matches!(e, Err(FilecoinError::InputLength { what: "comm_r_old", actual: 16, .. })),
+        matches!(
+            e,
+            Err(FilecoinError::InputLength {
+                what: "comm_r_old",
+                actual: 16,
+                ..
+            })
+        ),
         "{e:?}"
     );
     let mut s = snap.clone();
     s.comm_d_new = Vec::new();
     let e = prover.submit_snap(&engine, s, Priority::Normal);
-    assert!(matches!(e, Err(FilecoinError::InputLength { what: "comm_d_new", .. })), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Err(FilecoinError::InputLength {
+                what: "comm_d_new",
+                ..
+            })
+        ),
+        "{e:?}"
+    );
 
     // Undecodable bincode.
     let mut r = window_request(window, Blinding::Random);
     r.vanilla_proofs[1] = b"not bincode of a vanilla proof".to_vec();
     let e = prover.submit_window_post(&engine, r, Priority::High);
-    assert!(matches!(e, Err(FilecoinError::VanillaDecode { index: 1, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(FilecoinError::VanillaDecode { index: 1, .. })),
+        "{e:?}"
+    );
     let mut s = snap.clone();
     let half = s.vanilla_proofs[0].len() / 2;
     s.vanilla_proofs[0].truncate(half);
     let e = prover.submit_snap(&engine, s, Priority::Normal);
-    assert!(matches!(e, Err(FilecoinError::VanillaDecode { index: 0, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(FilecoinError::VanillaDecode { index: 0, .. })),
+        "{e:?}"
+    );
 
     // A vanilla proof of another sector size (2 KiB and 8 MiB share the tree type,
     // so the bytes decode; their shape does not match).
     let mut r = window_request(window, Blinding::Random);
     r.proof = RegisteredPoStProof::StackedDrgWindow8MiBV1_2;
     let e = prover.submit_window_post(&engine, r, Priority::High);
-    assert!(matches!(e, Err(FilecoinError::VanillaShape { .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(FilecoinError::VanillaShape { .. })),
+        "{e:?}"
+    );
     // (8 MiB updates have 4 partitions: the count alone refuses one 2 KiB proof.)
     let mut s = snap.clone();
     s.proof = RegisteredUpdateProof::StackedDrg8MiBV1;
     let e = prover.submit_snap(&engine, s, Priority::Normal);
-    assert!(matches!(e, Err(FilecoinError::VanillaCount { expected: 4, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(FilecoinError::VanillaCount { expected: 4, .. })),
+        "{e:?}"
+    );
     // And of another tree type (32 GiB's is 8-8-0): the bytes do not even decode.
     let mut r = window_request(window, Blinding::Random);
     r.proof = RegisteredPoStProof::StackedDrgWindow32GiBV1_2;
     let e = prover.submit_window_post(&engine, r, Priority::High);
     assert!(
-        matches!(e, Err(FilecoinError::VanillaDecode { .. }) | Err(FilecoinError::VanillaShape { .. })),
+        matches!(
+            e,
+            Err(FilecoinError::VanillaDecode { .. }) | Err(FilecoinError::VanillaShape { .. })
+        ),
         "{e:?}"
     );
 
@@ -333,18 +390,30 @@ fn bad_inputs_of_the_other_kinds_are_typed_errors() {
     let mut r = window_request(window, Blinding::Random);
     r.vanilla_proofs.clear();
     let e = prover.submit_window_post(&engine, r, Priority::High);
-    assert!(matches!(e, Err(FilecoinError::VanillaCount { actual: 0, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(FilecoinError::VanillaCount { actual: 0, .. })),
+        "{e:?}"
+    );
     let mut s = snap.clone();
     s.vanilla_proofs.push(s.vanilla_proofs[0].clone());
     let e = prover.submit_snap(&engine, s, Priority::Normal);
-    assert!(matches!(e, Err(FilecoinError::VanillaCount { actual: 2, .. })), "{e:?}");
+    assert!(
+        matches!(e, Err(FilecoinError::VanillaCount { actual: 2, .. })),
+        "{e:?}"
+    );
 
     // A partition index out of range.
     let mut r = window_request(window, Blinding::Random);
     r.partition_index = MAX_PARTITIONS_PER_DEADLINE;
     let e = prover.submit_window_post(&engine, r, Priority::High);
     assert!(
-        matches!(e, Err(FilecoinError::PartitionIndex { index: MAX_PARTITIONS_PER_DEADLINE, .. })),
+        matches!(
+            e,
+            Err(FilecoinError::PartitionIndex {
+                index: MAX_PARTITIONS_PER_DEADLINE,
+                ..
+            })
+        ),
         "{e:?}"
     );
 
@@ -359,7 +428,10 @@ fn bad_inputs_of_the_other_kinds_are_typed_errors() {
     // Registered-proof numbers as Filecoin's Go enum gives them.
     assert_eq!(parse_post_proof("0").unwrap(), WINNING);
     assert_eq!(parse_post_proof("10").unwrap(), WINDOW);
-    assert_eq!(parse_post_proof("StackedDrgWindow2KiBV1_1").unwrap(), WINDOW);
+    assert_eq!(
+        parse_post_proof("StackedDrgWindow2KiBV1_1").unwrap(),
+        WINDOW
+    );
     assert_eq!(
         parse_post_proof("13").unwrap(),
         RegisteredPoStProof::StackedDrgWindow32GiBV1_2
@@ -368,14 +440,28 @@ fn bad_inputs_of_the_other_kinds_are_typed_errors() {
         parse_post_proof("8").unwrap(),
         RegisteredPoStProof::StackedDrgWindow32GiBV1
     );
-    assert!(matches!(parse_post_proof("15"), Err(FilecoinError::Unsupported { .. })));
-    assert_eq!(parse_update_proof("3").unwrap(), RegisteredUpdateProof::StackedDrg32GiBV1);
+    assert!(matches!(
+        parse_post_proof("15"),
+        Err(FilecoinError::Unsupported { .. })
+    ));
+    assert_eq!(
+        parse_update_proof("3").unwrap(),
+        RegisteredUpdateProof::StackedDrg32GiBV1
+    );
     assert!(parse_update_proof("5").is_err());
 
     // Every kind's parameter file is named by its own circuit (never the PoRep's).
     let update = UpdateKind::new(RegisteredUpdateProof::StackedDrg32GiBV1).unwrap();
-    assert!(update.cache_id.starts_with("empty-sector-update-"), "{}", update.cache_id);
+    assert!(
+        update.cache_id.starts_with("empty-sector-update-"),
+        "{}",
+        update.cache_id
+    );
     assert_eq!(update.partitions(), 16);
     let post = PostKind::new(RegisteredPoStProof::StackedDrgWinning32GiBV1).unwrap();
-    assert!(post.cache_id.starts_with("proof-of-spacetime-fallback-"), "{}", post.cache_id);
+    assert!(
+        post.cache_id.starts_with("proof-of-spacetime-fallback-"),
+        "{}",
+        post.cache_id
+    );
 }

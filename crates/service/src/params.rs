@@ -98,14 +98,16 @@ impl ParamCache {
                 None => {
                     let set = Arc::new(kind.load_params(circuit_id)?);
                     tracing::info!(circuit_id, bytes = set.bytes, "parameters loaded");
-                    *slot.loaded.lock().unwrap_or_else(PoisonError::into_inner) =
-                        Some(set.clone());
+                    *slot.loaded.lock().unwrap_or_else(PoisonError::into_inner) = Some(set.clone());
                     *slot.kind.lock().unwrap_or_else(PoisonError::into_inner) = Some(kind.clone());
                     set
                 }
             }
         };
-        *slot.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        *slot
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         let took = t.elapsed();
         self.trim();
         Ok((ParamHold { set }, took))
@@ -162,7 +164,12 @@ impl ParamCache {
         let bytes = set.bytes;
         *loaded = None;
         drop(loaded);
-        if let Some(kind) = slot.kind.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        if let Some(kind) = slot
+            .kind
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             kind.release_params(circuit_id);
         }
         tracing::info!(circuit_id, bytes, "parameters evicted");

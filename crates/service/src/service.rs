@@ -24,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cuzk_scheduler::{PipelineEngine, PipelineConfig, PipelineError, Policies};
+use cuzk_scheduler::{PipelineConfig, PipelineEngine, PipelineError, Policies};
 use cuzk_timeline::Recorder;
 
 use crate::{
@@ -191,7 +191,9 @@ enum Phase {
     Queued(Box<dyn PreparedProof>),
     /// Admitted; loading parameters or starting.
     Loading,
-    Running { engine_job: u64 },
+    Running {
+        engine_job: u64,
+    },
     Done(JobResult),
 }
 
@@ -265,7 +267,9 @@ impl Service {
         kinds: Vec<Arc<dyn KindProver>>,
     ) -> Result<Self, StartError> {
         if cfg.max_running_jobs == 0 {
-            return Err(StartError::Config("max_running_jobs must be at least 1".into()));
+            return Err(StartError::Config(
+                "max_running_jobs must be at least 1".into(),
+            ));
         }
         let metrics = Arc::new(Metrics::new()?);
         let mut recorder = Recorder::new(Instant::now())
@@ -302,15 +306,22 @@ impl Service {
     }
 
     /// Checks and queues a job.
-    pub fn submit(&self, kind: ProofKind, request: ProofRequest) -> Result<Submitted, RequestError> {
+    pub fn submit(
+        &self,
+        kind: ProofKind,
+        request: ProofRequest,
+    ) -> Result<Submitted, RequestError> {
         let inner = &self.inner;
         if !inner.accepting.load(Ordering::SeqCst) {
             return Err(RequestError::ShuttingDown);
         }
-        let prover = inner.kinds.get(&kind).ok_or_else(|| RequestError::Unsupported {
-            kind,
-            why: unsupported_reason(kind),
-        })?;
+        let prover = inner
+            .kinds
+            .get(&kind)
+            .ok_or_else(|| RequestError::Unsupported {
+                kind,
+                why: unsupported_reason(kind),
+            })?;
         let priority = request.priority.unwrap_or(kind.default_priority());
         let seq = inner.next_seq.fetch_add(1, Ordering::Relaxed);
         let job_id = match request.request_id.as_deref() {
@@ -335,7 +346,11 @@ impl Service {
             .queue
             .iter()
             .filter(|(p, _, id)| {
-                *p < priority && st.jobs.get(id).is_some_and(|j| matches!(j.phase, Phase::Queued(_)))
+                *p < priority
+                    && st
+                        .jobs
+                        .get(id)
+                        .is_some_and(|j| matches!(j.phase, Phase::Queued(_)))
             })
             .count() as u32;
         st.jobs.insert(
@@ -437,7 +452,10 @@ impl Service {
                 return done(JobStatus::Failed, Vec::new(), error, Timings::default());
             }
         };
-        inner.metrics.srs_load_seconds.observe(srs_load.as_secs_f64());
+        inner
+            .metrics
+            .srs_load_seconds
+            .observe(srs_load.as_secs_f64());
         let mut timings = Timings {
             srs_load,
             ..Timings::default()
@@ -578,7 +596,11 @@ impl Service {
     }
 
     /// Takes `id`'s result if it is finished.
-    fn take_if_done(&self, id: &str, waker: Option<&Waker>) -> Result<Option<JobResult>, JobLookupError> {
+    fn take_if_done(
+        &self,
+        id: &str,
+        waker: Option<&Waker>,
+    ) -> Result<Option<JobResult>, JobLookupError> {
         let mut st = self.inner.lock();
         let job = st
             .jobs
@@ -934,7 +956,8 @@ fn cancelled_msg() -> String {
 fn unsupported_reason(kind: ProofKind) -> String {
     match kind {
         ProofKind::PorepSealCommit => {
-            "this build has no PoRep prover (the Filecoin adapter, cuzk-filecoin, is not linked in)".into()
+            "this build has no PoRep prover (the Filecoin adapter, cuzk-filecoin, is not linked in)"
+                .into()
         }
         ProofKind::SnapDealsUpdate | ProofKind::WindowPostPartition | ProofKind::WinningPost => {
             format!("{kind} is not implemented yet (cuzk issue 14: SnapDeals and PoSt circuits); no proof is faked")

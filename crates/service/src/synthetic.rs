@@ -16,12 +16,12 @@
 
 use std::{path::PathBuf, sync::Arc};
 
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use bellperson::groth16::Parameters;
 use blstrs::{Bls12, Scalar};
 use cuzk::pipeline::{job, to_bellperson, BellpersonVerifier, PartitionInput};
-use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use cuzk_circuits::{AnyCircuit, Builtin, PorepLike};
-use cuzk_scheduler::{PipelineEngine, JobError, JobHandle, Srs};
+use cuzk_scheduler::{JobError, JobHandle, PipelineEngine, Srs};
 use cuzk_synth::R1cs;
 use ff::Field;
 use serde::Deserialize;
@@ -78,9 +78,8 @@ impl SynthCircuit {
                 .map(SynthCircuit::Porep)
                 .map_err(|e| format!("{e:?}"));
         }
-        let b = Builtin::from_name(name).ok_or_else(|| {
-            format!("unknown circuit `{name}`: use `mul`, `sha256` or `porep`")
-        })?;
+        let b = Builtin::from_name(name)
+            .ok_or_else(|| format!("unknown circuit `{name}`: use `mul`, `sha256` or `porep`"))?;
         AnyCircuit::new(b, log, seed)
             .map(SynthCircuit::Builtin)
             .map_err(|e| format!("{e:?}"))
@@ -176,8 +175,8 @@ impl SyntheticKind {
             (format!("cuzk-synthetic-{name}-{log}.params"), PARAMS_SEED)
         };
         let path = self.param_dir.join(file);
-        let params = cuzk_params::load_or_generate(&path, blank.clone(), seed)
-            .map_err(|e| e.to_string())?;
+        let params =
+            cuzk_params::load_or_generate(&path, blank.clone(), seed).map_err(|e| e.to_string())?;
         let r1cs = compile(circuit_id, &name, log)?;
         let srs = Arc::new(cuzk::srs_from_source(&&params, &r1cs).map_err(|e| e.to_string())?);
         let verifier = Arc::new(BellpersonVerifier::new(&params.vk));

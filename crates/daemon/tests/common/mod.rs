@@ -159,7 +159,11 @@ impl Daemon {
     }
 
     /// Waits (bounded) until `f` holds for the daemon's status.
-    pub fn wait_status(&self, what: &str, f: impl Fn(&pb::GetStatusResponse) -> bool) -> pb::GetStatusResponse {
+    pub fn wait_status(
+        &self,
+        what: &str,
+        f: impl Fn(&pb::GetStatusResponse) -> bool,
+    ) -> pb::GetStatusResponse {
         let mut c = self.client();
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
@@ -171,7 +175,10 @@ impl Daemon {
             if f(&s) {
                 return s;
             }
-            assert!(Instant::now() < deadline, "status never showed {what}: {s:?}");
+            assert!(
+                Instant::now() < deadline,
+                "status never showed {what}: {s:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -179,7 +186,9 @@ impl Daemon {
     /// Waits until the daemon holds no job and no memory.
     pub fn wait_idle(&self) -> pb::GetStatusResponse {
         self.wait_status("an idle daemon", |s| {
-            s.queues.iter().all(|q| q.pending == 0 && q.in_progress == 0)
+            s.queues
+                .iter()
+                .all(|q| q.pending == 0 && q.in_progress == 0)
                 && s.pinned_memory_bytes == 0
         })
     }
@@ -213,8 +222,9 @@ pub fn synthetic(log: u32, partitions: u32, seed: u64) -> pb::SubmitProofRequest
 /// Checks a synthetic proof with bellperson's verifier against the parameters
 /// (the same cached file the daemon loaded), and that a wrong input fails.
 pub fn check_synthetic_proof(log: u32, partitions: u32, seed: u64, proof: &[u8]) {
-    static PARAMS: OnceLock<Mutex<std::collections::HashMap<u32, Arc<cuzk_service::synthetic::SyntheticParams>>>> =
-        OnceLock::new();
+    static PARAMS: OnceLock<
+        Mutex<std::collections::HashMap<u32, Arc<cuzk_service::synthetic::SyntheticParams>>>,
+    > = OnceLock::new();
     let p = PARAMS
         .get_or_init(Default::default)
         .lock()
