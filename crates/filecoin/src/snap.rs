@@ -314,7 +314,7 @@ fn partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, U: SnapPart
             EmptySectorUpdateCircuit<Tree>,
         >>::circuit(
             &public_inputs,
-            Default::default(),
+            (), // the update circuit has no private inputs beyond the vanilla proof
             proof,
             &pub_params.vanilla_params,
             Some(k),
