@@ -72,6 +72,8 @@ fn a_2kib_sector_through_prove_and_submit_await_verifies_with_filecoin_proofs() 
     let d = start(Opts {
         unix: true,
         kinds: vec![Arc::new(PorepService::new(prover))],
+        // A 2 KiB partition with its 1.1 GB of parameters needs about 2.2 GB.
+        memory_budget: Some(8 << 30),
         ..Opts::default()
     });
     let env = envelope();

@@ -85,6 +85,9 @@ pub struct Opts {
     pub daemon_toml: String,
     /// Kinds served besides the synthetic one.
     pub kinds: Vec<Arc<dyn KindProver>>,
+    /// The engine's memory budget; `None`: 1 GiB, small enough that the synthetic
+    /// tests see every byte come back.
+    pub memory_budget: Option<u64>,
 }
 
 pub fn start(opts: Opts) -> Daemon {
@@ -119,7 +122,7 @@ pub fn start(opts: Opts) -> Daemon {
         synth_threads: 2,
         gpu_workers_per_device: 1,
         gpu_threads: 1,
-        memory_budget: Some(1 << 30),
+        memory_budget: Some(opts.memory_budget.unwrap_or(1 << 30)),
         ..PipelineConfig::default()
     };
     let mut kinds: Vec<Arc<dyn KindProver>> =
