@@ -184,8 +184,10 @@ fn snapdeals_update_of_a_2kib_sector_verifies_and_matches_bellperson() {
     flipped[100] ^= 1;
     assert!(verify_snap_proof(&request, &flipped).is_err());
 
-    // A submission with commitments that do not match the vanilla proofs is proven,
-    // then refused by filecoin-proofs' verifier: the bytes never come back.
+    // A submission with commitments that do not match the vanilla proofs never gives
+    // bytes back: filecoin-proofs' update circuit itself refuses it while its witness
+    // is computed (its `leaf_r_new` sanity check panics, which fails this job only),
+    // or, had it been proven, its verifier would.
     let mut wrong = request.clone();
     wrong.comm_r_new = request.comm_r_old.clone();
     wrong.blinding = Blinding::Random;
@@ -193,7 +195,13 @@ fn snapdeals_update_of_a_2kib_sector_verifies_and_matches_bellperson() {
         .submit_snap(&engine, wrong, Priority::Normal)
         .unwrap()
         .wait();
-    assert!(matches!(e, Err(FilecoinError::Rejected { .. })), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Err(FilecoinError::Rejected { .. }) | Err(FilecoinError::Job(_))
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]
