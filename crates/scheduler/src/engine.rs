@@ -882,6 +882,16 @@ impl PipelineEngine {
         self.shared.lanes.iter().map(|l| l.ordinal).collect()
     }
 
+    /// Jobs the engine holds state for now: submitted and not yet ended. A job's
+    /// state is dropped when it ends, so this never grows with the jobs proved.
+    pub fn open_jobs(&self) -> usize {
+        self.shared
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Queues a job. Its partitions start as synthesis workers and memory allow,
     /// in the order of [`JobSpec::priority`], then submission.
     pub fn submit(&self, job: JobSpec) -> JobHandle {
