@@ -882,6 +882,20 @@ impl PipelineEngine {
         self.shared.lanes.iter().map(|l| l.ordinal).collect()
     }
 
+    /// Each device lane's ordinal and what its backend says of its device (its
+    /// `capabilities().devices`: one entry for a GPU backend, none for the CPU
+    /// backend), in lane order.
+    pub fn device_infos(&self) -> Vec<(u32, Option<cuzk_gpu_backend::DeviceInfo>)> {
+        self.shared
+            .lanes
+            .iter()
+            .map(|l| {
+                let info = l.backend.capabilities().devices.into_iter().next();
+                (l.ordinal, info)
+            })
+            .collect()
+    }
+
     /// Jobs the engine holds state for now: submitted and not yet ended. A job's
     /// state is dropped when it ends, so this never grows with the jobs proved.
     pub fn open_jobs(&self) -> usize {

@@ -152,7 +152,8 @@ pub struct QueueStatus {
     pub in_progress: u32,
 }
 
-/// One GPU and the job on it now (from the TIMELINE's GPU_START/GPU_END).
+/// One device the engine drives and the job on it now (from the TIMELINE's
+/// GPU_START/GPU_END on that device's lane).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuStatus {
     pub info: GpuInfo,
@@ -278,9 +279,11 @@ impl Service {
         if let Some(path) = &cfg.timeline_jsonl {
             recorder = recorder.with_jsonl(path)?;
         }
-        let devices = policies.backend.capabilities().devices.len().max(1);
-        let gpu_workers = devices * engine_cfg.gpu_workers_per_device;
+        let per_device = engine_cfg.gpu_workers_per_device;
         let engine = PipelineEngine::start(engine_cfg, policies, Arc::new(recorder))?;
+        // The engine's lanes, CPU "devices" included (a CPU backend lists no
+        // device in its capabilities, yet a set of them runs a lane each).
+        let gpu_workers = engine.devices().len() * per_device;
         metrics.gpu_workers.set(gpu_workers as i64);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -810,7 +813,11 @@ impl Service {
             }
         }
         drop(st);
-        let gpus = gpus()
+        let engine = inner.engine();
+        let gpus = engine
+            .as_deref()
+            .map(engine_devices)
+            .unwrap_or_default()
             .into_iter()
             .map(|info| GpuStatus {
                 current_job: on_gpu
@@ -819,7 +826,7 @@ impl Service {
                 info,
             })
             .collect();
-        let (used, total) = match inner.engine() {
+        let (used, total) = match &engine {
             Some(e) => (e.budget().used(), e.budget().total()),
             None => (0, 0),
         };
@@ -918,6 +925,41 @@ impl Service {
             .take();
         drop(engine);
     }
+}
+
+/// One entry per device lane of `engine`, in lane order. A GPU lane's name and
+/// memory are asked of the CUDA driver now (free memory changes as bases and
+/// partitions come and go), falling back to what its backend reported when it
+/// opened the device (a plugin backend on a host whose driver cudarc cannot
+/// load); a CPU lane is named `cpu` with no device memory.
+fn engine_devices(engine: &PipelineEngine) -> Vec<GpuInfo> {
+    let lanes = engine.device_infos();
+    let driver = if lanes.iter().any(|(_, d)| d.is_some()) {
+        gpus()
+    } else {
+        Vec::new()
+    };
+    lanes
+        .into_iter()
+        .map(|(ordinal, reported)| match reported {
+            None => GpuInfo {
+                ordinal,
+                name: "cpu".into(),
+                vram_total_bytes: 0,
+                vram_free_bytes: 0,
+            },
+            Some(d) => driver
+                .iter()
+                .find(|g| g.ordinal == ordinal)
+                .cloned()
+                .unwrap_or(GpuInfo {
+                    ordinal,
+                    name: d.name,
+                    vram_total_bytes: d.total_memory,
+                    vram_free_bytes: d.free_memory,
+                }),
+        })
+        .collect()
 }
 
 /// The future of [`Service::result`].
