@@ -24,10 +24,11 @@
 use std::{
     cmp::Reverse,
     collections::{BinaryHeap, HashMap},
+    ops::Range,
     panic::{catch_unwind, AssertUnwindSafe},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
-        Arc, Condvar, Mutex, PoisonError,
+        Arc, Condvar, Mutex, PoisonError, Weak,
     },
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -539,6 +540,10 @@ struct Shared {
     /// Parameters held by jobs in flight, counted once each in the memory budget:
     /// (address of the `Srs`) → (jobs using it, its permit).
     srs_held: Mutex<HashMap<usize, (usize, Permit)>>,
+    /// Every parameter set a job has used, with its base vectors' host ranges:
+    /// once a set is gone (its `Weak` dead) the backends may still hold device
+    /// copies of it, which [`PipelineEngine::forget_dropped_params`] frees.
+    srs_seen: Mutex<Vec<(Weak<Srs>, Vec<Range<usize>>)>>,
 }
 
 impl Shared {
@@ -810,6 +815,7 @@ impl PipelineEngine {
             next_job: AtomicU64::new(1),
             broken: Mutex::new(None),
             srs_held: Mutex::new(HashMap::new()),
+            srs_seen: Mutex::new(Vec::new()),
         });
         let (finish_tx, finish_rx) = unbounded::<FinishItem>();
         let mut engine = PipelineEngine {
@@ -896,6 +902,50 @@ impl PipelineEngine {
             .collect()
     }
 
+    /// Tells every device's backend to drop what it keeps of the parameter sets
+    /// that are gone (used by a job once, held by nobody now: a parameter cache
+    /// evicted them), and returns the device bytes freed (none on the CPU
+    /// backend). A backend busy with a partition answers after it. A set held
+    /// anywhere (a job, a cache) is left alone.
+    pub fn forget_dropped_params(&self) -> u64 {
+        let gone: Vec<Range<usize>> = {
+            let mut seen = self
+                .shared
+                .srs_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let mut gone = Vec::new();
+            seen.retain(|(w, ranges)| {
+                let dead = w.strong_count() == 0;
+                if dead {
+                    gone.extend(ranges.iter().cloned());
+                }
+                !dead
+            });
+            gone
+        };
+        if gone.is_empty() {
+            return 0;
+        }
+        self.shared
+            .lanes
+            .iter()
+            .map(|lane| {
+                catch_unwind(AssertUnwindSafe(|| lane.backend.forget_bases(&gone))).unwrap_or_else(
+                    |panic| {
+                        tracing::error!(
+                            target: "cuzk::engine",
+                            device = lane.ordinal,
+                            "the backend panicked forgetting bases: {}",
+                            panic_message(panic.as_ref())
+                        );
+                        0
+                    },
+                )
+            })
+            .sum()
+    }
+
     /// Jobs the engine holds state for now: submitted and not yet ended. A job's
     /// state is dropped when it ends, so this never grows with the jobs proved.
     pub fn open_jobs(&self) -> usize {
@@ -944,6 +994,13 @@ impl PipelineEngine {
             sh.rec(Ev::JobFailed, id, 0, None, None, None, &err.to_string());
             let _ = tx.send(Err(err));
             return handle;
+        }
+        {
+            let mut seen = sh.srs_seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let live = |w: &Weak<Srs>| w.upgrade().is_some_and(|s| Arc::ptr_eq(&s, &job.srs));
+            if !seen.iter().any(|(w, _)| live(w)) {
+                seen.push((Arc::downgrade(&job.srs), job.srs.host_ranges()));
+            }
         }
         let shared_job = Arc::new(JobShared {
             id,

@@ -493,9 +493,14 @@ impl Service {
         drop(engine);
         let outcome = running.wait();
         let stages = inner.metrics.take_job(engine_job);
-        // The parameter set may be evicted from here on.
+        // The parameter set may be evicted from here on (and its device copies
+        // freed with it when the budget evicts it).
         drop(hold);
-        inner.params.trim();
+        if inner.params.trim() > 0 {
+            if let Some(e) = inner.engine() {
+                e.forget_dropped_params();
+            }
+        }
         let ms = |x: f64| Duration::from_micros((x * 1e3).max(0.0) as u64);
         timings.synthesis = ms(stages.synthesis_ms);
         timings.gpu_compute = ms(stages.gpu_ms);
@@ -764,10 +769,17 @@ impl Service {
     }
 
     /// Drops `circuit_id`'s parameters if no job uses them: `Some(bytes freed)`,
-    /// `None` if they were not loaded.
+    /// `None` if they were not loaded. The bytes are the host's (the set, with
+    /// the kind's own copy released) plus the device copies the engine's backends
+    /// kept of its bases (freed through the backend; none on the CPU backend).
     pub fn evict(&self, circuit_id: &str) -> Result<Option<u64>, ParamsError> {
         self.prover_for(circuit_id)?;
-        Ok(self.inner.params.evict(circuit_id)?)
+        let Some(host) = self.inner.params.evict(circuit_id)? else {
+            return Ok(None);
+        };
+        let device = self.inner.engine().map_or(0, |e| e.forget_dropped_params());
+        tracing::info!(circuit_id, host, device, "parameters evicted");
+        Ok(Some(host + device))
     }
 
     fn prover_for(&self, circuit_id: &str) -> Result<Arc<dyn KindProver>, ParamsError> {
