@@ -695,6 +695,6 @@ mod tests {
         assert_eq!((older.device_count(), older.pinned_host_bytes()), (1, 0));
         // Nor has it `forget_bases`: nothing is freed through it.
         assert!(older.module.forget_bases().is_none());
-        assert_eq!(older.forget_bases(&[16..48]), 0);
+        assert_eq!(older.forget_bases(&[16..48, 64..80]), 0);
     }
 }

@@ -543,8 +543,11 @@ struct Shared {
     /// Every parameter set a job has used, with its base vectors' host ranges:
     /// once a set is gone (its `Weak` dead) the backends may still hold device
     /// copies of it, which [`PipelineEngine::forget_dropped_params`] frees.
-    srs_seen: Mutex<Vec<(Weak<Srs>, Vec<Range<usize>>)>>,
+    srs_seen: Mutex<Vec<SeenSrs>>,
 }
+
+/// A parameter set a job used, held weakly, and its base vectors' host ranges.
+type SeenSrs = (Weak<Srs>, Vec<Range<usize>>);
 
 impl Shared {
     /// One TIMELINE event; the argument list is the event's fields, in the
