@@ -39,6 +39,7 @@ mod input;
 mod kind;
 mod kinds_inputs;
 mod params;
+mod porep_circuit;
 mod post;
 mod prover;
 pub mod reference;
