@@ -269,9 +269,9 @@ pub fn partition_bytes(r1cs: &R1cs) -> u64 {
 
 /// Bytes a partition of `r1cs` holds at its peak. The phases: synthesis (a split
 /// witness is held twice while its parts are appended), then the witness with
-/// `a, b, c` and the splits, and (where the backend computes H on the host,
-/// `host_h`) the H evaluations padded to the domain; the witness is counted until
-/// the backend's stage because its release may be deferred. `splits`: the bytes the
+/// `a, b, c` and the splits, then ([`partition_bytes_after_prep`]) `a, b, c`, the
+/// splits and, where the backend computes H on the host (`host_h`), the H
+/// evaluations padded to the domain. `splits`: the bytes the
 /// three splits are known to take for this shape (bitmaps and tails; see
 /// [`SplitScalars::heap_size`](cuzk_alloc::SplitScalars::heap_size)), else the
 /// worst case, every variable in each tail. A PoRep witness is 97-98% zeros and
@@ -287,7 +287,18 @@ pub fn partition_bytes_for(r1cs: &R1cs, host_h: bool, splits: Option<u64>) -> u6
     // Each split: a bitmap and, at worst, every variable in the tail (index + limbs).
     let worst = 3 * (vars.div_ceil(8) + vars * (4 + scalar));
     let splits = splits.map_or(worst, |s| s.min(worst));
-    (2 * witness).max(witness + abc + splits + h)
+    (2 * witness)
+        .max(witness + abc + splits)
+        .max(abc + splits + h)
+}
+
+/// What a partition holds once its witness is freed (after prep_msm): `a, b, c`,
+/// its `splits` (bytes) and, where the backend computes H on the host, H.
+pub fn partition_bytes_after_prep(r1cs: &R1cs, host_h: bool, splits: u64) -> u64 {
+    let n = r1cs.num_constraints() as u64;
+    let domain = n.max(1).next_power_of_two();
+    let h = if host_h { 3 * domain * 32 } else { 0 };
+    3 * n * 32 + splits + h
 }
 
 /// A circuit shape's key for what the engine learns about its partitions.
@@ -1287,7 +1298,14 @@ fn synth_partition(
         permit.grow(peak - permit.bytes());
     }
     let t = Instant::now();
-    sh.dealloc(job.id, p, Released::of(witness, "witness"));
+    // From here on the partition holds a, b, c and the splits (and H, on the host):
+    // the rest of its permit goes back with the witness, when the dealloc policy
+    // really frees it, so that the next partition starts while this one waits for
+    // and runs on the GPU.
+    let after = partition_bytes_after_prep(&job.r1cs, sh.host_h, split_bytes);
+    let back = permit.split_off(permit.bytes().saturating_sub(after));
+    let bytes = cuzk_alloc::HeapSize::heap_size(&witness);
+    sh.dealloc(job.id, p, Released::new((witness, back), bytes, "witness"));
     times.dealloc += t.elapsed();
 
     Ok(GpuItem {
