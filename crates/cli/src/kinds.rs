@@ -182,9 +182,9 @@ pub struct KindProveArgs {
 pub struct KindVerifyArgs {
     #[command(flatten)]
     pub request: RequestArgs,
-    /// The proof bytes.
+    /// The proof bytes (`--proof` is the registered proof).
     #[arg(long)]
-    pub proof: PathBuf,
+    pub proof_file: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -581,7 +581,7 @@ fn prove(which: Which, args: KindProveArgs) -> Result<()> {
 fn verify(which: Which, args: KindVerifyArgs) -> Result<()> {
     args.request.params.apply();
     let request = args.request.read(which)?;
-    let proof = read_proof(&args.proof)?;
+    let proof = read_proof(&args.proof_file)?;
     match &request {
         Request::Snap(r) => verify_snap_proof(r, &proof)?,
         Request::Window(r) => verify_window_post_partition(r, &proof)?,
@@ -589,7 +589,7 @@ fn verify(which: Which, args: KindVerifyArgs) -> Result<()> {
     }
     println!(
         "proof {} verifies ({} bytes), checked by filecoin-proofs",
-        args.proof.display(),
+        args.proof_file.display(),
         proof.len()
     );
     Ok(())

@@ -98,7 +98,7 @@ fn round_trip(cmd: &[&str], proof_len: usize) -> tempfile::TempDir {
     assert_eq!(std::fs::read(&proof).unwrap().len(), proof_len);
 
     let mut a: Vec<&str> = cmd.to_vec();
-    a.extend_from_slice(&["verify", "-i", &input, "--proof", &proof]);
+    a.extend_from_slice(&["verify", "-i", &input, "--proof-file", &proof]);
     let o = cuzk(&a);
     assert!(o.status.success());
 
@@ -108,7 +108,7 @@ fn round_trip(cmd: &[&str], proof_len: usize) -> tempfile::TempDir {
     let tampered = p("tampered.bin");
     std::fs::write(&tampered, &bytes).unwrap();
     let mut a: Vec<&str> = cmd.to_vec();
-    a.extend_from_slice(&["verify", "-i", &input, "--proof", &tampered]);
+    a.extend_from_slice(&["verify", "-i", &input, "--proof-file", &tampered]);
     let o = cuzk(&a);
     assert!(!o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("error:"), "{}", text(&o));
