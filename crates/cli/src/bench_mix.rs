@@ -312,7 +312,15 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
         };
         waiters.push(std::thread::spawn(move || {
             let r = waiter();
-            (kind, submitted, Instant::now(), r)
+            let done = Instant::now();
+            // As each finishes (a run cut short still shows the jobs that landed).
+            println!(
+                "{} job done {:.2} s after its submission{}",
+                kind.name(),
+                (done - submitted).as_secs_f64(),
+                if r.is_ok() { "" } else { " (FAILED)" }
+            );
+            (kind, submitted, done, r)
         }));
     }
     let mut lat: std::collections::BTreeMap<Kind, Vec<Duration>> = Default::default();

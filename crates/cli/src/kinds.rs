@@ -174,6 +174,11 @@ pub struct KindProveArgs {
     /// timing, with shape-only inputs.
     #[arg(long)]
     pub timing_only: bool,
+    /// Then time filecoin-proofs' own function on the same request in this process
+    /// (once to load its parameters, then timed) and cuzk again on the warm engine,
+    /// and print the ratio.
+    #[arg(long, conflicts_with = "timing_only")]
+    pub compare_peer: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -552,11 +557,15 @@ fn prove(which: Which, args: KindProveArgs) -> Result<()> {
         built.policies,
         Arc::new(Recorder::new(Instant::now())),
     )?;
+    let again = args.compare_peer.then(|| request.clone());
     let t = Instant::now();
     let job = submit(&prover, &engine, request, priority)?;
     let id = job.id();
     let out = job.wait_output()?;
     let took = t.elapsed();
+    if let Some(request) = again {
+        compare_peer(&prover, &engine, request, priority, took)?;
+    }
     drop(engine);
     println!(
         "{name}: job {id} ({priority:?}), {} bytes in {:.2} s{}",
@@ -576,6 +585,66 @@ fn prove(which: Which, args: KindProveArgs) -> Result<()> {
         println!("proof: {}", path.display());
     }
     Ok(())
+}
+
+/// filecoin-proofs' own function on `request` in this process: once cold (it loads
+/// its parameters), once timed; then cuzk again on the warm engine. Prints both and
+/// the ratio.
+fn compare_peer(
+    prover: &FilecoinProver,
+    engine: &PipelineEngine,
+    request: Request,
+    priority: Priority,
+    first: std::time::Duration,
+) -> Result<()> {
+    let (what, peer) = peer_fn(request.clone());
+    let pb = progress::spinner(format!("filecoin-proofs' {what}: first call (loads its parameters)"));
+    let t = Instant::now();
+    peer()?;
+    let cold = t.elapsed();
+    pb.finish_and_clear();
+    let (_, peer) = peer_fn(request.clone());
+    let pb = progress::spinner(format!("filecoin-proofs' {what}: timed"));
+    let t = Instant::now();
+    peer()?;
+    let theirs = t.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let t = Instant::now();
+    submit(prover, engine, request, priority)?.wait_output()?;
+    let ours = t.elapsed().as_secs_f64();
+    println!(
+        "same run: cuzk {ours:.2} s (first {:.2} s), filecoin-proofs {what} {theirs:.2} s (first call {:.2} s, parameter load included): {:.2}x, load average {}",
+        first.as_secs_f64(),
+        cold.as_secs_f64(),
+        theirs / ours,
+        fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Ok(())
+}
+
+type PeerFn = Box<dyn FnOnce() -> Result<Vec<u8>>>;
+
+/// filecoin-proofs' own function for a request, and its name.
+fn peer_fn(request: Request) -> (&'static str, PeerFn) {
+    match request {
+        Request::Snap(r) => (
+            "generate_empty_sector_update_proof_with_vanilla",
+            Box::new(move || Ok(filecoin_proofs_snap(&r)?)),
+        ),
+        Request::Window(r) => (
+            "generate_single_window_post_with_vanilla",
+            Box::new(move || Ok(filecoin_proofs_window_post(&r)?)),
+        ),
+        Request::Winning(r) => (
+            "generate_winning_post_with_vanilla",
+            Box::new(move || Ok(filecoin_proofs_winning_post(&r)?)),
+        ),
+    }
 }
 
 fn verify(which: Which, args: KindVerifyArgs) -> Result<()> {
@@ -602,20 +671,7 @@ fn read_proof(path: &Path) -> Result<Vec<u8>> {
 fn peer(which: Which, args: KindPeerArgs) -> Result<()> {
     args.request.params.apply();
     let request = args.request.read(which)?;
-    let (what, run): (&str, Box<dyn FnOnce() -> Result<Vec<u8>>>) = match request {
-        Request::Snap(r) => (
-            "generate_empty_sector_update_proof_with_vanilla",
-            Box::new(move || Ok(filecoin_proofs_snap(&r)?)),
-        ),
-        Request::Window(r) => (
-            "generate_single_window_post_with_vanilla",
-            Box::new(move || Ok(filecoin_proofs_window_post(&r)?)),
-        ),
-        Request::Winning(r) => (
-            "generate_winning_post_with_vanilla",
-            Box::new(move || Ok(filecoin_proofs_winning_post(&r)?)),
-        ),
-    };
+    let (what, run) = peer_fn(request);
     let pb = progress::spinner(format!("filecoin-proofs' {what} (CPU)"));
     let t = Instant::now();
     let proof = run()?;
