@@ -8,11 +8,10 @@
 
 use std::sync::Arc;
 
-use bellpepper_core::Circuit;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
 use cuzk_assembly::ProofPoints;
-use cuzk_scheduler::{JobSpec, PartitionSpec, ProofVerifier, Srs};
+use cuzk_scheduler::{JobSpec, PartitionSpec, ProofVerifier, Srs, WitnessSource};
 use cuzk_synth::R1cs;
 
 use crate::VerifyingKey;
@@ -21,7 +20,7 @@ pub use cuzk_timeline::Recorder;
 
 pub use cuzk_scheduler::{
     JobError, JobHandle, JobOutput, PipelineConfig, PipelineEngine, PipelineError, Policies,
-    Priority, Unthrottled,
+    Priority, SplitWitness, Unthrottled,
 };
 
 /// bellperson's Groth16 verifier behind the engine's [`ProofVerifier`].
@@ -53,7 +52,9 @@ pub fn to_bellperson(p: &ProofPoints) -> Proof<Bls12> {
     }
 }
 
-/// One partition of a job: its circuit, blinding and public inputs.
+/// One partition of a job: its circuit (any bellperson circuit, or a
+/// [`SplitWitness`] of one whose parts synthesize in parallel), blinding and public
+/// inputs.
 pub struct PartitionInput<C> {
     pub circuit: C,
     pub r: Scalar,
@@ -71,7 +72,7 @@ pub fn job<C>(
     verifier: Option<Arc<BellpersonVerifier>>,
 ) -> JobSpec
 where
-    C: Circuit<Scalar> + Send + 'static,
+    C: WitnessSource + 'static,
 {
     JobSpec {
         r1cs,

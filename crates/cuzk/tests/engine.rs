@@ -719,3 +719,68 @@ fn the_single_path_prover_stages_around_the_backend_call() {
     }
     assert_eq!(prove(cpu_backend()), staged);
 }
+
+/// A partition is charged the worst case (every variable in each split's tail) until
+/// one partition of its shape has been prepared; then what that one's splits took,
+/// a quarter more. A SHA-256 witness is bits: its later partitions are charged far
+/// less, which is what lets a host run several PoRep partitions (97-98% zeros and
+/// ones) at once.
+#[test]
+fn the_charge_for_splits_is_learned_from_the_shape() {
+    use cuzk_circuits::Sha256Chain;
+    let log = 12;
+    let params = generate_random_parameters::<Bls12, _, _>(
+        Sha256Chain::new(log, None).unwrap(),
+        &mut ChaCha20Rng::seed_from_u64(3),
+    )
+    .unwrap();
+    let r1cs = Arc::new(
+        cuzk_synth::compile(Sha256Chain::new(log, Some(1)).unwrap())
+            .unwrap()
+            .r1cs,
+    );
+    let srs = Arc::new(cuzk::srs_from_source(&&params, &r1cs).unwrap());
+    let verifier = Arc::new(BellpersonVerifier::new(&params.vk));
+    let rec = recorder();
+    let engine =
+        PipelineEngine::start(small_config(), in_process(Arc::new(NoLock)), rec.clone()).unwrap();
+    for seed in [5, 6] {
+        let c = Sha256Chain::new(log, Some(seed)).unwrap();
+        let spec = job(
+            r1cs.clone(),
+            srs.clone(),
+            vec![PartitionInput {
+                public_inputs: c.public_inputs().unwrap(),
+                circuit: c,
+                r: Scalar::from(seed),
+                s: Scalar::from(seed + 1),
+            }],
+            Some(verifier.clone()),
+        );
+        assert!(engine.submit(spec).wait().unwrap().verified);
+    }
+    drop(engine);
+    let events = rec.events();
+    let of = |kind: EventKind, job: u64| {
+        events
+            .iter()
+            .find(|e| e.event == kind && e.job == job)
+            .and_then(|e| e.bytes)
+            .unwrap_or_else(|| panic!("no {kind:?} with bytes for job {job}"))
+    };
+    let (first, second) = (
+        of(EventKind::BudgetAcquired, 1),
+        of(EventKind::BudgetAcquired, 2),
+    );
+    assert_eq!(first, partition_bytes(&r1cs), "first: the worst case");
+    let splits = of(EventKind::PrepEnd, 1);
+    assert_eq!(
+        second,
+        cuzk_scheduler::partition_bytes_for(&r1cs, true, Some(splits + splits / 4)),
+        "second: the first's splits and a quarter"
+    );
+    assert!(
+        second < first,
+        "bits make small splits: {second} charged after {first}"
+    );
+}

@@ -110,7 +110,11 @@ struct Gated {
 }
 
 impl WitnessSource for Gated {
-    fn synthesize(self: Box<Self>, r1cs: &cuzk::R1cs) -> Result<Witness, SynthError> {
+    fn synthesize(
+        self: Box<Self>,
+        r1cs: &cuzk::R1cs,
+        _: &rayon::ThreadPool,
+    ) -> Result<Witness, SynthError> {
         let _ = self.go.recv();
         cuzk_synth::synthesize_witness_for(r1cs, self.circuit)
     }

@@ -40,6 +40,7 @@ mod kind;
 mod kinds_inputs;
 mod kinds_shape_only;
 mod params;
+mod porep_circuit;
 mod post;
 mod prover;
 pub mod reference;

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use blstrs::Scalar;
-use cuzk::pipeline::{job, to_bellperson, JobHandle, JobOutput, PartitionInput, PipelineEngine};
+use cuzk::pipeline::{
+    job, to_bellperson, JobHandle, JobOutput, PartitionInput, PipelineEngine, SplitWitness,
+};
 use cuzk::R1cs;
 use cuzk_scheduler::{Priority, Srs};
 use ff::Field;
@@ -273,7 +275,13 @@ impl FilecoinProver {
         }
         impl PartitionsUser for MakeJob {
             type Out = cuzk_scheduler::JobSpec;
-            fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+            fn with<
+                C: bellpepper_core::Circuit<Scalar>
+                    + cuzk_synth::SplitCircuit
+                    + Clone
+                    + Send
+                    + 'static,
+            >(
                 self,
                 partitions: Vec<Partition<C>>,
             ) -> Self::Out {
@@ -281,7 +289,8 @@ impl FilecoinProver {
                     .into_iter()
                     .zip(self.blinding)
                     .map(|(p, (r, s))| PartitionInput {
-                        circuit: p.circuit,
+                        // The challenges' witnesses in parallel on the synthesis pool.
+                        circuit: SplitWitness(p.circuit),
                         r,
                         s,
                         public_inputs: p.public_inputs,

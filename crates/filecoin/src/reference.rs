@@ -30,7 +30,9 @@ pub fn prove_with_bellperson(
     }
     impl PartitionsUser for Prove<'_> {
         type Out = Result<Vec<u8>, String>;
-        fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+        fn with<
+            C: bellpepper_core::Circuit<Scalar> + cuzk_synth::SplitCircuit + Clone + Send + 'static,
+        >(
             self,
             partitions: Vec<Partition<C>>,
         ) -> Self::Out {

@@ -20,6 +20,8 @@ use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg, Tau};
 
+use crate::porep_circuit::{PorepCircuit, Prefix};
+
 /// Calls `$f::<Tree>(args…)` for the tree type of a sector size, or returns
 /// [`crate::FilecoinError::Unsupported`]. The sizes are those of the registered PoRep
 /// proofs (2 KiB, 8 MiB, 512 MiB, 32 GiB, 64 GiB), so only their shapes are
@@ -128,10 +130,13 @@ pub(crate) fn with_blank_circuit<U: BlankUser>(
     )
 }
 
-/// Runs `f` with the partitions of a C1 output: circuits and public inputs.
+/// Runs `f` with the partitions of a C1 output: circuits (filecoin-proofs' whole
+/// circuit as a `Circuit`, split by challenge as a `SplitCircuit`) and public inputs.
 pub(crate) trait PartitionsUser {
     type Out;
-    fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+    fn with<
+        C: bellpepper_core::Circuit<Scalar> + cuzk_synth::SplitCircuit + Clone + Send + 'static,
+    >(
         self,
         partitions: Vec<Partition<C>>,
     ) -> Self::Out;
@@ -226,24 +231,45 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
 
     let mut out = Vec::with_capacity(partitions);
     for (k, vanilla) in vanilla_proofs.iter().enumerate() {
-        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-            StackedDrg<'_, Tree, DefaultPieceHasher>,
-            StackedCircuit<Tree, DefaultPieceHasher>,
-        >>::circuit(
-            &public_inputs,
-            (), // StackedCircuit's component private inputs are ()
-            vanilla,
-            &pp.vanilla_params,
-            Some(k),
-        )
-        .map_err(|e| fail(text(e)))?;
+        let circuit = |proofs: &[VanillaSealProof<Tree>]| {
+            <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+                StackedDrg<'_, Tree, DefaultPieceHasher>,
+                StackedCircuit<Tree, DefaultPieceHasher>,
+            >>::circuit(
+                &public_inputs,
+                (), // StackedCircuit's component private inputs are ()
+                &proofs.to_vec(),
+                &pp.vanilla_params,
+                Some(k),
+            )
+            .map_err(|e| fail(text(e)))
+        };
+        // The whole partition, and each challenge alone for the parallel witness
+        // (`porep_circuit`): all three built by filecoin-proofs' `circuit`, which
+        // also checks that every challenge has the same comm_r_last and comm_c.
+        let whole = circuit(vanilla)?;
+        let challenges = vanilla
+            .chunks(1)
+            .map(circuit)
+            .collect::<Result<Vec<_>, _>>()?;
+        let prefix = Prefix {
+            replica_id: public_inputs.replica_id,
+            comm_d: comm_d_safe,
+            comm_r: comm_r_safe,
+            comm_r_last: vanilla[0].comm_r_last(),
+            comm_c: vanilla[0].comm_c(),
+        };
         let inputs = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
             StackedDrg<'_, Tree, DefaultPieceHasher>,
             StackedCircuit<Tree, DefaultPieceHasher>,
         >>::generate_public_inputs(&public_inputs, &pp.vanilla_params, Some(k))
         .map_err(|e| fail(text(e)))?;
         out.push(Partition {
-            circuit,
+            circuit: PorepCircuit {
+                whole,
+                prefix,
+                challenges,
+            },
             public_inputs: inputs,
         });
     }

@@ -57,6 +57,14 @@ impl Permit {
         self.bytes
     }
 
+    /// Holds `bytes` more, at once, even past the budget's total (memory already in
+    /// use): new partitions wait until it is released.
+    pub fn grow(&mut self, bytes: u64) {
+        let mut st = self.budget.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.used += bytes;
+        self.bytes += bytes;
+    }
+
     /// Moves `bytes` (at most all) of this permit into a new one, so the two are
     /// released apart.
     pub fn split_off(&mut self, bytes: u64) -> Permit {

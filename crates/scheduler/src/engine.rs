@@ -42,7 +42,7 @@ use cuzk_gpu_backend::{
     lock::{GpuLock, LockGuard, Region},
     DeviceLane, GpuBackend, PartitionResult,
 };
-use cuzk_synth::{SynthError, Throttle};
+use cuzk_synth::{SplitCircuit, SynthError, Throttle};
 use cuzk_timeline::{EventKind as Ev, Recorder};
 use rayon::ThreadPool;
 
@@ -122,16 +122,29 @@ pub struct Policies {
     pub lock: Arc<dyn GpuLock>,
 }
 
-/// Something that computes a partition's witness: any circuit.
+/// Something that computes a partition's witness: any circuit (on the synthesis
+/// worker's thread), or a [`SplitWitness`] (its parts on the synthesis pool).
 pub trait WitnessSource: Send {
     /// The witness, checked against `r1cs`'s shape (counts of inputs, aux and
-    /// constraints).
-    fn synthesize(self: Box<Self>, r1cs: &R1cs) -> Result<Witness, SynthError>;
+    /// constraints). `pool` is the engine's synthesis pool, for a source that
+    /// synthesizes in parallel.
+    fn synthesize(self: Box<Self>, r1cs: &R1cs, pool: &ThreadPool) -> Result<Witness, SynthError>;
 }
 
 impl<C: Circuit<Scalar> + Send> WitnessSource for C {
-    fn synthesize(self: Box<Self>, r1cs: &R1cs) -> Result<Witness, SynthError> {
+    fn synthesize(self: Box<Self>, r1cs: &R1cs, _: &ThreadPool) -> Result<Witness, SynthError> {
         cuzk_synth::synthesize_witness_for(r1cs, *self)
+    }
+}
+
+/// A circuit whose independent parts are synthesized in parallel on the synthesis
+/// pool ([`cuzk_synth::synthesize_witness_split`]): the same witness as the whole
+/// circuit's, in a fraction of the time (a PoRep partition's 18 challenges).
+pub struct SplitWitness<C>(pub C);
+
+impl<C: SplitCircuit + Send> WitnessSource for SplitWitness<C> {
+    fn synthesize(self: Box<Self>, r1cs: &R1cs, pool: &ThreadPool) -> Result<Witness, SynthError> {
+        cuzk_synth::synthesize_witness_split(r1cs, self.0, pool)
     }
 }
 
@@ -247,19 +260,38 @@ impl JobHandle {
     }
 }
 
-/// Bytes a partition of `r1cs` holds at its peak: witness, a/b/c, the H
-/// evaluations a CPU backend pads to the domain, and the splits.
+/// Bytes a partition of `r1cs` holds at its peak, at worst: [`partition_bytes_for`]
+/// with H on the host and every variable in each split's tail.
 pub fn partition_bytes(r1cs: &R1cs) -> u64 {
+    partition_bytes_for(r1cs, true, None)
+}
+
+/// Bytes a partition of `r1cs` holds at its peak. The phases: synthesis (a split
+/// witness is held twice while its parts are appended), then the witness with
+/// `a, b, c` and the splits, and (where the backend computes H on the host,
+/// `host_h`) the H evaluations padded to the domain; the witness is counted until
+/// the backend's stage because its release may be deferred. `splits`: the bytes the
+/// three splits are known to take for this shape (bitmaps and tails; see
+/// [`SplitScalars::heap_size`](cuzk_alloc::SplitScalars::heap_size)), else the
+/// worst case, every variable in each tail. A PoRep witness is 97-98% zeros and
+/// ones: at 32 GiB, 0.2 GB of splits where the worst case is 14 GB.
+pub fn partition_bytes_for(r1cs: &R1cs, host_h: bool, splits: Option<u64>) -> u64 {
     let vars = (r1cs.num_inputs() + r1cs.num_aux()) as u64;
     let n = r1cs.num_constraints() as u64;
     let domain = n.max(1).next_power_of_two();
     let scalar = 32u64;
     let witness = vars * scalar;
     let abc = 3 * n * scalar;
-    let h = 3 * domain * scalar;
+    let h = if host_h { 3 * domain * scalar } else { 0 };
     // Each split: a bitmap and, at worst, every variable in the tail (index + limbs).
-    let splits = 3 * (vars / 8 + vars * (4 + scalar));
-    witness + abc + h + splits
+    let worst = 3 * (vars.div_ceil(8) + vars * (4 + scalar));
+    let splits = splits.map_or(worst, |s| s.min(worst));
+    (2 * witness).max(witness + abc + splits + h)
+}
+
+/// A circuit shape's key for what the engine learns about its partitions.
+fn shape_key(r1cs: &R1cs) -> (usize, usize, usize) {
+    (r1cs.num_inputs(), r1cs.num_aux(), r1cs.num_constraints())
 }
 
 // ---------------------------------------------------------------------------
@@ -370,7 +402,6 @@ struct JobShared {
     r1cs: Arc<R1cs>,
     srs: Arc<Srs>,
     verifier: Option<Arc<dyn ProofVerifier>>,
-    bytes: u64,
     priority: Priority,
     /// Whether the job counts its parameters in the budget (from its first
     /// admitted partition until it leaves).
@@ -539,6 +570,11 @@ struct Shared {
     /// Parameters held by jobs in flight, counted once each in the memory budget:
     /// (address of the `Srs`) → (jobs using it, its permit).
     srs_held: Mutex<HashMap<usize, (usize, Permit)>>,
+    /// Whether the backend computes H on the host (a backend without devices).
+    host_h: bool,
+    /// The largest splits seen per circuit shape (inputs, aux, constraints): what
+    /// the next partition of that shape is charged for its splits, with a margin.
+    splits_seen: Mutex<HashMap<(usize, usize, usize), u64>>,
 }
 
 impl Shared {
@@ -671,6 +707,31 @@ impl Shared {
         }
     }
 
+    /// What the next partition of `r1cs` is charged: [`partition_bytes_for`] with
+    /// the largest splits seen for this shape and a quarter more (the worst case
+    /// until one partition of the shape has been prepared).
+    fn partition_charge(&self, r1cs: &R1cs) -> u64 {
+        let seen = self
+            .splits_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&shape_key(r1cs))
+            .copied();
+        partition_bytes_for(r1cs, self.host_h, seen.map(|s| s + s / 4))
+    }
+
+    /// Records a partition's real splits, and returns what it holds at its peak
+    /// with them (which the caller's permit grows to where the charge fell short).
+    fn splits_prepared(&self, r1cs: &R1cs, splits: u64) -> u64 {
+        let mut seen = self
+            .splits_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let e = seen.entry(shape_key(r1cs)).or_insert(0);
+        *e = (*e).max(splits);
+        partition_bytes_for(r1cs, self.host_h, Some(splits))
+    }
+
     /// Bytes of `job`'s parameters that its next partition must bring into the
     /// budget: all of them while no admitted job holds this `Srs`, else none.
     fn srs_extra(&self, job: &JobShared) -> u64 {
@@ -794,6 +855,9 @@ impl PipelineEngine {
         );
         let backend = policies.backend.clone();
         budget.count_external(move || backend.pinned_host_bytes());
+        // A backend that drives devices computes H there; the CPU backend pads
+        // a, b, c to the domain on the host.
+        let host_h = policies.backend.capabilities().devices.is_empty();
         let shared = Arc::new(Shared {
             budget,
             synth_slots: SynthSlots::new(cores, cfg.synth_jobs),
@@ -810,6 +874,8 @@ impl PipelineEngine {
             next_job: AtomicU64::new(1),
             broken: Mutex::new(None),
             srs_held: Mutex::new(HashMap::new()),
+            host_h,
+            splits_seen: Mutex::new(HashMap::new()),
         });
         let (finish_tx, finish_rx) = unbounded::<FinishItem>();
         let mut engine = PipelineEngine {
@@ -899,7 +965,7 @@ impl PipelineEngine {
             None,
             &format!("partitions={n} priority={}", job.priority),
         );
-        let bytes = partition_bytes(&job.r1cs);
+        let bytes = sh.partition_charge(&job.r1cs);
         let broken = sh
             .broken
             .lock()
@@ -926,7 +992,6 @@ impl PipelineEngine {
             r1cs: job.r1cs,
             srs: job.srs,
             verifier: job.verifier,
-            bytes,
             priority: job.priority,
             holds_srs: AtomicBool::new(false),
         });
@@ -1039,7 +1104,7 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
         return;
     }
     let wk = Some(w);
-    let bytes = job.bytes;
+    let bytes = sh.partition_charge(&job.r1cs);
     let extra = sh.srs_extra(&job);
     let waits = sh.budget.would_wait(bytes + extra);
     if waits {
@@ -1088,14 +1153,16 @@ fn synth_partition(
     p: u32,
     w: u32,
     spec: PartitionSpec,
-    permit: Permit,
+    mut permit: Permit,
     started: Instant,
 ) -> Result<GpuItem, ProveError> {
     let wk = Some(w);
     let mut times = StageTimes::default();
     sh.rec(Ev::SynthStart, job.id, p, wk, None, None, "");
     let t = Instant::now();
-    let witness = catch("synthesis", || spec.circuit.synthesize(&job.r1cs))??;
+    let witness = catch("synthesis", || {
+        spec.circuit.synthesize(&job.r1cs, &sh.synth_pool)
+    })??;
     times.synthesis = t.elapsed();
     sh.rec(Ev::SynthEnd, job.id, p, wk, None, None, "");
 
@@ -1127,15 +1194,14 @@ fn synth_partition(
         prep_stage(&job.r1cs, &witness, &sh.synth_pool)
     })??;
     times.prep_msm = t.elapsed();
-    sh.rec(
-        Ev::PrepEnd,
-        job.id,
-        p,
-        wk,
-        None,
-        Some(splits.heap_size() as u64),
-        "",
-    );
+    let split_bytes = splits.heap_size() as u64;
+    sh.rec(Ev::PrepEnd, job.id, p, wk, None, Some(split_bytes), "");
+    // Charged from what the shape's splits took so far: where this partition's
+    // splits are larger, its permit grows to what it really holds.
+    let peak = sh.splits_prepared(&job.r1cs, split_bytes);
+    if peak > permit.bytes() {
+        permit.grow(peak - permit.bytes());
+    }
     let t = Instant::now();
     sh.dealloc(job.id, p, Released::of(witness, "witness"));
     times.dealloc += t.elapsed();

@@ -20,9 +20,9 @@ mod stages;
 
 pub use budget::{BudgetError, MemoryBudget, Permit};
 pub use engine::{
-    partition_bytes, JobError, JobHandle, JobOutput, JobSpec, PartitionSpec, PipelineConfig,
-    PipelineEngine, PipelineError, Policies, Priority, ProofVerifier, ThrottlePolicy, Unthrottled,
-    WitnessSource,
+    partition_bytes, partition_bytes_for, JobError, JobHandle, JobOutput, JobSpec, PartitionSpec,
+    PipelineConfig, PipelineEngine, PipelineError, Policies, Priority, ProofVerifier, SplitWitness,
+    ThrottlePolicy, Unthrottled, WitnessSource,
 };
 
 pub use srs::{Bases, Srs, SrsError};

@@ -33,6 +33,7 @@
 
 mod r1cs;
 mod record;
+mod split;
 mod spmv;
 mod witness;
 
@@ -42,7 +43,9 @@ use ff::Field;
 
 pub use cuzk_alloc::{Abc, Density, Witness};
 pub use r1cs::R1cs;
+pub use split::{synthesize_witness_split, SplitCircuit};
 pub use spmv::{check_witness, spmv_parallel, NoThrottle, Throttle};
+pub use witness::WitnessCs;
 
 /// The errors of synthesis.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +80,12 @@ pub enum SynthError {
         "During synthesis, a constraint system was extended with one that has no leading ONE input"
     )]
     ExtendWithoutOne,
+    /// A [`SplitCircuit`]'s part did not begin with its prefix's synthesis (the
+    /// split does not describe the circuit).
+    #[error(
+        "During synthesis, a part of a split circuit did not begin with the prefix's variables"
+    )]
+    SplitPrefix,
 }
 
 /// An error noticed inside `enforce` or `extend`, which cannot return one; kept in

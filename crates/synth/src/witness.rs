@@ -6,16 +6,16 @@ use cuzk_alloc::Witness;
 
 use crate::Deferred;
 
-/// Records variable values and nothing else. `enforce` neither calls the
+/// A witness-only constraint system: records variable values and nothing else. `enforce` neither calls the
 /// linear-combination closures nor evaluates anything, it only counts: bellperson's
 /// witness values come only from the allocation closures, and the shape, built once by
 /// [`crate::compile`], turns the witness into `a, b, c` far faster than building and
 /// evaluating every combination again.
-pub(crate) struct WitnessCs {
-    pub input: Vec<Scalar>,
-    pub aux: Vec<Scalar>,
-    pub constraints: usize,
-    pub error: Option<Deferred>,
+pub struct WitnessCs {
+    pub(crate) input: Vec<Scalar>,
+    pub(crate) aux: Vec<Scalar>,
+    pub(crate) constraints: usize,
+    pub(crate) error: Option<Deferred>,
 }
 
 impl WitnessCs {
@@ -30,7 +30,7 @@ impl WitnessCs {
         }
     }
 
-    pub fn into_witness(self) -> Witness {
+    pub(crate) fn into_witness(self) -> Witness {
         Witness {
             input: self.input,
             aux: self.aux,

@@ -1,0 +1,348 @@
+//! Witness synthesis of a circuit whose parts are independent, on many cores.
+//!
+//! A Filecoin PoRep partition is a short prefix (the public commitments) followed by
+//! 18 challenge proofs, each of which reads only the prefix's values: synthesized in
+//! turn they cost ~40 s on one core for a 32 GiB partition. bellperson's own answer is
+//! the *extendable* constraint system (`ConstraintSystem::extend`): synthesize each
+//! part into a fresh system whose first input stands in for ONE, then append the parts
+//! in order, dropping each stand-in. [`synthesize_witness_split`] does exactly that
+//! with the parts on the caller's pool, and writes each part's values straight into
+//! its window of the final witness.
+
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::Scalar;
+use ff::Field;
+use rayon::prelude::*;
+use rayon::ThreadPool;
+
+use crate::witness::WitnessCs;
+use crate::{check_shape, R1cs, SynthError, Witness};
+
+/// A circuit that can be synthesized as a prefix followed by independent parts.
+///
+/// The contract: each part's synthesis *begins* with exactly the prefix's synthesis
+/// (the same inputs, aux values and constraints, in order), then allocates its own
+/// variables, which depend on nothing any other part allocated; synthesizing the
+/// prefix once and then every part without its copy of the prefix, in order, gives the
+/// whole circuit's synthesis. (A PoRep partition's parts are filecoin-proofs' own
+/// one-challenge circuits, which each begin with the commitments' prefix.) Each part's
+/// copy of the prefix is checked against the prefix, value for value, and dropped.
+pub trait SplitCircuit {
+    type Prefix: Circuit<Scalar>;
+    type Part: Circuit<Scalar> + Send;
+    /// The prefix alone, and the parts, in synthesis order.
+    fn split(self) -> Result<(Self::Prefix, Vec<Self::Part>), SynthesisError>;
+}
+
+/// The witness of `circuit` for the compiled `r1cs`: the prefix on this thread, the
+/// parts in parallel on `pool`, then appended in order without their prefixes. The
+/// result is the witness of [`crate::synthesize_witness_for`] on the whole circuit,
+/// value for value, and is checked against the shape the same way (inputs, aux
+/// variables, constraints).
+///
+/// Memory: while the parts are appended, each part's values exist twice (its own
+/// system and its window of the result); a part's system is freed once it is copied.
+#[tracing::instrument(name = "synthesis", skip_all, fields(split = true))]
+pub fn synthesize_witness_split<C: SplitCircuit>(
+    r1cs: &R1cs,
+    circuit: C,
+    pool: &ThreadPool,
+) -> Result<Witness, SynthError> {
+    let (prefix, parts) = circuit.split()?;
+    let mut cs = WitnessCs::with_capacity(r1cs.num_inputs(), 0);
+    cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+    prefix.synthesize(&mut cs)?;
+    if let Some(e) = cs.error {
+        return Err(e.into());
+    }
+    let (prefix_inputs, prefix_aux) = (cs.input.len(), cs.aux.len());
+    let n = parts.len().max(1);
+    // The parts of a PoRep partition all have one shape: an even share of what the
+    // prefix leaves is the exact size of each part's system.
+    let aux_hint = prefix_aux + r1cs.num_aux().saturating_sub(prefix_aux) / n;
+    let done: Vec<WitnessCs> = pool.install(|| {
+        parts
+            .into_par_iter()
+            .map(|part| {
+                let mut p = WitnessCs::with_capacity(prefix_inputs, aux_hint);
+                p.alloc_input(|| "", || Ok(Scalar::ONE))?;
+                part.synthesize(&mut p)?;
+                if let Some(e) = p.error {
+                    return Err(SynthError::from(e));
+                }
+                if p.input.get(..prefix_inputs) != Some(&cs.input[..])
+                    || p.aux.get(..prefix_aux) != Some(&cs.aux[..])
+                    || p.constraints < cs.constraints
+                {
+                    return Err(SynthError::SplitPrefix);
+                }
+                Ok(p)
+            })
+            .collect::<Result<_, SynthError>>()
+    })?;
+
+    let own = |p: &WitnessCs| (p.input.len() - prefix_inputs, p.aux.len() - prefix_aux);
+    let input_total = prefix_inputs + done.iter().map(|p| own(p).0).sum::<usize>();
+    let aux_total = prefix_aux + done.iter().map(|p| own(p).1).sum::<usize>();
+    for (what, compiled, actual) in [
+        ("inputs", r1cs.num_inputs(), input_total),
+        ("aux variables", r1cs.num_aux(), aux_total),
+    ] {
+        if compiled != actual {
+            return Err(SynthError::ShapeMismatch {
+                what,
+                compiled,
+                actual,
+            });
+        }
+    }
+    // As in `synthesize_witness_for`: the compiled shape has one constraint per input.
+    let constraints = cs.constraints
+        + input_total
+        + done
+            .iter()
+            .map(|p| p.constraints - cs.constraints)
+            .sum::<usize>();
+    if constraints != r1cs.num_constraints() {
+        return Err(SynthError::ShapeMismatch {
+            what: "constraints",
+            compiled: r1cs.num_constraints(),
+            actual: constraints,
+        });
+    }
+    // Inputs are few: appended in order.
+    for p in &done {
+        cs.input.extend_from_slice(&p.input[prefix_inputs..]);
+    }
+    let mut witness = cs.into_witness();
+    append_parallel(
+        &mut witness.aux,
+        done.into_iter().map(|p| (p.aux, prefix_aux)).collect(),
+        pool,
+    );
+    check_shape(r1cs, &witness)?;
+    Ok(witness)
+}
+
+/// Appends each `(part, skip)`'s `part[skip..]` to `dst`, in order, each part copied
+/// by its own tasks into its window (the copy runs at the memory bandwidth of the
+/// pool, not of one core) and freed once copied. The new elements are first written
+/// with zeros by a parallel fill, so that no window is ever uninitialised (this crate
+/// has no `unsafe`).
+fn append_parallel(dst: &mut Vec<Scalar>, parts: Vec<(Vec<Scalar>, usize)>, pool: &ThreadPool) {
+    const CHUNK: usize = 1 << 16;
+    let start = dst.len();
+    let total: usize = parts.iter().map(|(p, skip)| p.len() - skip).sum();
+    dst.reserve_exact(total);
+    pool.install(|| {
+        dst.par_extend(rayon::iter::repeat_n(Scalar::ZERO, total));
+        let mut windows = Vec::with_capacity(parts.len());
+        let mut rest = &mut dst[start..];
+        for (p, skip) in &parts {
+            let (w, r) = rest.split_at_mut(p.len() - skip);
+            windows.push(w);
+            rest = r;
+        }
+        windows
+            .into_par_iter()
+            .zip(parts.into_par_iter())
+            .for_each(|(w, (p, skip))| {
+                w.par_chunks_mut(CHUNK)
+                    .zip(p[skip..].par_chunks(CHUNK))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+            });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellpepper_core::num::AllocatedNum;
+
+    /// x, then per part: a chain of squarings from x's value, and one input.
+    struct Chain {
+        x: u64,
+        parts: usize,
+        len: usize,
+    }
+
+    struct Prefix(u64);
+    impl Circuit<Scalar> for Prefix {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            let x = AllocatedNum::alloc(cs.namespace(|| "x"), || Ok(Scalar::from(self.0)))?;
+            x.inputize(cs.namespace(|| "x input"))
+        }
+    }
+
+    struct Part {
+        x: u64,
+        i: usize,
+        len: usize,
+    }
+    impl Circuit<Scalar> for Part {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            Prefix(self.x).synthesize(cs)?;
+            self.own(cs)
+        }
+    }
+
+    impl Part {
+        fn own<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let mut v = AllocatedNum::alloc(cs.namespace(|| "start"), || {
+                Ok(Scalar::from(self.x) + Scalar::from(self.i as u64))
+            })?;
+            for k in 0..self.len {
+                v = v.square(cs.namespace(|| format!("sq {k}")))?;
+            }
+            v.inputize(cs.namespace(|| "out"))
+        }
+    }
+
+    impl Circuit<Scalar> for Chain {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            Prefix(self.x).synthesize(cs)?;
+            for i in 0..self.parts {
+                Part {
+                    x: self.x,
+                    i,
+                    len: self.len,
+                }
+                .own(&mut cs.namespace(|| format!("part {i}")))?;
+            }
+            Ok(())
+        }
+    }
+
+    impl SplitCircuit for Chain {
+        type Prefix = Prefix;
+        type Part = Part;
+        fn split(self) -> Result<(Prefix, Vec<Part>), SynthesisError> {
+            let parts = (0..self.parts)
+                .map(|i| Part {
+                    x: self.x,
+                    i,
+                    len: self.len,
+                })
+                .collect();
+            Ok((Prefix(self.x), parts))
+        }
+    }
+
+    fn pool() -> ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .expect("pool")
+    }
+
+    #[test]
+    fn split_witness_is_the_sequential_witness() {
+        let shape = crate::compile_shape(Chain {
+            x: 0,
+            parts: 7,
+            len: 50,
+        })
+        .expect("compile");
+        let c = || Chain {
+            x: 5,
+            parts: 7,
+            len: 50,
+        };
+        let sequential = crate::synthesize_witness_for(&shape, c()).expect("sequential");
+        let split = synthesize_witness_split(&shape, c(), &pool()).expect("split");
+        assert_eq!(split.input, sequential.input);
+        assert_eq!(split.aux, sequential.aux);
+        assert_eq!(split.input.len(), 1 + 1 + 7);
+        // And the witness satisfies the compiled constraints.
+        let abc = crate::spmv_parallel(&shape, &split, &pool(), &crate::NoThrottle).expect("spmv");
+        crate::check_witness(&shape, &abc).expect("satisfied");
+    }
+
+    #[test]
+    fn split_of_another_shape_is_refused() {
+        let shape = crate::compile_shape(Chain {
+            x: 0,
+            parts: 7,
+            len: 50,
+        })
+        .expect("compile");
+        let other = Chain {
+            x: 5,
+            parts: 6,
+            len: 50,
+        };
+        match synthesize_witness_split(&shape, other, &pool()) {
+            Err(SynthError::ShapeMismatch { what: "inputs", .. }) => {}
+            other => panic!("expected an input-count mismatch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failing_part_fails_the_witness() {
+        struct Failing;
+        impl Circuit<Scalar> for Failing {
+            fn synthesize<CS: ConstraintSystem<Scalar>>(
+                self,
+                cs: &mut CS,
+            ) -> Result<(), SynthesisError> {
+                AllocatedNum::<Scalar>::alloc(cs.namespace(|| "missing"), || {
+                    Err(SynthesisError::AssignmentMissing)
+                })?;
+                Ok(())
+            }
+        }
+        struct S;
+        impl SplitCircuit for S {
+            type Prefix = Prefix;
+            type Part = Failing;
+            fn split(self) -> Result<(Prefix, Vec<Failing>), SynthesisError> {
+                Ok((Prefix(1), vec![Failing, Failing]))
+            }
+        }
+        let shape = crate::compile_shape(Prefix(0)).expect("compile");
+        match synthesize_witness_split(&shape, S, &pool()) {
+            Err(SynthError::Circuit(SynthesisError::AssignmentMissing)) => {}
+            other => panic!("expected the part's error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_part_without_the_prefix_is_refused() {
+        struct Bare(Part);
+        impl Circuit<Scalar> for Bare {
+            fn synthesize<CS: ConstraintSystem<Scalar>>(
+                self,
+                cs: &mut CS,
+            ) -> Result<(), SynthesisError> {
+                self.0.own(cs)
+            }
+        }
+        struct S;
+        impl SplitCircuit for S {
+            type Prefix = Prefix;
+            type Part = Bare;
+            fn split(self) -> Result<(Prefix, Vec<Bare>), SynthesisError> {
+                Ok((Prefix(5), vec![Bare(Part { x: 5, i: 0, len: 3 })]))
+            }
+        }
+        let shape = crate::compile_shape(Chain {
+            x: 0,
+            parts: 1,
+            len: 3,
+        })
+        .expect("compile");
+        match synthesize_witness_split(&shape, S, &pool()) {
+            Err(SynthError::SplitPrefix) => {}
+            other => panic!("expected SplitPrefix, got {other:?}"),
+        }
+    }
+}
