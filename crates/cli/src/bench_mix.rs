@@ -210,7 +210,12 @@ fn source(
             let r = match from_file(path, which)? {
                 Some(r) => r,
                 None if kind == Kind::Window => {
-                    let p = post(RegisteredPoStProof::StackedDrgWindow2KiBV1_2, 2, 2, "window")?;
+                    let p = post(
+                        RegisteredPoStProof::StackedDrgWindow2KiBV1_2,
+                        2,
+                        2,
+                        "window",
+                    )?;
                     Request::Window(WindowPostRequest {
                         proof: p.proof,
                         randomness: p.randomness.to_vec(),
@@ -221,7 +226,12 @@ fn source(
                     })
                 }
                 None => {
-                    let p = post(RegisteredPoStProof::StackedDrgWinning2KiBV1, 1, 3, "winning")?;
+                    let p = post(
+                        RegisteredPoStProof::StackedDrgWinning2KiBV1,
+                        1,
+                        3,
+                        "winning",
+                    )?;
                     Request::Winning(WinningPostRequest {
                         proof: p.proof,
                         randomness: p.randomness.to_vec(),
@@ -346,7 +356,10 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
         } else {
             ", NOT verified"
         },
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!(
         "{:>8} {:>5} {:>10} {:>10} {:>10}  (submission to verified proof)",

@@ -19,7 +19,8 @@ use cuzk_filecoin::reference_kinds::{
     filecoin_proofs_snap, filecoin_proofs_window_post, filecoin_proofs_winning_post,
 };
 use cuzk_filecoin::{
-    check_snap_request, check_window_post_request, check_winning_post_request, is_shape_only_marker, parse_post_proof, parse_priority, parse_prover_id, parse_update_proof,
+    check_snap_request, check_window_post_request, check_winning_post_request,
+    is_shape_only_marker, parse_post_proof, parse_priority, parse_prover_id, parse_update_proof,
     post_proof_name, post_test_inputs, shape_only_post, shape_only_snap, snap_test_inputs,
     update_proof_name, verify_snap_proof, verify_window_post_partition, verify_winning_post_proof,
     Blinding, CircuitKind, FilecoinProver, KindJob, PostKind, Priority, ProverConfig, SnapRequest,
@@ -267,7 +268,8 @@ impl RequestArgs {
     pub fn read(&self, which: Which) -> Result<Request> {
         let mut input = match &self.input {
             Some(path) => {
-                let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                let bytes =
+                    fs::read(path).with_context(|| format!("reading {}", path.display()))?;
                 let input: KindInput = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a cuzk input file", path.display()))?;
                 if input.kind != which.name() {
@@ -301,7 +303,9 @@ impl RequestArgs {
                 .vanilla_proofs
                 .iter()
                 .enumerate()
-                .map(|(i, v)| hex::decode(v).with_context(|| format!("vanilla proof {i} is not hex")))
+                .map(|(i, v)| {
+                    hex::decode(v).with_context(|| format!("vanilla proof {i} is not hex"))
+                })
                 .collect::<Result<_>>()?
         } else {
             self.vanilla
@@ -466,11 +470,7 @@ fn prepare(
     request: &Request,
     timing_only: bool,
 ) -> Result<(String, Priority, usize)> {
-    fn ready<K: CircuitKind>(
-        prover: &FilecoinProver,
-        k: &K,
-        timing_only: bool,
-    ) -> Result<usize> {
+    fn ready<K: CircuitKind>(prover: &FilecoinProver, k: &K, timing_only: bool) -> Result<usize> {
         let pb = progress::spinner(format!("compiling the {} circuit", k.name()));
         let t = Instant::now();
         let r1cs = prover.r1cs(k)?;
@@ -598,7 +598,9 @@ fn compare_peer(
     first: std::time::Duration,
 ) -> Result<()> {
     let (what, peer) = peer_fn(request.clone());
-    let pb = progress::spinner(format!("filecoin-proofs' {what}: first call (loads its parameters)"));
+    let pb = progress::spinner(format!(
+        "filecoin-proofs' {what}: first call (loads its parameters)"
+    ));
     let t = Instant::now();
     peer()?;
     let cold = t.elapsed();
@@ -697,14 +699,20 @@ pub fn params_gen(which: Which, proof: &str, cache: &ParamCacheArgs, seed: u64) 
     ));
     let t = Instant::now();
     let path = match which {
-        Which::Snap => {
-            cuzk_filecoin::generate_params(&UpdateKind::new(parse_update_proof(proof)?)?, &dir, seed)?
-        }
+        Which::Snap => cuzk_filecoin::generate_params(
+            &UpdateKind::new(parse_update_proof(proof)?)?,
+            &dir,
+            seed,
+        )?,
         Which::Window | Which::Winning => {
             cuzk_filecoin::generate_params(&post_kind(which, proof)?, &dir, seed)?
         }
     };
     pb.finish_and_clear();
-    println!("wrote {} in {:.1} s", path.display(), t.elapsed().as_secs_f64());
+    println!(
+        "wrote {} in {:.1} s",
+        path.display(),
+        t.elapsed().as_secs_f64()
+    );
     crate::prove::params_info(&path)
 }

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use cuzk_filecoin::{
-    ensure_params, CircuitKind, PostKind, RegisteredPoStProof, RegisteredUpdateProof,
-    UpdateKind, PARAMETER_CACHE_VAR,
+    ensure_params, CircuitKind, PostKind, RegisteredPoStProof, RegisteredUpdateProof, UpdateKind,
+    PARAMETER_CACHE_VAR,
 };
 
 fn param_dir() -> PathBuf {
@@ -164,14 +164,25 @@ fn window_post_from_flags_and_bad_partition_and_randomness() {
     // bincode files `inputs --bincode-dir` writes.
     let (input2, dir) = (p("in2.json"), p("vanilla"));
     let o = cuzk(&[
-        "post", "window", "inputs", "--seed", "5", "--sectors", "2", "--bincode-dir", &dir,
-        "-o", &input2,
+        "post",
+        "window",
+        "inputs",
+        "--seed",
+        "5",
+        "--sectors",
+        "2",
+        "--bincode-dir",
+        &dir,
+        "-o",
+        &input2,
     ]);
     assert!(o.status.success());
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&input2).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&input2).unwrap()).unwrap();
     let randomness = json["randomness"].as_str().unwrap().to_string();
-    let (v0, v1) = (format!("{dir}/vanilla-0.bin"), format!("{dir}/vanilla-1.bin"));
+    let (v0, v1) = (
+        format!("{dir}/vanilla-0.bin"),
+        format!("{dir}/vanilla-1.bin"),
+    );
     let proof2 = p("proof2.bin");
     let mut a = vec![
         "post",
@@ -194,7 +205,11 @@ fn window_post_from_flags_and_bad_partition_and_randomness() {
     a.extend_from_slice(&ENGINE);
     let o = cuzk(&a);
     assert!(o.status.success());
-    assert!(text(&o).contains("verified by filecoin-proofs"), "{}", text(&o));
+    assert!(
+        text(&o).contains("verified by filecoin-proofs"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(std::fs::read(&proof2).unwrap().len(), 192);
 
     let input = p("in.json");
@@ -235,7 +250,12 @@ fn winning_post_and_bad_randomness_and_wrong_size() {
     // Other randomness: the vanilla proof answers other challenges.
     refused(
         &["post", "winning"],
-        &["-i", &input, "--randomness", &format!("{}00", "12".repeat(31))],
+        &[
+            "-i",
+            &input,
+            "--randomness",
+            &format!("{}00", "12".repeat(31)),
+        ],
         "error:",
         &none,
     );
@@ -253,7 +273,14 @@ fn shape_only_inputs_are_labelled_and_need_timing_only() {
     let work = tempfile::tempdir().unwrap();
     let input = work.path().join("w.json").display().to_string();
     let o = cuzk(&[
-        "post", "winning", "inputs", "--shape-only", "--proof", "0", "-o", &input,
+        "post",
+        "winning",
+        "inputs",
+        "--shape-only",
+        "--proof",
+        "0",
+        "-o",
+        &input,
     ]);
     assert!(o.status.success());
     assert!(text(&o).contains("SHAPE-ONLY"), "{}", text(&o));
@@ -264,7 +291,15 @@ fn shape_only_inputs_are_labelled_and_need_timing_only() {
         &work.path().join("none.bin"),
     );
     let proof = work.path().join("p.bin").display().to_string();
-    let mut a = vec!["post", "winning", "-i", &input, "--timing-only", "-o", &proof];
+    let mut a = vec![
+        "post",
+        "winning",
+        "-i",
+        &input,
+        "--timing-only",
+        "-o",
+        &proof,
+    ];
     a.extend_from_slice(&ENGINE);
     let o = cuzk(&a);
     assert!(o.status.success());
