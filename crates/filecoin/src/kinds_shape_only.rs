@@ -94,8 +94,7 @@ fn snap_vanilla<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let pp = PublicParams::from_sector_size(u64::from(kind.config.sector_size));
     let nodes = pp.sector_nodes;
     let comm_r_old = TreeRDomain::try_from_bytes(comms.0).map_err(fail)?;
-    let comm_d_new =
-        <TreeDHasher as Hasher>::Domain::try_from_bytes(comms.1).map_err(fail)?;
+    let comm_d_new = <TreeDHasher as Hasher>::Domain::try_from_bytes(comms.1).map_err(fail)?;
     let comm_r_new = TreeRDomain::try_from_bytes(comms.2).map_err(fail)?;
     let phi = phi(&comm_d_new, &comm_r_old);
     let high_shift = pp.challenge_bit_len - h;

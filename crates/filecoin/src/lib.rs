@@ -67,8 +67,9 @@ pub use params::{
     ALL_POREP,
 };
 pub use post::{
-    check_window_post_request, check_winning_post_request, parse_post_proof, post_proof_name, verify_window_post_partition, verify_winning_post_proof,
-    PostKind, WindowPostRequest, WinningPostRequest, ALL_POST, MAX_PARTITIONS_PER_DEADLINE,
+    check_window_post_request, check_winning_post_request, parse_post_proof, post_proof_name,
+    verify_window_post_partition, verify_winning_post_proof, PostKind, WindowPostRequest,
+    WinningPostRequest, ALL_POST, MAX_PARTITIONS_PER_DEADLINE,
 };
 pub use prover::{
     verify_proof, Blinding, FilecoinProver, LoadedEntry, LoadedParams, PorepJob, PorepOutput,
@@ -78,7 +79,8 @@ pub use seal::{seal_test_sector, SealedSector};
 pub use shape::BlankUser;
 pub use shape_only::{is_shape_only, shape_only_c1, SHAPE_ONLY_TICKET};
 pub use snap::{
-    check_snap_request, parse_update_proof, update_proof_name, verify_snap_proof, SnapRequest, UpdateKind, ALL_UPDATE,
+    check_snap_request, parse_update_proof, update_proof_name, verify_snap_proof, SnapRequest,
+    UpdateKind, ALL_UPDATE,
 };
 
 /// Bytes of one partition's Groth16 proof (A in G1, B in G2, C in G1, compressed).

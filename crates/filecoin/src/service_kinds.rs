@@ -22,8 +22,7 @@ use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
 use crate::{
     check_snap_request, check_window_post_request, check_winning_post_request, post_proof_name,
     prover_id_from_miner, update_proof_name, Blinding, FilecoinError, FilecoinProver, KindJob,
-    PostKind, SnapRequest, UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST,
-    ALL_UPDATE,
+    PostKind, SnapRequest, UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST, ALL_UPDATE,
 };
 
 /// The size suffixes of Curio's circuit ids, in the registered proofs' size order.
