@@ -7,7 +7,8 @@
 #   bash scripts/ci-postgres.sh restart [DIR]  # same cluster, same port
 #   bash scripts/ci-postgres.sh stop [DIR]     # stops it and removes DIR
 #
-# DIR defaults to a folder under /tmp named after this checkout. As root the
+# DIR defaults to a folder under /tmp named after this checkout. CUZK_PG_BIN names
+# the bin/ folder of a server that is not installed (scripts/stage-postgres.sh). As root the
 # server runs as the `postgres` user (postgres refuses to run as root); as anyone
 # else it runs as that user. scripts/test.sh starts one, exports its URL as
 # CUZK_TEST_PG_URL and stops it when the tests end.
@@ -19,6 +20,13 @@ dir=${2:-/tmp/cuzk-pg-$(printf %s "$root" | cksum | cut -d' ' -f1)}
 
 pg_bin() {
   local d
+  # A server that is not installed (scripts/stage-postgres.sh's, unpacked): its
+  # bin/ folder, which the owner below must be able to read.
+  if [ -n "${CUZK_PG_BIN:-}" ]; then
+    [ -x "$CUZK_PG_BIN/initdb" ] && echo "$CUZK_PG_BIN" && return 0
+    echo "ci-postgres: CUZK_PG_BIN=$CUZK_PG_BIN has no initdb" >&2
+    return 1
+  fi
   d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
   if [ -z "$d" ] || [ ! -x "$d/initdb" ]; then
     return 1
@@ -27,6 +35,7 @@ pg_bin() {
 }
 
 bin=$(pg_bin || true)
+[ -z "$bin" ] && [ -n "${CUZK_PG_BIN:-}" ] && exit 1
 if [ -z "$bin" ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "ci-postgres: PostgreSQL is not installed and this user cannot install it (apt-get install postgresql)" >&2

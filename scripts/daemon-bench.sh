@@ -6,8 +6,14 @@
 # from the daemon's TIMELINE (`cuzk timeline`). Everything lands in OUT.
 #
 #   bash scripts/daemon-bench.sh OUT CIRCUIT LOG JOBS PARTS [CONFIG] [timing-only]
+#   bash scripts/daemon-bench.sh OUT c1 ENVELOPE JOBS - [CONFIG]
 #
 # dev (CPU):  bash scripts/daemon-bench.sh /tmp/daemon-bench mul 14 4 2
+# Real sectors (CIRCUIT `c1`): JOBS copies of the sector of a C1 envelope (from
+# `cuzk c1 --envelope`, sealed for miner 1000), through `cuzk bench --c1` and
+# through JOBS `cuzk client prove` at once; Filecoin's parameters from PARAM_DIR
+# (FIL_PROOFS_PARAMETER_CACHE's layout, e.g. `cuzk params gen --proof ...`):
+#   PARAM_DIR=/tmp/fil-params bash scripts/daemon-bench.sh /tmp/db-2k c1 env.json 4 -
 # H200, several 32 GiB-shape sectors at once (the PoRep-shaped circuit at 2^27, 10
 # partitions each; timing-only parameters, since real ones at 2^27 take hours to
 # generate; the binaries and plugins staged by scripts/stage-device.sh):
@@ -30,9 +36,13 @@ bench_timing=()
 [ "$timing" = timing-only ] && bench_timing=(--timing-only)
 
 # 1. The CLI: the engine in-process.
+if [ "$circuit" = c1 ]; then
+    work=(--c1 "$lg" --param-cache "$params" --jobs "$jobs")
+else
+    work=(--circuit "$circuit" --log "$lg" --jobs "$jobs" --partitions "$parts")
+fi
 CUZK_CACHE_DIR=$params timeout "${BENCH_TIMEOUT:-1800}" "$cuzk" bench "${cfg_args[@]}" "${plugin_args[@]}" \
-    --circuit "$circuit" --log "$lg" --jobs "$jobs" --partitions "$parts" "${bench_timing[@]}" \
-    --out "$out/bench-runs" >"$out/cli.txt" 2>&1
+    "${work[@]}" "${bench_timing[@]}" --out "$out/bench-runs" >"$out/cli.txt" 2>&1
 echo "cli rc=$?: $(grep -m1 's/proof' "$out/cli.txt")" | tee "$out/summary.txt"
 
 # 2. The daemon: its own config file = the given one plus a [daemon] table.
@@ -42,7 +52,7 @@ dcfg=$out/daemon.toml
   echo "[daemon]"
   echo "listen = \"unix://$out/cuzk.sock\""
   echo "synthetic = true"
-  echo "synthetic_max_log = $lg"
+  [ "$circuit" = c1 ] || echo "synthetic_max_log = $lg"
   echo "param_cache = \"$params\""
   echo "timeline = \"$out/daemon-timeline.jsonl\""
   echo "max_running_jobs = $jobs"
@@ -55,13 +65,20 @@ for _ in $(seq 600); do grep -q "listening on" "$out/serve.out" 2>/dev/null && b
 addr="unix://$out/cuzk.sock"
 # The parameters are loaded (or generated) once, before the clock starts, as the
 # bench's are.
-"$cuzk" client --addr "$addr" synthetic --circuit "$circuit" --log "$lg" --partitions 1 \
-    --seed 999 --out "$out/warm.bin" >"$out/warm.txt" 2>&1
+# One job's request: a sector of the envelope, or a synthetic job of seed $1.
+job() {
+    if [ "$circuit" = c1 ]; then
+        "$cuzk" client --addr "$addr" prove --c1 "$lg" --miner-id 1000 --out "$2"
+    else
+        "$cuzk" client --addr "$addr" synthetic --circuit "$circuit" --log "$lg" \
+            --partitions "$3" --seed "$1" --out "$2"
+    fi
+}
+job 999 "$out/warm.bin" 1 >"$out/warm.txt" 2>&1
 t0=$(date +%s.%N)
 clients=()
 for j in $(seq 1 "$jobs"); do
-    "$cuzk" client --addr "$addr" synthetic --circuit "$circuit" --log "$lg" \
-        --partitions "$parts" --seed "$((j * 100))" --out "$out/proof-$j.bin" >"$out/client-$j.txt" 2>&1 &
+    job "$((j * 100))" "$out/proof-$j.bin" "$parts" >"$out/client-$j.txt" 2>&1 &
     clients+=($!)
 done
 wait "${clients[@]}"

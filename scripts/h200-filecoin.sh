@@ -43,7 +43,7 @@ for r in ${RUNS:-2:2:60}; do
         --synth-jobs "$sj" --memory-budget-gib "$budget" --out "$work/runs" >"$log" 2>&1
     rc=$?
     say "== bench $proof ${jobs} sectors synth_jobs=$sj budget=${budget}GiB rc=$rc in $(( $(date +%s) - t )) s"
-    grep -E "compiled once|ready in|s/proof|busy|^ *(stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|assembly|queue|lock|budget)|Maximum resident|error" "$log" >>"$sum"
+    grep -E "compiled once|ready in|s/proof|busy|^ *(stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|assembly|queue|lock|budget)|Maximum resident|Percent of CPU|Elapsed|error" "$log" >>"$sum"
 done
 tar czf "$out/all.tgz" -C "$work" . 2>/dev/null
 say "== done $(date -u +%FT%TZ)"

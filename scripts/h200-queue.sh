@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The queue on the H200 (issue 16): one GPU driven through one `cuzk worker`
 # process, then through two, on the same synthetic jobs, each round against a
-# fresh PostgreSQL on loopback. Needs Debian's postgresql package on the machine
-# (scripts/ci-postgres.sh installs it where apt works; the GPU machine reaches no
-# registry, so check `ls /usr/lib/postgresql` there first) and the staged
-# binaries of scripts/stage-device.sh.
+# fresh PostgreSQL on loopback: the installed one if the machine has Debian's
+# package, else the copy scripts/stage-device.sh staged in .device/run/pg
+# (scripts/stage-postgres.sh; the GPU machine has none and can install nothing),
+# unpacked to /tmp and run from there. Needs the staged binaries of
+# scripts/stage-device.sh.
 #
 #   bash scripts/h200-queue.sh OUT [LOG] [JOBS] [PARTITIONS] [CONFIG]
 #   defaults: 2^20 SHA-256 chain, 8 jobs of 10 partitions, configs/cuda.toml
@@ -25,6 +26,14 @@ mkdir -p "$out"
 export CUZK_CACHE_DIR=/tmp/cuzk-cache CUZK_CUDA_CACHE=$d/cubin
 sum="$out/summary.txt"
 say() { echo "$@" | tee -a "$sum"; }
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    dist=/tmp/cuzk-pg-dist
+    rm -rf "$dist" && mkdir -p "$dist"
+    tar -xJf "$d/pg/postgres.tar.xz" -C "$dist" || { say "no staged PostgreSQL in $d/pg"; exit 1; }
+    chmod -R a+rX "$dist"   # the cluster's owner (postgres or nobody) runs it
+    export CUZK_PG_BIN=$dist/bin LC_ALL=C
+    say "== PostgreSQL: the staged copy ($(cat "$dist/VERSION"))"
+fi
 trap 'bash scripts/ci-postgres.sh stop $pg' EXIT
 say "== $(date -u +%FT%TZ) queue: 2^$log sha256, $jobs jobs x $parts partitions, $cfg"
 

@@ -5,7 +5,9 @@
 # issue #12; tests/gpu.rs; tests/device.rs, every kernel against the CPU), all
 # stripped, and every kernel module compiled to
 # CUBIN here by NVRTC from PyPI into .device/run/kernels (found there beside the
-# binaries and plugins, so the device spends no time compiling). Then, through the
+# binaries and plugins, so the device spends no time compiling), and a PostgreSQL
+# server packed in .device/run/pg (scripts/stage-postgres.sh) for the queue's
+# round (scripts/h200-queue.sh). Then, through the
 # device tool with carry [".device/run"]:
 #
 #   bash scripts/h200-run.sh "$OUT"
@@ -38,4 +40,6 @@ done
 [ -x .device/run/tests/lib ] && [ -x .device/run/tests/gpu ] && [ -x .device/run/tests/device ] || { echo "error: test binaries not staged" >&2; exit 1; }
 .device/run/cuzk-gpu-check --compile-only .device/run/kernels sm_90
 cp -r .device/run/kernels .device/run/tests/kernels   # beside the test binaries (no links: the device tool drops them)
+# PostgreSQL for scripts/h200-queue.sh: the GPU machine has none and installs nothing.
+bash scripts/stage-postgres.sh .device/run/pg
 du -sh .device/run

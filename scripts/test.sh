@@ -29,3 +29,4 @@ CUZK_TEST_PG_URL=$(bash scripts/ci-postgres.sh start); export CUZK_TEST_PG_URL; 
 cargo build --release --workspace --all-targets
 cargo test --release --workspace "$@"
 bash scripts/ci-python-grpc.sh  # the daemon through a gRPC client that is not ours (Python)
+bash scripts/test-staged-postgres.sh  # the PostgreSQL staged for the GPU machine starts from its own files

@@ -305,7 +305,14 @@ pub fn run_once(
     let engine = PipelineEngine::start(cfg.engine.clone(), policies, recorder.clone())?;
 
     if let Some(fc) = &prep.filecoin {
-        let wall = crate::filecoin::bench_run(fc, &engine, w.jobs, show_progress, label)?;
+        let wall = crate::filecoin::bench_run(
+            fc,
+            &engine,
+            cfg.engine.verify,
+            w.jobs,
+            show_progress,
+            label,
+        )?;
         return finish_run(
             prep,
             &cfg,

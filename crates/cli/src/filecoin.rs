@@ -481,22 +481,29 @@ pub fn bench_prepare(c1: &Path, args: &BenchC1Args, timing_only: bool) -> Result
 
 /// Runs `jobs` sectors of the C1 through `engine`: all built first (circuits from the
 /// vanilla proofs), then submitted at once; each checked by `verify_seal` unless the
-/// parameters are timing-only. Returns the wall time of the proving in seconds.
+/// parameters are timing-only or `verify` is off (`--no-verify`). Returns the wall
+/// time of the proving in seconds.
 pub fn bench_run(
     fc: &BenchC1,
     engine: &PipelineEngine,
+    verify: bool,
     jobs: usize,
     show_progress: bool,
     label: &str,
 ) -> Result<f64> {
     let mut prepared = Vec::with_capacity(jobs);
     for _ in 0..jobs {
-        prepared.push(fc.prover.prepare_porep(PorepRequest {
+        let job = fc.prover.prepare_porep(PorepRequest {
             input: fc.input.clone(),
             prover_id: fc.prover_id,
             sector: Some(fc.input.sector_num.unwrap_or(1)),
             blinding: Default::default(),
-        })?);
+        })?;
+        prepared.push(if verify {
+            job
+        } else {
+            job.without_verification()
+        });
     }
     let pb = show_progress.then(|| progress::bar(jobs as u64, format!("{label}: sectors")));
     let start = Instant::now();

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cuzk::pipeline::PipelineEngine;
 use cuzk_filecoin::{parse_c1, parse_prover_id, Blinding, FilecoinProver, PorepRequest};
-use cuzk_queue::{ClaimedJob, JobRunner, RunError};
+use cuzk_queue::{Cancel, ClaimedJob, JobRunner, RunError};
 use serde::{Deserialize, Serialize};
 
 /// The kind name jobs of this runner are submitted under.
@@ -70,7 +70,7 @@ impl JobRunner for PorepRunner {
         KIND
     }
 
-    fn run(&self, job: &ClaimedJob) -> Result<Vec<u8>, RunError> {
+    fn run(&self, job: &ClaimedJob, cancel: &Cancel) -> Result<Vec<u8>, RunError> {
         let (header, c1) = PorepHeader::parse(&job.input)?;
         let input = parse_c1(c1).map_err(|e| RunError::from_error(&e))?;
         let prover_id = parse_prover_id(&header.miner_id).map_err(|e| RunError::from_error(&e))?;
@@ -80,16 +80,17 @@ impl JobRunner for PorepRunner {
             sector: header.sector,
             blinding: Blinding::Random,
         };
-        let out = self
+        let porep = self
             .prover
             .submit_porep(
                 &self.engine,
                 request,
                 crate::worker::engine_priority(job.priority),
             )
-            .map_err(|e| RunError::from_error(&e))?
-            .wait_output()
             .map_err(|e| RunError::from_error(&e))?;
+        let (engine, id) = (self.engine.clone(), porep.id());
+        cancel.on_cancel(move || engine.cancel(id));
+        let out = porep.wait_output().map_err(|e| RunError::from_error(&e))?;
         if !out.verified {
             return Err(RunError(
                 "the proof was not verified (the worker's Filecoin prover verifies every proof)"

@@ -19,7 +19,7 @@ use blstrs::{Bls12, Scalar};
 use cuzk::pipeline::{job, to_bellperson, BellpersonVerifier, PartitionInput, PipelineEngine};
 use cuzk::{Parameters, R1cs, Srs};
 use cuzk_circuits::{AnyCircuit, Builtin};
-use cuzk_queue::{ClaimedJob, JobRunner, RunError};
+use cuzk_queue::{Cancel, ClaimedJob, JobRunner, RunError};
 use serde::{Deserialize, Serialize};
 
 use crate::{prove::blinding, prove::load_params, CircuitArgs};
@@ -144,7 +144,7 @@ impl JobRunner for SyntheticRunner {
         KIND
     }
 
-    fn run(&self, claimed: &ClaimedJob) -> Result<Vec<u8>, RunError> {
+    fn run(&self, claimed: &ClaimedJob, cancel: &Cancel) -> Result<Vec<u8>, RunError> {
         let (req, circuit) = SyntheticJob::parse(&claimed.input)?;
         // The circuit's own checks (the size range) come before any parameters.
         let mut parts = Vec::with_capacity(req.partitions as usize);
@@ -168,11 +168,10 @@ impl JobRunner for SyntheticRunner {
             Some(shape.verifier.clone()),
         );
         spec.priority = crate::worker::engine_priority(claimed.priority);
-        let out = self
-            .engine
-            .submit(spec)
-            .wait()
-            .map_err(|e| RunError::from_error(&e))?;
+        let handle = self.engine.submit(spec);
+        let (engine, id) = (self.engine.clone(), handle.id());
+        cancel.on_cancel(move || engine.cancel(id));
+        let out = handle.wait().map_err(|e| RunError::from_error(&e))?;
         if !out.verified {
             return Err(RunError(
                 "the engine returned unverified proofs (the worker runs with verification on)"

@@ -1,17 +1,26 @@
 //! `cuzk worker --queue postgres://…`: claims proof jobs from a PostgreSQL queue
 //! and proves them on the same engine `cuzk bench` would run (the same
-//! `cuzk.toml`, backend and plugins), until killed.
+//! `cuzk.toml`, backend and plugins), until SIGTERM or SIGINT (then it claims
+//! nothing more, finishes or releases the jobs it holds as `[queue] on_stop`
+//! says, and exits 0) or, with `--drain`, until the queue is empty.
+//!
+//! A worker runs for months, so it keeps nothing per job once the job is written
+//! back: its TIMELINE recorder keeps no events (the engine's per-job state is
+//! dropped when a job ends), and each job's log line says how much is held.
 
 use std::{
     path::PathBuf,
-    sync::{atomic::AtomicBool, Arc},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
     time::Instant,
 };
 
 use anyhow::{bail, Result};
 use clap::Args;
 use cuzk_config::QueueSection;
-use cuzk_queue::{Completion, JobRunner, QueueConfig, Worker, WorkerEvent, WorkerOptions};
+use cuzk_queue::{Completion, JobRunner, OnStop, QueueConfig, Worker, WorkerEvent, WorkerOptions};
 use cuzk_scheduler::{PipelineEngine, Priority};
 use cuzk_timeline::Recorder;
 
@@ -37,6 +46,10 @@ pub struct QueueArgs {
     /// Attempts a submitted job gets before it is marked failed.
     #[arg(long)]
     pub max_attempts: Option<u32>,
+    /// On SIGTERM/SIGINT: `finish` the jobs held and write them back, or
+    /// `release` them to the queue for another worker.
+    #[arg(long)]
+    pub on_stop: Option<String>,
 }
 
 impl QueueArgs {
@@ -48,12 +61,17 @@ impl QueueArgs {
         s.poll_ms = self.poll_ms.or(s.poll_ms);
         s.jobs_in_flight = self.jobs_in_flight.or(s.jobs_in_flight);
         s.max_attempts = self.max_attempts.or(s.max_attempts);
+        s.on_stop = self.on_stop.clone().or(s.on_stop.take());
         let d = QueueConfig::default();
         let q = QueueConfig {
             lease_secs: s.lease_secs.unwrap_or(d.lease_secs),
             poll_ms: s.poll_ms.unwrap_or(d.poll_ms),
             jobs_in_flight: s.jobs_in_flight.unwrap_or(d.jobs_in_flight),
             max_attempts: s.max_attempts.unwrap_or(d.max_attempts),
+            on_stop: match &s.on_stop {
+                Some(name) => OnStop::parse(name).map_err(anyhow::Error::msg)?,
+                None => d.on_stop,
+            },
         };
         q.check().map_err(anyhow::Error::msg)?;
         Ok(q)
@@ -126,10 +144,13 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     run.engine.verify = true;
     let needs = run.config.backend_needs(None);
     let cuzk_config::Built { policies, sources } = load_policies(&run, &needs)?;
+    // No events kept in memory: nothing reads them back, and a worker's life is
+    // unbounded (the engine still emits them to `tracing`).
+    let recorder = Arc::new(Recorder::new(Instant::now()).with_retention(false));
     let engine = Arc::new(PipelineEngine::start(
         run.engine.clone(),
         policies,
-        Arc::new(Recorder::new(Instant::now())),
+        recorder.clone(),
     )?);
     // Filecoin's parameters are where filecoin-proofs' own verifier looks for its
     // keys (FIL_PROOFS_PARAMETER_CACHE); every proof is verified before it is
@@ -151,10 +172,11 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| format!("{}:{}", hostname(), std::process::id()));
     eprintln!(
-        "worker {id}: kinds {}, lease {}s, {} job(s) in flight, {}",
+        "worker {id}: kinds {}, lease {}s, {} job(s) in flight, on stop {}, {}",
         kinds.join(","),
         config.lease_secs,
         config.jobs_in_flight,
+        config.on_stop.name(),
         sources
             .iter()
             .map(|s| format!("{}={}", s.slot, s.name))
@@ -163,6 +185,10 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     );
     let who = id.clone();
     let name = id.clone();
+    let held = Held {
+        recorder,
+        engine: engine.clone(),
+    };
     let worker = Worker::new(
         &args.queue,
         WorkerOptions {
@@ -171,17 +197,20 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
             drain: args.drain,
         },
         runners,
-        move |e| log_event(&who, e),
+        move |e| log_event(&who, e, &held),
     )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    stop_on_signal(stop.clone())?;
     let start = Instant::now();
-    let stats = worker.run(&AtomicBool::new(false));
+    let stats = worker.run(&stop);
     let jobs = (stats.done + stats.failed + stats.late).max(1) as f64;
     eprintln!(
-        "worker {name}: {} done, {} failed attempts, {} late writes discarded; \
+        "worker {name}: {} done, {} failed attempts, {} late writes discarded, {} released; \
          {:.3} s: proving {:.3} s, queue statements {:.3} s ({:.2} ms per job)",
         stats.done,
         stats.failed,
         stats.late,
+        stats.released,
         start.elapsed().as_secs_f64(),
         stats.run_seconds,
         stats.queue_seconds,
@@ -190,8 +219,62 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     Ok(())
 }
 
+/// Sets `stop` on the first SIGTERM or SIGINT; a second one exits at once
+/// (status 1), leaving held jobs to their leases as a kill would. A thread of
+/// its own waits for them (the worker's threads are not async).
+fn stop_on_signal(stop: Arc<AtomicBool>) -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Installed here, before the worker claims anything, so a signal never finds
+    // the default action (death) in place.
+    let (mut term, mut int) = runtime.block_on(async {
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    })?;
+    std::thread::Builder::new()
+        .name("cuzk-signals".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                tokio::select! {
+                    _ = term.recv() => eprintln!("worker: SIGTERM"),
+                    _ = int.recv() => eprintln!("worker: SIGINT"),
+                }
+                stop.store(true, Ordering::SeqCst);
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                eprintln!("worker: second signal: exiting now; held jobs return to the queue when their leases expire");
+                std::process::exit(1);
+            })
+        })?;
+    Ok(())
+}
+
+/// What a worker holds in memory that could grow with the jobs it proves: the
+/// TIMELINE's kept events and the engine's open jobs. Both stay bounded (none
+/// kept; at most the jobs in flight), which each job's log line shows.
+struct Held {
+    recorder: Arc<Recorder>,
+    engine: Arc<PipelineEngine>,
+}
+
+impl Held {
+    fn line(&self) -> String {
+        format!(
+            "held: {} timeline events, {} engine jobs",
+            self.recorder.len(),
+            self.engine.open_jobs()
+        )
+    }
+}
+
 /// One line on stderr per event: what a person watching a worker wants to see.
-fn log_event(who: &str, e: &WorkerEvent) {
+fn log_event(who: &str, e: &WorkerEvent, held: &Held) {
     match e {
         WorkerEvent::Connected { reconnect, failed } => eprintln!(
             "worker {who}: {} to the queue ({failed} failed tries)",
@@ -206,7 +289,10 @@ fn log_event(who: &str, e: &WorkerEvent) {
             completion,
             seconds,
         } => match completion {
-            Completion::Written => eprintln!("worker {who}: job {job} done in {seconds:.2} s"),
+            Completion::Written => eprintln!(
+                "worker {who}: job {job} done in {seconds:.2} s ({})",
+                held.line()
+            ),
             Completion::AlreadyDone { same } => eprintln!(
                 "worker {who}: job {job} was already done by another worker ({}); this proof discarded",
                 if *same { "same bytes" } else { "different bytes, the first kept" }
@@ -224,5 +310,15 @@ fn log_event(who: &str, e: &WorkerEvent) {
         WorkerEvent::ExpiredFailed { jobs } => {
             eprintln!("worker {who}: {jobs} job(s) whose last lease expired marked failed")
         }
+        WorkerEvent::Stopping { held, on_stop } => eprintln!(
+            "worker {who}: stopping: claiming nothing more; {held} job(s) held, on stop {}",
+            on_stop.name()
+        ),
+        WorkerEvent::Released { job, held: true } => {
+            eprintln!("worker {who}: job {job} released to the queue unfinished")
+        }
+        WorkerEvent::Released { job, held: false } => eprintln!(
+            "worker {who}: job {job} cancelled; another worker had it already (lease lost)"
+        ),
     }
 }

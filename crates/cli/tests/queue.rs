@@ -1,8 +1,10 @@
 //! `cuzk worker` processes against a real PostgreSQL (the server of
 //! `CUZK_TEST_PG_URL`, from `scripts/ci-postgres.sh`): many workers proving many
-//! jobs once each, a worker killed with SIGKILL mid-job, a bad job failing after
-//! its retries, and workers riding out a restart of the server (on a private
-//! cluster, so other tests' server is left alone). Every proof is checked with
+//! jobs once each (holding nothing per job once it is written back), a worker
+//! killed with SIGKILL mid-job, a worker stopped with SIGTERM mid-job (finishing
+//! or releasing its job, exiting 0), a bad job failing after its retries, and
+//! workers riding out a restart of the server (on a private cluster, so other
+//! tests' server is left alone). Every proof is checked with
 //! bellperson's verifier here, and a wrong public input must fail.
 
 #[path = "../../queue/tests/common/mod.rs"]
@@ -75,11 +77,17 @@ struct WorkerProc {
 
 impl WorkerProc {
     fn start(url: &str, id: &str, lease_secs: f64) -> WorkerProc {
-        Self::start_in(url, id, lease_secs, &[])
+        Self::start_in(url, id, lease_secs, &[], &[])
     }
 
-    /// With extra environment (Filecoin's parameter folder).
-    fn start_in(url: &str, id: &str, lease_secs: f64, env: &[(&str, &Path)]) -> WorkerProc {
+    /// With extra environment (Filecoin's parameter folder) and flags.
+    fn start_in(
+        url: &str,
+        id: &str,
+        lease_secs: f64,
+        env: &[(&str, &Path)],
+        flags: &[&str],
+    ) -> WorkerProc {
         let (dir, _) = cache();
         let log = dir.join(format!("{id}-{}.log", std::process::id()));
         let child = cuzk()
@@ -95,6 +103,7 @@ impl WorkerProc {
                 "1",
             ])
             .args(["--gpu-workers", "1", "--gpu-threads", "1"])
+            .args(flags)
             .arg("--cache-dir")
             .arg(dir)
             .stdin(Stdio::null())
@@ -111,6 +120,28 @@ impl WorkerProc {
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) and waits for the process to exit.
+    fn signal_and_wait(&mut self, signal: &str) -> std::process::ExitStatus {
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill -{signal}");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "worker {} still running {PATIENCE:?} after SIG{signal}:\n{}",
+                self.id,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn kill(&mut self) {
@@ -220,6 +251,23 @@ fn three_workers_prove_thirty_jobs_each_once() {
     for w in by_worker.keys() {
         assert!(workers.iter().any(|p| &p.id == w), "unknown worker {w}");
     }
+    // Nothing per job is kept once it is written back: after every job (30 over
+    // the three), each worker holds no TIMELINE events and no engine job.
+    for w in &workers {
+        let log = w.log();
+        let done: Vec<&str> = log.lines().filter(|l| l.contains(" done in ")).collect();
+        assert_eq!(
+            done.len(),
+            by_worker.get(&w.id).copied().unwrap_or(0),
+            "{log}"
+        );
+        for line in done {
+            assert!(
+                line.ends_with("(held: 0 timeline events, 0 engine jobs)"),
+                "{line}"
+            );
+        }
+    }
 
     // `cuzk queue wait` writes the same proofs and exits 0.
     let out_dir = cache().0.join(format!("three-{}", std::process::id()));
@@ -247,28 +295,9 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
         return;
     };
     cache();
-    // One worker alone first, so it is the one that takes the long job: 64
-    // partitions, seconds of proving.
-    let mut doomed = WorkerProc::start(&url, "doomed", 2.0);
     let seed = 5000;
-    let long = submit(&url, seed, 64, 1, &["--priority", "high"])[0];
+    let (mut doomed, long, short) = worker_mid_job(&url, "doomed", 2.0, seed, &[]);
     let mut q = Queue::connect(&url).unwrap();
-    let start = Instant::now();
-    loop {
-        let s = q.status(long).unwrap();
-        if s.state == JobState::Running {
-            assert_eq!(s.worker.as_deref(), Some("doomed"));
-            break;
-        }
-        assert!(
-            start.elapsed() < PATIENCE,
-            "never claimed: {}",
-            doomed.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // Mid-job: claimed, proving, not finished.
-    std::thread::sleep(Duration::from_millis(300));
     doomed.kill();
     let s = q.status(long).unwrap();
     assert_eq!(
@@ -282,7 +311,8 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
         WorkerProc::start(&url, "w1", 2.0),
         WorkerProc::start(&url, "w2", 2.0),
     ];
-    let small = submit(&url, 1, 1, 4, &[]);
+    let mut small = submit(&url, 2, 1, 4, &[]);
+    small.insert(0, short);
     let refs: Vec<&WorkerProc> = others.iter().collect();
     let s = &wait_all(&mut q, &[long], &refs)[0];
     assert_eq!(s.state, JobState::Done, "{:?}", s.errors);
@@ -300,10 +330,119 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
         s.errors
     );
     check_proof(s.proof.as_ref().unwrap(), seed, 64);
+    // The short job (seed 1), then four more from seed 2.
     for s in wait_all(&mut q, &small, &refs) {
         assert_eq!(s.state, JobState::Done);
         check_proof(s.proof.as_ref().unwrap(), job_seed(&s, 1, small[0], 1), 1);
     }
+}
+
+/// Starts worker `id` alone, submits a long job (64 partitions, seconds of
+/// proving; seed `seed`) and a short one (seed 1), and returns once the worker
+/// is proving the long one: (worker, long job, short job).
+fn worker_mid_job(
+    url: &str,
+    id: &str,
+    lease_secs: f64,
+    seed: u64,
+    flags: &[&str],
+) -> (WorkerProc, i64, i64) {
+    let w = WorkerProc::start_in(url, id, lease_secs, &[], flags);
+    let long = submit(url, seed, 64, 1, &["--priority", "high"])[0];
+    let short = submit(url, 1, 1, 1, &[])[0];
+    let mut q = Queue::connect(url).unwrap();
+    let start = Instant::now();
+    loop {
+        let s = q.status(long).unwrap();
+        if s.state == JobState::Running {
+            assert_eq!(s.worker.as_deref(), Some(id));
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "never claimed: {}", w.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Mid-job: claimed, proving, not finished.
+    std::thread::sleep(Duration::from_millis(300));
+    (w, long, short)
+}
+
+#[test]
+fn a_worker_stopped_by_sigterm_mid_job_finishes_it_and_exits_0() {
+    let Some(url) = common::fresh_database("sigterm_finish") else {
+        return;
+    };
+    cache();
+    let seed = 9000;
+    let (mut w, long, short) = worker_mid_job(&url, "w", 10.0, seed, &[]);
+    let status = w.signal_and_wait("TERM");
+    let log = w.log();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(
+        log.contains("stopping: claiming nothing more; 1 job(s) held, on stop finish"),
+        "{log}"
+    );
+    let mut q = Queue::connect(&url).unwrap();
+    let s = q.status(long).unwrap();
+    // Done once, by the stopped worker, before it exited.
+    assert_eq!(
+        (s.state, s.attempts, s.writes),
+        (JobState::Done, 1, 1),
+        "{:?}\n{log}",
+        s.errors
+    );
+    assert_eq!(s.done_by.as_deref(), Some("w"));
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    check_proof(s.proof.as_ref().unwrap(), seed, 64);
+    // It claimed nothing after the signal.
+    let s = q.status(short).unwrap();
+    assert_eq!((s.state, s.attempts), (JobState::Queued, 0), "{log}");
+}
+
+#[test]
+fn a_worker_stopped_by_sigterm_mid_job_releases_it_as_configured_and_exits_0() {
+    let Some(url) = common::fresh_database("sigterm_release") else {
+        return;
+    };
+    cache();
+    // `[queue] on_stop = "release"` from cuzk.toml, as a provider would set it.
+    let config = cache()
+        .0
+        .join(format!("release-{}.toml", std::process::id()));
+    std::fs::write(&config, "[queue]\non_stop = \"release\"\n").unwrap();
+    let config_arg = config.to_str().unwrap();
+    let seed = 9100;
+    let (mut w, long, short) = worker_mid_job(&url, "w", 10.0, seed, &["--config", config_arg]);
+    let status = w.signal_and_wait("TERM");
+    let log = w.log();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(
+        log.contains(&format!("job {long} released to the queue unfinished")),
+        "{log}"
+    );
+    let mut q = Queue::connect(&url).unwrap();
+    // Back in the queue, its attempt not counted, nothing written.
+    let s = q.status(long).unwrap();
+    assert_eq!(
+        (s.state, s.attempts, s.writes),
+        (JobState::Queued, 0, 0),
+        "{log}"
+    );
+    assert!(s.worker.is_none() && s.errors.is_empty(), "{s:?}");
+    // Another worker proves both, each once.
+    let next = WorkerProc::start(&url, "next", 10.0);
+    let all = wait_all(&mut q, &[long, short], &[&next]);
+    for s in &all {
+        assert_eq!(
+            (s.state, s.attempts, s.writes),
+            (JobState::Done, 1, 1),
+            "{:?}",
+            s.errors
+        );
+        assert_eq!(s.done_by.as_deref(), Some("next"));
+    }
+    check_proof(all[0].proof.as_ref().unwrap(), seed, 64);
+    check_proof(all[1].proof.as_ref().unwrap(), 1, 1);
+    std::fs::remove_file(&config).unwrap();
 }
 
 #[test]
@@ -519,6 +658,7 @@ fn a_real_2kib_sectors_c2_goes_through_the_queue_and_verifies() {
         "fil",
         30.0,
         &[(cuzk_filecoin::PARAMETER_CACHE_VAR, params)],
+        &[],
     );
     let out = cuzk()
         .args(["queue", "submit", "--queue", &url, "--priority", "high"])

@@ -22,4 +22,10 @@ pub struct QueueSection {
     /// Attempts a submitted job gets before it is marked failed (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// What the worker does with the jobs it holds when told to stop (SIGTERM,
+    /// SIGINT): `finish` them and write them back, or `release` them to the queue
+    /// (cancelled here, claimed again by another worker, the attempt not
+    /// counted). It claims nothing new either way and exits 0. Default `finish`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_stop: Option<String>,
 }

@@ -415,6 +415,34 @@ impl GpuBackend for CudaBackend {
         crate::raw::pinned_bytes(self.ctx.ordinal())
     }
 
+    /// Drops the resident copies of the bases whose host slices lie inside
+    /// `host` (a parameter set being freed), at once rather than when a later
+    /// partition would find them stale or need the room; returns their device
+    /// bytes.
+    fn forget_bases(&self, host: &[std::ops::Range<usize>]) -> u64 {
+        let inside = |k: &BaseKey, point: usize| {
+            let end = k.addr.saturating_add(k.len.saturating_mul(point));
+            host.iter().any(|r| r.start <= k.addr && end <= r.end)
+        };
+        let mut inner = self.lock();
+        let mut freed = 0;
+        inner.bases.retain(|k, b| {
+            let gone = inside(k, std::mem::size_of::<G1Affine>());
+            if gone {
+                freed += b.len() as u64 * G1::AFFINE_BYTES;
+            }
+            !gone
+        });
+        inner.bases_g2.retain(|k, b| {
+            let gone = inside(k, std::mem::size_of::<G2Affine>());
+            if gone {
+                freed += b.len() as u64 * G2::AFFINE_BYTES;
+            }
+            !gone
+        });
+        freed
+    }
+
     /// Page-locks `a, b, c` (the same `PIN_MIN_LEN` rule as `prove_partition_ref`),
     /// so the pinning runs before the caller's GPU lock; `prove_partition_ref` then
     /// finds the ranges registered and skips them. The guard unregisters them.

@@ -125,3 +125,73 @@ fn device_count_and_pinned_bytes_are_reported_or_no_device() {
     drop(staged);
     assert_eq!(backend.pinned_host_bytes(), before);
 }
+
+/// Bases made resident by a partition are dropped by `forget_bases` for their
+/// host range (the device bytes freed reported), only theirs, and a later
+/// partition uploads them again and still matches the CPU.
+#[test]
+fn forgetting_a_parameter_sets_bases_frees_their_device_copies_or_no_device() {
+    let backend = match CudaBackend::new(CudaConfig::default()) {
+        Ok(b) => b,
+        Err(CudaError::NoDevice(why)) => {
+            let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({why})");
+            return;
+        }
+        Err(e) => panic!("CUDA backend failed to start: {e}"),
+    };
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().build().unwrap());
+    let cpu = CpuBackend::new(pool.clone());
+    let mut r = ChaCha20Rng::seed_from_u64(12);
+    let n = 300;
+    let abc = Abc {
+        a: scalars(n, &mut r),
+        b: scalars(n, &mut r),
+        c: scalars(n, &mut r),
+    };
+    let aux = scalars(n + 3, &mut r);
+    let split = cuzk_msm_cpu::prep_msm(&[], None, &aux, None, &pool).unwrap();
+    let h_bases = points((1 << cuzk_cuda::log_domain(n)) - 1, &mut r);
+    let q_bases = points(aux.len(), &mut r);
+    let q_bases_g2 = points_g2(aux.len(), &mut r);
+    let job = |abc: Abc| PartitionJob {
+        abc,
+        h_bases: &h_bases,
+        l: SplitMsm {
+            bases: &q_bases,
+            split: &split,
+        },
+        a: SplitMsm {
+            bases: &q_bases,
+            split: &split,
+        },
+        b_g1: SplitMsm {
+            bases: &q_bases,
+            split: &split,
+        },
+        b_g2: Some(SplitMsm {
+            bases: &q_bases_g2,
+            split: &split,
+        }),
+    };
+    let want = cpu.prove_partition(job(abc.clone())).unwrap();
+    assert_eq!(backend.prove_partition(job(abc.clone())).unwrap(), want);
+    let resident = backend.cached_base_bytes();
+    assert!(resident > 0);
+    // A host vector's address range, as the engine hands it over.
+    let bytes_of = |p: *const u8, len: usize| p as usize..p as usize + len;
+    let h = bytes_of(h_bases.as_ptr().cast(), std::mem::size_of_val(&h_bases[..]));
+    // Only the h set first; then the query sets (G1 and G2).
+    let freed_h = backend.forget_bases(std::slice::from_ref(&h));
+    assert!(freed_h > 0 && freed_h < resident, "{freed_h} of {resident}");
+    assert_eq!(backend.cached_base_bytes(), resident - freed_h);
+    let q = bytes_of(q_bases.as_ptr().cast(), std::mem::size_of_val(&q_bases[..]));
+    let q2 = bytes_of(
+        q_bases_g2.as_ptr().cast(),
+        std::mem::size_of_val(&q_bases_g2[..]),
+    );
+    assert_eq!(backend.forget_bases(&[q, q2]), resident - freed_h);
+    assert_eq!(backend.cached_base_bytes(), 0);
+    assert_eq!(backend.forget_bases(std::slice::from_ref(&h)), 0);
+    assert_eq!(backend.prove_partition(job(abc)).unwrap(), want);
+    assert_eq!(backend.cached_base_bytes(), resident);
+}

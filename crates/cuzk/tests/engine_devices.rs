@@ -454,3 +454,115 @@ fn without_devices_the_engine_drives_every_device_the_backend_reports() {
     let (_, one) = built_from("", "threads = 1");
     assert!(lanes_of(&one).is_empty());
 }
+
+/// A CPU "device" that keeps, as a GPU backend does, a device copy of every base
+/// vector a partition used (here: its host address and byte size) until told to
+/// forget it.
+struct Resident {
+    inner: Arc<dyn GpuBackend>,
+    copies: std::sync::Mutex<std::collections::HashMap<usize, u64>>,
+}
+
+impl Resident {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            inner: cpu(),
+            copies: Default::default(),
+        })
+    }
+
+    /// Bytes of the copies held whose host vectors lie in `ranges`.
+    fn held_in(&self, ranges: &[std::ops::Range<usize>]) -> u64 {
+        let copies = self.copies.lock().unwrap();
+        copies
+            .iter()
+            .filter(|(a, _)| ranges.iter().any(|r| r.contains(a)))
+            .map(|(_, b)| b)
+            .sum()
+    }
+}
+
+impl GpuBackend for Resident {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        {
+            let mut copies = self.copies.lock().unwrap();
+            let mut keep = |p: *const u8, bytes: usize| {
+                copies.insert(p as usize, bytes as u64);
+            };
+            keep(
+                job.h_bases.as_ptr().cast(),
+                std::mem::size_of_val(job.h_bases),
+            );
+            for m in [&job.l, &job.a, &job.b_g1] {
+                keep(m.bases.as_ptr().cast(), std::mem::size_of_val(m.bases));
+            }
+        }
+        self.inner.prove_partition(job)
+    }
+
+    fn forget_bases(&self, host: &[std::ops::Range<usize>]) -> u64 {
+        let mut copies = self.copies.lock().unwrap();
+        let mut freed = 0;
+        copies.retain(|a, b| {
+            let gone = host.iter().any(|r| r.contains(a));
+            if gone {
+                freed += *b;
+            }
+            !gone
+        });
+        freed
+    }
+}
+
+/// Once the last holder of a parameter set drops it (a cache evicting it), the
+/// engine has every device forget its copies of that set's bases, reports the
+/// bytes, and leaves the sets still held alone; a set in use is never forgotten.
+#[test]
+fn the_device_copies_of_a_dropped_parameter_set_are_forgotten_on_every_device() {
+    let f = fixture();
+    let devices = [Resident::new(), Resident::new()];
+    let e = engine(
+        set(vec![(0, devices[0].clone()), (1, devices[1].clone())]),
+        recorder(),
+    );
+    // A parameter set of its own (fresh vectors, as a cache's load makes).
+    let fresh = |b: &cuzk_scheduler::Bases<blstrs::G1Affine>| {
+        cuzk_scheduler::Bases::new(Arc::new(b.as_slice().to_vec()))
+    };
+    let own = Arc::new(cuzk::Srs {
+        key: f.srs.key,
+        ic_len: f.srs.ic_len,
+        h: fresh(&f.srs.h),
+        l: fresh(&f.srs.l),
+        a: fresh(&f.srs.a),
+        b_g1: fresh(&f.srs.b_g1),
+        b_g2: cuzk_scheduler::Bases::new(Arc::new(f.srs.b_g2.as_slice().to_vec())),
+    });
+    let own_ranges = own.host_ranges();
+    // Four partitions on each set, so both devices prove some of each.
+    let mut spec = make_job(0, 4);
+    spec.srs = own.clone();
+    e.submit(spec).wait().unwrap();
+    e.submit(make_job(1, 4)).wait().unwrap();
+    let fixture_ranges = f.srs.host_ranges();
+    let held = |ranges: &[std::ops::Range<usize>]| -> u64 {
+        devices.iter().map(|d| d.held_in(ranges)).sum()
+    };
+    let own_bytes = held(&own_ranges);
+    let fixture_bytes = held(&fixture_ranges);
+    assert!(own_bytes > 0 && fixture_bytes > 0);
+    // Still held here: nothing is forgotten.
+    assert_eq!(e.forget_dropped_params(), 0);
+    assert_eq!(held(&own_ranges), own_bytes);
+    drop(own);
+    assert_eq!(e.forget_dropped_params(), own_bytes);
+    assert_eq!(held(&own_ranges), 0);
+    assert_eq!(held(&fixture_ranges), fixture_bytes);
+    assert_eq!(e.forget_dropped_params(), 0);
+    // The set still held proves as before.
+    prove_all(&e, 1, 2);
+}

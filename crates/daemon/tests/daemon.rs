@@ -684,3 +684,74 @@ fn shutdown_finishes_accepted_jobs_then_stops() {
     let served = d.served.take().unwrap();
     d.rt.block_on(served).unwrap().unwrap();
 }
+
+/// `GetStatus` lists every device the engine drives (here two CPU "devices", as
+/// `[engine] devices = [0, 1]` gives with the CPU backend: named `cpu`, no
+/// device memory) and, while a job's partitions are on them, that job on each;
+/// queues per kind come from the jobs the service holds.
+#[test]
+fn status_shows_each_engine_device_and_the_job_on_it() {
+    let d = start(Opts {
+        devices: 2,
+        daemon_toml: "max_running_jobs = 1".into(),
+        ..Opts::default()
+    });
+    let st = d.wait_idle();
+    let devices: Vec<(u32, &str, u64, u64, &str)> = st
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                g.ordinal,
+                g.name.as_str(),
+                g.vram_total_bytes,
+                g.vram_free_bytes,
+                g.current_job_id.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(devices, [(0, "cpu", 0, 0, ""), (1, "cpu", 0, 0, "")]);
+    assert_eq!(d.metric("cuzk_gpu_workers"), 2.0);
+
+    d.gate.close();
+    let mut c = d.client();
+    for (id, seed) in [("on-both", 5), ("waiting", 6)] {
+        let mut req = synthetic(10, 2, seed);
+        req.request_id = id.into();
+        d.rt.block_on(c.submit_proof(req)).unwrap();
+    }
+    // Both partitions of the first job are held in the backend, one per device
+    // (each device has one GPU worker).
+    while d.gate.entered() < 2 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = d.wait_status("the job on both devices", |s| {
+        s.gpus.len() == 2
+            && s.gpus
+                .iter()
+                .all(|g| g.current_job_id == "on-both" && g.current_proof_kind == "SYNTHETIC")
+    });
+    let q = st
+        .queues
+        .iter()
+        .find(|q| q.proof_kind == "SYNTHETIC")
+        .unwrap();
+    assert_eq!((q.pending, q.in_progress), (1, 1), "{st:?}");
+    d.gate.open();
+    for (id, seed) in [("on-both", 5), ("waiting", 6)] {
+        let r =
+            d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
+                job_id: id.into(),
+                timeout_ms: 0,
+            }))
+            .unwrap()
+            .into_inner();
+        assert!(completed(&r), "{r:?}");
+        check_synthetic_proof(10, 2, seed, &r.proof);
+    }
+    let st = d.wait_status("no job on any device", |s| {
+        s.gpus.iter().all(|g| g.current_job_id.is_empty())
+    });
+    assert_eq!(st.gpus.len(), 2);
+    assert_eq!(st.total_proofs_completed, 2);
+}

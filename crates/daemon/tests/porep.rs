@@ -136,12 +136,50 @@ fn a_2kib_sector_through_prove_and_submit_await_verifies_with_filecoin_proofs() 
     wrong.sector_number = SECTOR + 5;
     let e = d.rt.block_on(c.submit_proof(wrong)).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-    // Evicting frees the parameters (nothing uses them now).
-    let e =
+    // Evicting frees the parameters (nothing uses them now): the service's set
+    // and the Filecoin prover's cache, so the next proof loads them again.
+    let evict = |c: &mut cuzk_daemon::client::Client| {
         d.rt.block_on(c.evict_srs(pb::EvictSrsRequest {
             circuit_id: "porep-2k".into(),
         }))
+    };
+    let e = evict(&mut c).unwrap().into_inner();
+    assert!(e.was_loaded && e.freed_bytes == p.size_bytes, "{e:?}");
+    let st = d.wait_idle();
+    assert!(st.loaded_srs.iter().all(|p| p.circuit_id != "porep-2k"));
+    let e = evict(&mut c).unwrap().into_inner();
+    assert!(!e.was_loaded && e.freed_bytes == 0, "{e:?}");
+
+    // A proof after the eviction reloads them and verifies; while it holds them
+    // (its partition held in the gated backend), eviction is refused.
+    d.gate.close();
+    let mut req = porep(&env);
+    req.request_id = "after-evict".into();
+    d.rt.block_on(c.submit_proof(req)).unwrap();
+    d.wait_status("porep-2k reloaded and in use", |s| {
+        s.loaded_srs
+            .iter()
+            .any(|p| p.circuit_id == "porep-2k" && p.ref_count == 1)
+    });
+    let e = evict(&mut c).unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("in use"), "{e:?}");
+    d.gate.open();
+    let r =
+        d.rt.block_on(c.await_proof(pb::AwaitProofRequest {
+            job_id: "after-evict".into(),
+            timeout_ms: 0,
+        }))
         .unwrap()
         .into_inner();
+    assert_eq!(
+        r.status,
+        pb::await_proof_response::Status::Completed as i32,
+        "{r:?}"
+    );
+    check(&env, &r.proof);
+    assert_eq!(d.metric("cuzk_srs_load_seconds_count"), 3.0);
+    d.wait_idle();
+    let e = evict(&mut c).unwrap().into_inner();
     assert!(e.was_loaded && e.freed_bytes == p.size_bytes, "{e:?}");
 }

@@ -394,6 +394,13 @@ impl std::fmt::Debug for PreparedPorep {
 }
 
 impl PreparedPorep {
+    /// Returns the proof without filecoin-proofs' `verify_seal` (benchmarks that
+    /// measure the prover alone, `cuzk bench --c1 --no-verify`).
+    pub fn without_verification(mut self) -> Self {
+        self.verify = false;
+        self
+    }
+
     /// Submits the job to `engine` at `priority` (every engine queue serves a higher
     /// priority first).
     pub fn submit(mut self, engine: &PipelineEngine, priority: Priority) -> PorepJob {

@@ -135,6 +135,14 @@ impl GpuBackend for DeviceSet {
     fn device_count(&self) -> u32 {
         self.lanes.len() as u32
     }
+
+    /// Every lane's.
+    fn forget_bases(&self, host: &[std::ops::Range<usize>]) -> u64 {
+        self.lanes
+            .iter()
+            .map(|l| l.backend.forget_bases(host))
+            .sum()
+    }
 }
 
 #[cfg(test)]

@@ -304,6 +304,15 @@ pub trait GpuBackend: Send + Sync {
     fn device_count(&self) -> u32 {
         1
     }
+
+    /// Drops the device copies this backend keeps of host base vectors lying in
+    /// `host` (address ranges of host memory: a parameter set whose host memory
+    /// was, or is being, freed), and returns the device bytes freed. A backend
+    /// that keeps no bases on its device frees nothing (the default).
+    fn forget_bases(&self, host: &[std::ops::Range<usize>]) -> u64 {
+        let _ = host;
+        0
+    }
 }
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).

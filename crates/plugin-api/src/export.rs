@@ -78,6 +78,12 @@ pub trait BackendPlugin: Sized + Send + Sync + 'static {
     fn pinned_host_bytes(&self) -> Result<u64, AbiError> {
         Ok(0)
     }
+    /// Drops device copies of host bases in `host` (see
+    /// [`BackendMod::forget_bases`]); returns the device bytes freed. Default:
+    /// none kept, none freed.
+    fn forget_bases(&self, _host: &[HostRangeC]) -> Result<u64, AbiError> {
+        Ok(0)
+    }
 }
 
 /// What [`BackendPlugin::stage`] returns: anything whose drop undoes the staging.
@@ -254,6 +260,17 @@ mod backend {
         // SAFETY: as above.
         guard(|| unsafe { hosted::<T>(i) }.plugin.pinned_host_bytes())
     }
+    pub extern "C" fn forget_bases<T: BackendPlugin>(
+        i: &Instance,
+        host: RSlice<'_, HostRangeC>,
+    ) -> RResult<u64, AbiError> {
+        // SAFETY: as above.
+        guard(|| {
+            unsafe { hosted::<T>(i) }
+                .plugin
+                .forget_bases(host.as_slice())
+        })
+    }
     pub extern "C" fn unstage<T: BackendPlugin>(i: &Instance, token: u64) -> RResult<(), AbiError> {
         guard(|| {
             // SAFETY: as above.
@@ -407,6 +424,7 @@ pub fn backend_root<T: BackendPlugin>(
         unstage: backend::unstage::<T>,
         device_count: backend::device_count::<T>,
         pinned_host_bytes: backend::pinned_host_bytes::<T>,
+        forget_bases: backend::forget_bases::<T>,
     }
     .leak_into_prefix();
     let c = Common {

@@ -206,6 +206,23 @@ pub struct BackendMod {
     /// registered); the host's memory budget leaves room for it.
     #[sabi(missing_field(option))]
     pub pinned_host_bytes: extern "C" fn(instance: &Instance) -> RResult<u64, AbiError>,
+
+    // Appended in ABI 1 without changing it (EvictSRS frees device memory). A
+    // plugin built before lacks it: the host frees nothing on the device, and the
+    // plugin's own cache drops the stale copies when it next needs the room.
+    /// Drops the device copies of host bases lying in `host` (address ranges of a
+    /// parameter set whose host memory is freed); returns the device bytes freed.
+    #[sabi(missing_field(option))]
+    pub forget_bases:
+        extern "C" fn(instance: &Instance, host: RSlice<'_, HostRangeC>) -> RResult<u64, AbiError>,
+}
+
+/// A range of host addresses, `start..end` (bytes).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostRangeC {
+    pub start: u64,
+    pub end: u64,
 }
 
 /// What a backend offers.

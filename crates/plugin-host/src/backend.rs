@@ -397,6 +397,32 @@ impl GpuBackend for PluginBackend {
         }
     }
 
+    /// The plugin's; nothing for a plugin built before `forget_bases` existed, or
+    /// whose call fails (logged).
+    fn forget_bases(&self, host: &[std::ops::Range<usize>]) -> u64 {
+        let Some(call) = self.module.forget_bases() else {
+            return 0;
+        };
+        let ranges: Vec<cuzk_plugin_api::HostRangeC> = host
+            .iter()
+            .map(|r| cuzk_plugin_api::HostRangeC {
+                start: r.start as u64,
+                end: r.end as u64,
+            })
+            .collect();
+        match call(self.instance(), RSlice::from_slice(&ranges)).into_result() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(
+                    target: "cuzk::plugin",
+                    "{}",
+                    PluginError::from_abi(&self.name, "forget_bases", e)
+                );
+                0
+            }
+        }
+    }
+
     /// The plugin's `stage`, when it offers it (with `prove_partition_ref`, so the
     /// staged buffers are the ones the call reads); the guard calls `unstage`.
     /// A plugin built before these calls existed stages nothing.
@@ -492,6 +518,10 @@ mod tests {
         }
         fn pinned_host_bytes(&self) -> Result<u64, AbiError> {
             Ok(4096)
+        }
+        /// "Frees" the bytes of the ranges it is given, so the test sees them cross.
+        fn forget_bases(&self, host: &[cuzk_plugin_api::HostRangeC]) -> Result<u64, AbiError> {
+            Ok(host.iter().map(|r| r.end - r.start).sum())
         }
     }
 
@@ -649,6 +679,7 @@ mod tests {
     fn device_count_and_pinned_bytes_cross_and_default_for_older_plugins() {
         let new = PluginBackend::from_module("rec".into(), new_module(), &[]).unwrap();
         assert_eq!((new.device_count(), new.pinned_host_bytes()), (3, 4096));
+        assert_eq!(new.forget_bases(&[16..48, 100..104]), 36);
 
         let older = PluginBackend::from_module("rec".into(), staging_module(), &[]).unwrap();
         assert!(older.module.device_count().is_none());
@@ -662,5 +693,8 @@ mod tests {
         };
         assert!(older.stage(abc).unwrap().is_staged());
         assert_eq!((older.device_count(), older.pinned_host_bytes()), (1, 0));
+        // Nor has it `forget_bases`: nothing is freed through it.
+        assert!(older.module.forget_bases().is_none());
+        assert_eq!(older.forget_bases(&[16..48, 64..80]), 0);
     }
 }

@@ -18,6 +18,40 @@ pub struct QueueConfig {
     pub jobs_in_flight: usize,
     /// Attempts a job gets before it is marked failed (set at submission).
     pub max_attempts: u32,
+    /// What a worker told to stop (SIGTERM, SIGINT) does with the jobs it holds.
+    pub on_stop: OnStop,
+}
+
+/// What a stopping worker does with the jobs it holds. It claims nothing new
+/// either way, and exits once they are written back or released.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnStop {
+    /// Prove them and write them back, then exit (a stop waits for the proofs).
+    #[default]
+    Finish,
+    /// Cancel them on the engine and put them back in the queue (the attempt is
+    /// not counted), so another worker takes them at once; exit without waiting.
+    Release,
+}
+
+impl OnStop {
+    /// `finish` or `release`, as `[queue] on_stop` and `--on-stop` spell them.
+    pub fn parse(name: &str) -> Result<OnStop, String> {
+        match name {
+            "finish" => Ok(OnStop::Finish),
+            "release" => Ok(OnStop::Release),
+            _ => Err(format!(
+                "[queue] on_stop must be `finish` or `release`, not `{name}`"
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OnStop::Finish => "finish",
+            OnStop::Release => "release",
+        }
+    }
 }
 
 impl Default for QueueConfig {
@@ -27,6 +61,7 @@ impl Default for QueueConfig {
             poll_ms: 1000,
             jobs_in_flight: 2,
             max_attempts: 3,
+            on_stop: OnStop::Finish,
         }
     }
 }
@@ -95,5 +130,8 @@ mod tests {
         ] {
             assert!(bad.check().is_err(), "{bad:?}");
         }
+        assert_eq!(OnStop::parse("release"), Ok(OnStop::Release));
+        assert_eq!(OnStop::parse("finish").map(OnStop::name), Ok("finish"));
+        assert!(OnStop::parse("abandon").unwrap_err().contains("abandon"));
     }
 }

@@ -34,8 +34,8 @@ mod migrate;
 mod store;
 mod worker;
 
-pub use config::QueueConfig;
+pub use config::{OnStop, QueueConfig};
 pub use error::QueueError;
 pub use migrate::{migrate, MIGRATIONS};
 pub use store::{ClaimedJob, Completion, JobId, JobState, JobStatus, Queue, Submission};
-pub use worker::{JobRunner, RunError, Worker, WorkerEvent, WorkerOptions, WorkerStats};
+pub use worker::{Cancel, JobRunner, RunError, Worker, WorkerEvent, WorkerOptions, WorkerStats};

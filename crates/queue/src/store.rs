@@ -345,6 +345,24 @@ impl Queue {
         Ok(JobState::parse(row.get(0)))
     }
 
+    /// Puts job `id`, held by `worker`, back in the queue unfinished (the worker
+    /// is stopping): queued again at once, its attempt not counted, no error
+    /// recorded. `false` if `worker` no longer held it (its lease had expired and
+    /// another worker claimed it, or it is finished): nothing changes then.
+    pub fn release(&mut self, id: JobId, worker: &str) -> Result<bool, QueueError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE cuzk_jobs
+                    SET state = 'queued', attempts = attempts - 1,
+                        worker = NULL, lease_until = NULL, started_at = NULL
+                  WHERE id = $1 AND worker = $2 AND state = 'running'",
+                &[&id, &worker],
+            )
+            .map_err(QueueError::db("releasing a job"))?;
+        Ok(n == 1)
+    }
+
     /// The status of job `id`.
     pub fn status(&mut self, id: JobId) -> Result<JobStatus, QueueError> {
         let row = self

@@ -14,7 +14,7 @@ use std::{
 
 use thiserror::Error;
 
-use crate::{ClaimedJob, Completion, JobId, JobState, Queue, QueueConfig, QueueError};
+use crate::{ClaimedJob, Completion, JobId, JobState, OnStop, Queue, QueueConfig, QueueError};
 
 /// Proves the jobs of one kind: the plug between the queue and an engine.
 ///
@@ -27,7 +27,62 @@ pub trait JobRunner: Send + Sync {
     fn kind(&self) -> &str;
     /// Proves `job`. An error is recorded with the attempt and the job retried
     /// until it runs out of attempts; a panic is caught and treated the same.
-    fn run(&self, job: &ClaimedJob) -> Result<Vec<u8>, RunError>;
+    ///
+    /// `cancel` fires when the worker stops with [`OnStop::Release`]: the runner
+    /// registers how to stop its work ([`Cancel::on_cancel`], e.g. cancelling the
+    /// engine job) and returns an error soon after; the job then goes back to the
+    /// queue instead of counting as a failed attempt.
+    fn run(&self, job: &ClaimedJob, cancel: &Cancel) -> Result<Vec<u8>, RunError>;
+}
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// Asks a runner to give up a job (the worker is stopping and releases it).
+#[derive(Default)]
+pub struct Cancel {
+    cancelled: AtomicBool,
+    hooks: Mutex<Vec<Hook>>,
+}
+
+impl std::fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cancel")
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cancel {
+    /// Whether the job was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Runs `hook` when the job is cancelled (at once if it already is). Hooks
+    /// run on the worker's thread that cancels, so they must be quick.
+    pub fn on_cancel(&self, hook: impl FnOnce() + Send + 'static) {
+        let mut hooks = self.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_cancelled() {
+            drop(hooks);
+            hook();
+        } else {
+            hooks.push(Box::new(hook));
+        }
+    }
+
+    /// Cancels the job: runs every hook registered so far, once.
+    pub fn cancel(&self) {
+        let hooks = {
+            let mut hooks = self.hooks.lock().unwrap_or_else(|e| e.into_inner());
+            self.cancelled.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *hooks)
+        };
+        for hook in hooks {
+            // A panicking hook must not take the worker down; the job's own
+            // wait still ends when the runner returns.
+            let _ = catch_unwind(AssertUnwindSafe(hook));
+        }
+    }
 }
 
 /// Why a runner could not prove a job (the text goes into the job's errors).
@@ -92,6 +147,12 @@ pub enum WorkerEvent {
     LeaseLost { job: JobId },
     /// Jobs whose lease expired on their last attempt were marked failed.
     ExpiredFailed { jobs: u64 },
+    /// The worker was told to stop: it claims nothing more and finishes or
+    /// releases (`on_stop`) the `held` jobs it has.
+    Stopping { held: usize, on_stop: OnStop },
+    /// A job was put back in the queue unfinished (the worker is stopping with
+    /// [`OnStop::Release`]); `held`: false if the worker had lost it already.
+    Released { job: JobId, held: bool },
 }
 
 /// Counts of a worker's run.
@@ -103,6 +164,8 @@ pub struct WorkerStats {
     pub failed: u64,
     /// Proofs finished after another worker's had been written (discarded).
     pub late: u64,
+    /// Jobs put back in the queue unfinished when the worker stopped.
+    pub released: u64,
     /// Seconds the runners spent proving, summed over jobs.
     pub run_seconds: f64,
     /// Seconds spent in the queue's statements for jobs (the claims that got
@@ -111,6 +174,14 @@ pub struct WorkerStats {
 }
 
 type OnEvent = Arc<dyn Fn(&WorkerEvent) + Send + Sync>;
+
+/// What a slot writes back for a job it held.
+enum Outcome {
+    Proof(Vec<u8>),
+    Error(RunError),
+    /// Cancelled because the worker is stopping: back to the queue.
+    Release,
+}
 
 /// A worker: `jobs_in_flight` threads claiming and proving, one renewing leases.
 pub struct Worker {
@@ -134,11 +205,14 @@ struct Shared {
     stop: AtomicBool,
     /// Jobs held now, with the lease keeper's view of them.
     held: Mutex<HashSet<JobId>>,
+    /// How to cancel each job held now (fired when stopping with `Release`).
+    cancels: Mutex<HashMap<JobId, Arc<Cancel>>>,
     /// Wakes the lease keeper early when stopping.
     wake: Condvar,
     done: AtomicU64,
     failed: AtomicU64,
     late: AtomicU64,
+    released: AtomicU64,
     run_ns: AtomicU64,
     queue_ns: AtomicU64,
 }
@@ -170,20 +244,25 @@ impl Worker {
     }
 
     /// Runs until `stop` is set (or, with `drain`, until nothing is left to
-    /// claim). A job held when `stop` is set is finished and written first.
+    /// claim). Once `stop` is set nothing more is claimed, and the jobs held are
+    /// finished and written back, or with [`OnStop::Release`] cancelled and put
+    /// back in the queue, before this returns.
     pub fn run(&self, stop: &AtomicBool) -> WorkerStats {
         let shared = Shared {
             stop: AtomicBool::new(false),
             held: Mutex::new(HashSet::new()),
+            cancels: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            released: AtomicU64::new(0),
             run_ns: AtomicU64::new(0),
             queue_ns: AtomicU64::new(0),
         };
         std::thread::scope(|s| {
             let keeper = s.spawn(|| self.keep_leases(&shared));
+            let watcher = s.spawn(|| self.watch_stop(&shared, stop));
             let slots: Vec<_> = (0..self.options.config.jobs_in_flight)
                 .map(|_| s.spawn(|| self.slot(&shared, stop)))
                 .collect();
@@ -195,11 +274,13 @@ impl Worker {
             shared.stop.store(true, Ordering::SeqCst);
             shared.wake.notify_all();
             let _ = keeper.join();
+            let _ = watcher.join();
         });
         WorkerStats {
             done: shared.done.load(Ordering::SeqCst),
             failed: shared.failed.load(Ordering::SeqCst),
             late: shared.late.load(Ordering::SeqCst),
+            released: shared.released.load(Ordering::SeqCst),
             run_seconds: shared.run_ns.load(Ordering::SeqCst) as f64 * 1e-9,
             queue_seconds: shared.queue_ns.load(Ordering::SeqCst) as f64 * 1e-9,
         }
@@ -207,6 +288,38 @@ impl Worker {
 
     fn emit(&self, e: WorkerEvent) {
         (self.on_event)(&e);
+    }
+
+    /// Says when `stop` is set and, with [`OnStop::Release`], cancels every job
+    /// held then or claimed after (a claim racing the stop), until the slots are
+    /// done (`shared.stop`).
+    fn watch_stop(&self, shared: &Shared, stop: &AtomicBool) {
+        let on_stop = self.options.config.on_stop;
+        let mut told = false;
+        while !shared.stop.load(Ordering::SeqCst) {
+            if stop.load(Ordering::SeqCst) {
+                let cancels: Vec<Arc<Cancel>> = shared
+                    .cancels
+                    .lock()
+                    .expect("cancels")
+                    .values()
+                    .cloned()
+                    .collect();
+                if !told {
+                    told = true;
+                    self.emit(WorkerEvent::Stopping {
+                        held: cancels.len(),
+                        on_stop,
+                    });
+                }
+                if on_stop == OnStop::Release {
+                    for c in cancels.iter().filter(|c| !c.is_cancelled()) {
+                        c.cancel();
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// A connection, made again as often as needed (backing off up to 2 s);
@@ -297,10 +410,16 @@ impl Worker {
                 attempt: job.attempt,
             });
             shared.held.lock().expect("held").insert(job.id);
+            let cancel = Arc::new(Cancel::default());
+            shared
+                .cancels
+                .lock()
+                .expect("cancels")
+                .insert(job.id, cancel.clone());
             let start = Instant::now();
             let result = match self.runners.get(&job.kind) {
-                Some(runner) => {
-                    catch_unwind(AssertUnwindSafe(|| runner.run(&job))).unwrap_or_else(|panic| {
+                Some(runner) => catch_unwind(AssertUnwindSafe(|| runner.run(&job, &cancel)))
+                    .unwrap_or_else(|panic| {
                         let what = panic
                             .downcast_ref::<&str>()
                             .map(|s| s.to_string())
@@ -310,12 +429,19 @@ impl Worker {
                             "the {} runner panicked: {what}",
                             job.kind
                         )))
-                    })
-                }
+                    }),
                 None => Err(RunError(format!("no runner for kind {}", job.kind))),
             };
             add_time(&shared.run_ns, start);
-            self.write_back(shared, &mut conn, &mut ever, &job, result, start);
+            // A proof finished before the cancel took effect is written all the
+            // same; an attempt cut short by the cancel is no failure.
+            let outcome = match result {
+                Err(_) if cancel.is_cancelled() => Outcome::Release,
+                Ok(proof) => Outcome::Proof(proof),
+                Err(e) => Outcome::Error(e),
+            };
+            self.write_back(shared, &mut conn, &mut ever, &job, outcome, start);
+            shared.cancels.lock().expect("cancels").remove(&job.id);
             shared.held.lock().expect("held").remove(&job.id);
         }
     }
@@ -328,7 +454,7 @@ impl Worker {
         conn: &mut Option<Queue>,
         ever: &mut bool,
         job: &ClaimedJob,
-        result: Result<Vec<u8>, RunError>,
+        outcome: Outcome,
         start: Instant,
     ) {
         let never = || false;
@@ -336,8 +462,8 @@ impl Worker {
         loop {
             self.connect(conn, ever, &never);
             let q = conn.as_mut().expect("connected");
-            let written = match &result {
-                Ok(proof) => q.complete(job.id, &self.options.id, proof).map(|c| {
+            let written = match &outcome {
+                Outcome::Proof(proof) => q.complete(job.id, &self.options.id, proof).map(|c| {
                     match c {
                         Completion::Written => shared.done.fetch_add(1, Ordering::SeqCst),
                         _ => shared.late.fetch_add(1, Ordering::SeqCst),
@@ -348,13 +474,17 @@ impl Worker {
                         seconds: start.elapsed().as_secs_f64(),
                     }
                 }),
-                Err(e) => q.fail(job.id, &self.options.id, &e.0).map(|state| {
+                Outcome::Error(e) => q.fail(job.id, &self.options.id, &e.0).map(|state| {
                     shared.failed.fetch_add(1, Ordering::SeqCst);
                     WorkerEvent::Failed {
                         job: job.id,
                         error: e.0.clone(),
                         state,
                     }
+                }),
+                Outcome::Release => q.release(job.id, &self.options.id).map(|held| {
+                    shared.released.fetch_add(1, Ordering::SeqCst);
+                    WorkerEvent::Released { job: job.id, held }
                 }),
             };
             match written {

@@ -14,8 +14,8 @@ use std::{
 };
 
 use cuzk_queue::{
-    ClaimedJob, Completion, JobRunner, JobState, Queue, QueueConfig, RunError, Submission, Worker,
-    WorkerEvent, WorkerOptions, MIGRATIONS,
+    Cancel, ClaimedJob, Completion, JobRunner, JobState, OnStop, Queue, QueueConfig, RunError,
+    Submission, Worker, WorkerEvent, WorkerOptions, MIGRATIONS,
 };
 
 fn kinds(k: &[&str]) -> Vec<String> {
@@ -248,7 +248,7 @@ impl JobRunner for Reverse {
     fn kind(&self) -> &str {
         "reverse"
     }
-    fn run(&self, job: &ClaimedJob) -> Result<Vec<u8>, RunError> {
+    fn run(&self, job: &ClaimedJob, _cancel: &Cancel) -> Result<Vec<u8>, RunError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(self.delay);
         match &job.input[..] {
@@ -290,6 +290,7 @@ fn the_worker_loop_proves_fails_renews_and_catches_panics() {
                 poll_ms: 50,
                 jobs_in_flight: 3,
                 max_attempts: 2,
+                ..QueueConfig::default()
             },
             drain: true,
         },
@@ -334,11 +335,11 @@ impl JobRunner for SlowOnce {
     fn kind(&self) -> &str {
         self.inner.kind()
     }
-    fn run(&self, job: &ClaimedJob) -> Result<Vec<u8>, RunError> {
+    fn run(&self, job: &ClaimedJob, cancel: &Cancel) -> Result<Vec<u8>, RunError> {
         if job.input == b"slow" {
             std::thread::sleep(Duration::from_secs(2));
         }
-        self.inner.run(job)
+        self.inner.run(job, cancel)
     }
 }
 
@@ -356,4 +357,116 @@ fn the_url_is_checked_before_anything_runs() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("URL"), "{err}");
+}
+
+/// Holds its job until cancelled (then fails, as a cancelled engine job does) or
+/// until `finish` is set (then reverses the input).
+struct Holds {
+    started: AtomicUsize,
+    finish: Arc<AtomicBool>,
+}
+
+impl JobRunner for Holds {
+    fn kind(&self) -> &str {
+        "hold"
+    }
+    fn run(&self, job: &ClaimedJob, cancel: &Cancel) -> Result<Vec<u8>, RunError> {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        cancel.on_cancel(move || {
+            let _ = tx.send(());
+        });
+        self.started.fetch_add(1, Ordering::SeqCst);
+        loop {
+            if rx.recv_timeout(Duration::from_millis(10)).is_ok() {
+                return Err(RunError("cancelled".into()));
+            }
+            if self.finish.load(Ordering::SeqCst) {
+                return Ok(job.input.iter().rev().copied().collect());
+            }
+        }
+    }
+}
+
+/// A worker told to stop mid-job: with `finish` it writes that job back and
+/// claims no other; with `release` the job goes back to the queue, its attempt
+/// not counted, and the next worker proves it once.
+#[test]
+fn a_stopping_worker_finishes_or_releases_its_job_and_claims_no_more() {
+    let Some(url) = common::fresh_database("stop") else {
+        return;
+    };
+    let mut q = Queue::connect(&url).unwrap();
+    for on_stop in [OnStop::Finish, OnStop::Release] {
+        let held = q.submit(&job("hold", &[1, 2, 3], 1, 1)).unwrap();
+        let next = q.submit(&job("hold", &[4, 5], 0, 1)).unwrap();
+        let finish = Arc::new(AtomicBool::new(false));
+        let runner = Arc::new(Holds {
+            started: AtomicUsize::new(0),
+            finish: finish.clone(),
+        });
+        let worker = |id: &str, runner: Arc<Holds>, drain: bool| {
+            Worker::new(
+                &url,
+                WorkerOptions {
+                    id: id.into(),
+                    config: QueueConfig {
+                        poll_ms: 20,
+                        jobs_in_flight: 1,
+                        on_stop,
+                        ..QueueConfig::default()
+                    },
+                    drain,
+                },
+                vec![runner],
+                |_| {},
+            )
+            .unwrap()
+        };
+        let stop = AtomicBool::new(false);
+        let stats = std::thread::scope(|s| {
+            let w = worker("stopped", runner.clone(), false);
+            let stop = &stop;
+            let running = s.spawn(move || w.run(stop));
+            while runner.started.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::SeqCst);
+            if on_stop == OnStop::Finish {
+                // The stop waits for the proof; it comes after the stop.
+                std::thread::sleep(Duration::from_millis(100));
+                assert_eq!(q.status(held).unwrap().state, JobState::Running);
+                finish.store(true, Ordering::SeqCst);
+            }
+            running.join().unwrap()
+        });
+        assert_eq!(runner.started.load(Ordering::SeqCst), 1, "{on_stop:?}");
+        let s = q.status(next).unwrap();
+        assert_eq!((s.state, s.attempts), (JobState::Queued, 0), "{on_stop:?}");
+        let s = q.status(held).unwrap();
+        match on_stop {
+            OnStop::Finish => {
+                assert_eq!((stats.done, stats.released), (1, 0));
+                assert_eq!((s.state, s.attempts, s.writes), (JobState::Done, 1, 1));
+                assert_eq!(s.done_by.as_deref(), Some("stopped"));
+            }
+            OnStop::Release => {
+                assert_eq!((stats.done, stats.released, stats.failed), (0, 1, 0));
+                // Back in the queue as if never claimed: one attempt left of one.
+                assert_eq!((s.state, s.attempts), (JobState::Queued, 0));
+                assert!(s.errors.is_empty() && s.worker.is_none(), "{s:?}");
+            }
+        }
+        // Another worker takes what is left, each job once.
+        finish.store(true, Ordering::SeqCst);
+        let after = Arc::new(Holds {
+            started: AtomicUsize::new(0),
+            finish,
+        });
+        worker("next", after, true).run(&AtomicBool::new(false));
+        for (id, proof) in [(held, vec![3, 2, 1]), (next, vec![5, 4])] {
+            let s = q.status(id).unwrap();
+            assert_eq!((s.state, s.attempts, s.writes), (JobState::Done, 1, 1));
+            assert_eq!(s.proof.unwrap(), proof);
+        }
+    }
 }

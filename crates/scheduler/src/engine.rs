@@ -24,10 +24,11 @@
 use std::{
     cmp::Reverse,
     collections::{BinaryHeap, HashMap},
+    ops::Range,
     panic::{catch_unwind, AssertUnwindSafe},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
-        Arc, Condvar, Mutex, PoisonError,
+        Arc, Condvar, Mutex, PoisonError, Weak,
     },
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -570,12 +571,19 @@ struct Shared {
     /// Parameters held by jobs in flight, counted once each in the memory budget:
     /// (address of the `Srs`) → (jobs using it, its permit).
     srs_held: Mutex<HashMap<usize, (usize, Permit)>>,
+    /// Every parameter set a job has used, with its base vectors' host ranges:
+    /// once a set is gone (its `Weak` dead) the backends may still hold device
+    /// copies of it, which [`PipelineEngine::forget_dropped_params`] frees.
+    srs_seen: Mutex<Vec<SeenSrs>>,
     /// Whether the backend computes H on the host (a backend without devices).
     host_h: bool,
     /// The largest splits seen per circuit shape (inputs, aux, constraints): what
     /// the next partition of that shape is charged for its splits, with a margin.
     splits_seen: Mutex<HashMap<(usize, usize, usize), u64>>,
 }
+
+/// A parameter set a job used, held weakly, and its base vectors' host ranges.
+type SeenSrs = (Weak<Srs>, Vec<Range<usize>>);
 
 impl Shared {
     /// One TIMELINE event; the argument list is the event's fields, in the
@@ -874,6 +882,7 @@ impl PipelineEngine {
             next_job: AtomicU64::new(1),
             broken: Mutex::new(None),
             srs_held: Mutex::new(HashMap::new()),
+            srs_seen: Mutex::new(Vec::new()),
             host_h,
             splits_seen: Mutex::new(HashMap::new()),
         });
@@ -948,6 +957,74 @@ impl PipelineEngine {
         self.shared.lanes.iter().map(|l| l.ordinal).collect()
     }
 
+    /// Each device lane's ordinal and what its backend says of its device (its
+    /// `capabilities().devices`: one entry for a GPU backend, none for the CPU
+    /// backend), in lane order.
+    pub fn device_infos(&self) -> Vec<(u32, Option<cuzk_gpu_backend::DeviceInfo>)> {
+        self.shared
+            .lanes
+            .iter()
+            .map(|l| {
+                let info = l.backend.capabilities().devices.into_iter().next();
+                (l.ordinal, info)
+            })
+            .collect()
+    }
+
+    /// Tells every device's backend to drop what it keeps of the parameter sets
+    /// that are gone (used by a job once, held by nobody now: a parameter cache
+    /// evicted them), and returns the device bytes freed (none on the CPU
+    /// backend). A backend busy with a partition answers after it. A set held
+    /// anywhere (a job, a cache) is left alone.
+    pub fn forget_dropped_params(&self) -> u64 {
+        let gone: Vec<Range<usize>> = {
+            let mut seen = self
+                .shared
+                .srs_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let mut gone = Vec::new();
+            seen.retain(|(w, ranges)| {
+                let dead = w.strong_count() == 0;
+                if dead {
+                    gone.extend(ranges.iter().cloned());
+                }
+                !dead
+            });
+            gone
+        };
+        if gone.is_empty() {
+            return 0;
+        }
+        self.shared
+            .lanes
+            .iter()
+            .map(|lane| {
+                catch_unwind(AssertUnwindSafe(|| lane.backend.forget_bases(&gone))).unwrap_or_else(
+                    |panic| {
+                        tracing::error!(
+                            target: "cuzk::engine",
+                            device = lane.ordinal,
+                            "the backend panicked forgetting bases: {}",
+                            panic_message(panic.as_ref())
+                        );
+                        0
+                    },
+                )
+            })
+            .sum()
+    }
+
+    /// Jobs the engine holds state for now: submitted and not yet ended. A job's
+    /// state is dropped when it ends, so this never grows with the jobs proved.
+    pub fn open_jobs(&self) -> usize {
+        self.shared
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Queues a job. Its partitions start as synthesis workers and memory allow,
     /// in the order of [`JobSpec::priority`], then submission.
     pub fn submit(&self, job: JobSpec) -> JobHandle {
@@ -986,6 +1063,13 @@ impl PipelineEngine {
             sh.rec(Ev::JobFailed, id, 0, None, None, None, &err.to_string());
             let _ = tx.send(Err(err));
             return handle;
+        }
+        {
+            let mut seen = sh.srs_seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let live = |w: &Weak<Srs>| w.upgrade().is_some_and(|s| Arc::ptr_eq(&s, &job.srs));
+            if !seen.iter().any(|(w, _)| live(w)) {
+                seen.push((Arc::downgrade(&job.srs), job.srs.host_ranges()));
+            }
         }
         let shared_job = Arc::new(JobShared {
             id,

@@ -76,6 +76,27 @@ pub struct Srs {
 }
 
 impl Srs {
+    /// The host address ranges of the base vectors behind the queries (whole
+    /// vectors, each once): what a backend keeps device copies of, told to forget
+    /// them when the set is dropped.
+    pub fn host_ranges(&self) -> Vec<Range<usize>> {
+        fn range<G>(b: &Bases<G>) -> Range<usize> {
+            let start = b.vec.as_ptr() as usize;
+            start..start + std::mem::size_of_val(&b.vec[..])
+        }
+        let mut out = vec![
+            range(&self.h),
+            range(&self.l),
+            range(&self.a),
+            range(&self.b_g1),
+            range(&self.b_g2),
+        ];
+        out.retain(|r| !r.is_empty());
+        out.sort_by_key(|r| r.start);
+        out.dedup();
+        out
+    }
+
     /// Host memory the base vectors hold (the memory budget counts it once per
     /// parameter set in use). Bases sharing one vector are counted by their range.
     pub fn host_bytes(&self) -> u64 {

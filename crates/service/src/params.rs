@@ -109,6 +109,9 @@ impl ParamCache {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         let took = t.elapsed();
+        // What this evicts (other sets, idle) keeps its device copies until the
+        // service's next trim or eviction tells the engine: a load is no time to
+        // wait for a busy device.
         self.trim();
         Ok((ParamHold { set }, took))
     }
@@ -208,12 +211,14 @@ impl ParamCache {
     }
 
     /// Evicts unused sets, least recently used first, until the resident total
-    /// fits the budget (sets in use stay whatever the total).
-    pub fn trim(&self) {
+    /// fits the budget (sets in use stay whatever the total). Returns the bytes
+    /// evicted.
+    pub fn trim(&self) -> u64 {
         let mut resident = self.status();
         let mut total: u64 = resident.iter().map(|s| s.bytes).sum();
+        let mut evicted = 0;
         if total <= self.budget {
-            return;
+            return 0;
         }
         let last_used = |id: &str| {
             self.slots
@@ -230,7 +235,9 @@ impl ParamCache {
             }
             if let Ok(Some(freed)) = self.evict(&s.circuit_id) {
                 total -= freed;
+                evicted += freed;
             }
         }
+        evicted
     }
 }

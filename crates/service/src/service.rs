@@ -152,7 +152,8 @@ pub struct QueueStatus {
     pub in_progress: u32,
 }
 
-/// One GPU and the job on it now (from the TIMELINE's GPU_START/GPU_END).
+/// One device the engine drives and the job on it now (from the TIMELINE's
+/// GPU_START/GPU_END on that device's lane).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuStatus {
     pub info: GpuInfo,
@@ -278,9 +279,11 @@ impl Service {
         if let Some(path) = &cfg.timeline_jsonl {
             recorder = recorder.with_jsonl(path)?;
         }
-        let devices = policies.backend.capabilities().devices.len().max(1);
-        let gpu_workers = devices * engine_cfg.gpu_workers_per_device;
+        let per_device = engine_cfg.gpu_workers_per_device;
         let engine = PipelineEngine::start(engine_cfg, policies, Arc::new(recorder))?;
+        // The engine's lanes, CPU "devices" included (a CPU backend lists no
+        // device in its capabilities, yet a set of them runs a lane each).
+        let gpu_workers = engine.devices().len() * per_device;
         metrics.gpu_workers.set(gpu_workers as i64);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -490,9 +493,14 @@ impl Service {
         drop(engine);
         let outcome = running.wait();
         let stages = inner.metrics.take_job(engine_job);
-        // The parameter set may be evicted from here on.
+        // The parameter set may be evicted from here on (and its device copies
+        // freed with it when the budget evicts it).
         drop(hold);
-        inner.params.trim();
+        if inner.params.trim() > 0 {
+            if let Some(e) = inner.engine() {
+                e.forget_dropped_params();
+            }
+        }
         let ms = |x: f64| Duration::from_micros((x * 1e3).max(0.0) as u64);
         timings.synthesis = ms(stages.synthesis_ms);
         timings.gpu_compute = ms(stages.gpu_ms);
@@ -761,10 +769,17 @@ impl Service {
     }
 
     /// Drops `circuit_id`'s parameters if no job uses them: `Some(bytes freed)`,
-    /// `None` if they were not loaded.
+    /// `None` if they were not loaded. The bytes are the host's (the set, with
+    /// the kind's own copy released) plus the device copies the engine's backends
+    /// kept of its bases (freed through the backend; none on the CPU backend).
     pub fn evict(&self, circuit_id: &str) -> Result<Option<u64>, ParamsError> {
         self.prover_for(circuit_id)?;
-        Ok(self.inner.params.evict(circuit_id)?)
+        let Some(host) = self.inner.params.evict(circuit_id)? else {
+            return Ok(None);
+        };
+        let device = self.inner.engine().map_or(0, |e| e.forget_dropped_params());
+        tracing::info!(circuit_id, host, device, "parameters evicted");
+        Ok(Some(host + device))
     }
 
     fn prover_for(&self, circuit_id: &str) -> Result<Arc<dyn KindProver>, ParamsError> {
@@ -810,7 +825,11 @@ impl Service {
             }
         }
         drop(st);
-        let gpus = gpus()
+        let engine = inner.engine();
+        let gpus = engine
+            .as_deref()
+            .map(engine_devices)
+            .unwrap_or_default()
             .into_iter()
             .map(|info| GpuStatus {
                 current_job: on_gpu
@@ -819,7 +838,7 @@ impl Service {
                 info,
             })
             .collect();
-        let (used, total) = match inner.engine() {
+        let (used, total) = match &engine {
             Some(e) => (e.budget().used(), e.budget().total()),
             None => (0, 0),
         };
@@ -918,6 +937,41 @@ impl Service {
             .take();
         drop(engine);
     }
+}
+
+/// One entry per device lane of `engine`, in lane order. A GPU lane's name and
+/// memory are asked of the CUDA driver now (free memory changes as bases and
+/// partitions come and go), falling back to what its backend reported when it
+/// opened the device (a plugin backend on a host whose driver cudarc cannot
+/// load); a CPU lane is named `cpu` with no device memory.
+fn engine_devices(engine: &PipelineEngine) -> Vec<GpuInfo> {
+    let lanes = engine.device_infos();
+    let driver = if lanes.iter().any(|(_, d)| d.is_some()) {
+        gpus()
+    } else {
+        Vec::new()
+    };
+    lanes
+        .into_iter()
+        .map(|(ordinal, reported)| match reported {
+            None => GpuInfo {
+                ordinal,
+                name: "cpu".into(),
+                vram_total_bytes: 0,
+                vram_free_bytes: 0,
+            },
+            Some(d) => driver
+                .iter()
+                .find(|g| g.ordinal == ordinal)
+                .cloned()
+                .unwrap_or(GpuInfo {
+                    ordinal,
+                    name: d.name,
+                    vram_total_bytes: d.total_memory,
+                    vram_free_bytes: d.free_memory,
+                }),
+        })
+        .collect()
 }
 
 /// The future of [`Service::result`].

@@ -120,6 +120,14 @@ impl BackendPlugin for Cuda {
     fn pinned_host_bytes(&self) -> Result<u64, AbiError> {
         Ok(self.backend.pinned_host_bytes())
     }
+
+    fn forget_bases(&self, host: &[cuzk_plugin_api::HostRangeC]) -> Result<u64, AbiError> {
+        let ranges: Vec<std::ops::Range<usize>> = host
+            .iter()
+            .map(|r| r.start as usize..r.end as usize)
+            .collect();
+        Ok(self.backend.forget_bases(&ranges))
+    }
 }
 
 /// The typed configuration from the parameters (the declared defaults for those not

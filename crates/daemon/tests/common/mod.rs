@@ -13,8 +13,8 @@ use std::{
 use cuzk_alloc::InlineDealloc;
 use cuzk_daemon::{client, wire as pb, Bound, DaemonConfig, Shutdown};
 use cuzk_gpu_backend::{
-    lock::SingleLock, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob,
-    PartitionResult,
+    lock::SingleLock, BackendError, Capabilities, CpuBackend, DeviceLane, DeviceSet, GpuBackend,
+    PartitionJob, PartitionResult,
 };
 use cuzk_scheduler::{PipelineConfig, Policies, Unthrottled};
 use cuzk_service::{synthetic::SyntheticKind, KindProver, Service};
@@ -88,6 +88,11 @@ pub struct Opts {
     /// The engine's memory budget; `None`: 1 GiB, small enough that the synthetic
     /// tests see every byte come back.
     pub memory_budget: Option<u64>,
+    /// CPU "devices" the engine drives (0 or 1: the gated CPU backend as the one
+    /// device; more: a `DeviceSet` of that many gated CPU backends, ordinals
+    /// 0..n, as `[engine] devices = [0, 1, ..]` builds with the builtin CPU
+    /// backend). One gate holds them all.
+    pub devices: u32,
 }
 
 pub fn start(opts: Opts) -> Daemon {
@@ -108,11 +113,26 @@ pub fn start(opts: Opts) -> Daemon {
         .num_threads(2)
         .build()
         .unwrap();
-    let policies = Policies {
-        backend: Arc::new(GatedCpu {
-            cpu: CpuBackend::new(Arc::new(pool)),
+    let pool = Arc::new(pool);
+    let gated = || -> Arc<dyn GpuBackend> {
+        Arc::new(GatedCpu {
+            cpu: CpuBackend::new(pool.clone()),
             gate: gate.clone(),
-        }),
+        })
+    };
+    let backend = if opts.devices > 1 {
+        let lanes = (0..opts.devices)
+            .map(|ordinal| DeviceLane {
+                ordinal,
+                backend: gated(),
+            })
+            .collect();
+        Arc::new(DeviceSet::new(lanes).unwrap())
+    } else {
+        gated()
+    };
+    let policies = Policies {
+        backend,
         dealloc: Arc::new(InlineDealloc),
         throttle: Arc::new(Unthrottled),
         lock: Arc::new(SingleLock::new()),
