@@ -125,7 +125,8 @@ def suite(listen, label):
             for req, code in [
                 (pb.SubmitProofRequest(), grpc.StatusCode.INVALID_ARGUMENT),
                 (synthetic(40, 1, 1), grpc.StatusCode.INVALID_ARGUMENT),
-                (pb.SubmitProofRequest(proof_kind=pb.WINNING_POST), grpc.StatusCode.UNIMPLEMENTED),
+                # A WinningPoSt without randomness or vanilla proofs.
+                (pb.SubmitProofRequest(proof_kind=pb.WINNING_POST), grpc.StatusCode.INVALID_ARGUMENT),
             ]:
                 try:
                     stub.SubmitProof(req, timeout=30)
@@ -143,6 +144,39 @@ def suite(listen, label):
                 raise AssertionError("random bytes accepted")
             except grpc.RpcError as e:
                 assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.code()
+
+        def winning_post():
+            # A real 2 KiB WinningPoSt: vanilla proof made by `cuzk post winning inputs`
+            # (a sector sealed and challenged by filecoin-proofs), proven through Prove
+            # as Curio sends it, checked by filecoin-proofs (`verify`).
+            params = os.path.join(tempfile.gettempdir(), "cuzk-daemon-test-params")
+            subprocess.run([CUZK, "params", "gen", "--kind", "winning", "--proof", "0",
+                            "--param-cache", params], check=True, stdout=subprocess.DEVNULL)
+            inp = os.path.join(work, "winning.json")
+            subprocess.run([CUZK, "post", "winning", "inputs", "-o", inp], check=True,
+                           stdout=subprocess.DEVNULL)
+            with open(inp) as f:
+                w = json.load(f)
+            req = pb.SubmitProofRequest(
+                proof_kind=pb.WINNING_POST, registered_proof=0, miner_id=w["miner_id"],
+                randomness=bytes.fromhex(w["randomness"]),
+                vanilla_proofs=[bytes.fromhex(v) for v in w["vanilla_proofs"]])
+            r = stub.Prove(pb.ProveRequest(submit=req), timeout=300).result
+            assert r.status == pb.AwaitProofResponse.COMPLETED, r
+            assert len(r.proof) == 192, len(r.proof)
+            proof = os.path.join(work, "winning.proof")
+            with open(proof, "wb") as f:
+                f.write(r.proof)
+            subprocess.run([CUZK, "post", "winning", "verify", "-i", inp, "--proof-file", proof,
+                            "--param-cache", params], check=True, stdout=subprocess.DEVNULL)
+            bad = pb.SubmitProofRequest(
+                proof_kind=pb.WINNING_POST, registered_proof=0, miner_id=w["miner_id"],
+                randomness=bytes.fromhex(w["randomness"]), vanilla_proofs=[b"\x01" * 50])
+            try:
+                stub.SubmitProof(bad, timeout=30)
+                raise AssertionError("undecodable vanilla proof accepted")
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (e.code(), e.details())
 
         def killed_client():
             # A separate process calls Prove and is killed mid-call; the daemon
@@ -183,6 +217,7 @@ def suite(listen, label):
             assert not e.was_loaded and e.freed_bytes == 0, e
 
         for name, fn in [("prove", prove), ("submit+await", submit_await), ("errors", errors),
+                         ("winning post", winning_post),
                          ("killed client", killed_client), ("status+metrics", status_and_metrics),
                          ("preload+evict", preload_evict)]:
             check(f"{label}: {name}", fn)

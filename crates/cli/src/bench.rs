@@ -82,6 +82,8 @@ pub struct BenchArgs {
     pub run: RunArgs,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub mix: crate::bench_mix::MixArgs,
     /// Print every TIMELINE line to stderr as it happens.
     #[arg(long)]
     pub timeline_stderr: bool,
@@ -612,6 +614,9 @@ fn print_result(label: &str, prep: &Prepared, r: &RunResult) {
 
 pub fn bench(args: BenchArgs) -> Result<()> {
     let cfg = args.run.resolve()?;
+    if args.mix.mix.is_some() {
+        return crate::bench_mix::run(&args.mix, &args.workload, &cfg);
+    }
     let prep = prepare(&args.workload)?;
     let r = run_once(&prep, &cfg, "bench", args.timeline_stderr, true)?;
     print_result("bench", &prep, &r);

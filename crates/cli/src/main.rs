@@ -7,9 +7,11 @@ use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::Builtin;
 
 mod bench;
+mod bench_mix;
 mod client;
 mod demo;
 mod filecoin;
+mod kinds;
 mod porep_job;
 mod progress;
 mod prove;
@@ -65,6 +67,16 @@ enum Command {
     /// by the pipelined engine and verified by filecoin-proofs; `c2 verify` checks a
     /// proof, `c2 peer` runs filecoin-proofs' own C2 on the same input.
     C2(filecoin::C2Args),
+    /// Filecoin SnapDeals: an update proof from vanilla partition proofs, proven by the
+    /// engine and verified by filecoin-proofs; `snap inputs` makes test inputs,
+    /// `snap verify` checks a proof, `snap peer` runs filecoin-proofs' own function.
+    Snap(kinds::KindArgs),
+    /// Filecoin PoSt from vanilla sector proofs: `post window` (one WindowPoSt
+    /// partition) and `post winning`, each with `inputs`, `verify` and `peer`.
+    Post {
+        #[command(subcommand)]
+        command: kinds::PostCommand,
+    },
     /// Plugins: list what is installed, check one file.
     Plugins {
         #[command(subcommand)]
@@ -161,6 +173,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Timeline(args) => tools::timeline(args),
         Command::C1(args) => filecoin::c1(args),
         Command::C2(args) => filecoin::c2(args),
+        Command::Snap(args) => kinds::run(kinds::Which::Snap, args),
+        Command::Post { command } => match command {
+            kinds::PostCommand::Window(args) => kinds::run(kinds::Which::Window, args),
+            kinds::PostCommand::Winning(args) => kinds::run(kinds::Which::Winning, args),
+        },
         Command::Plugins { command } => tools::plugins(command),
         Command::Worker(args) => worker::worker(args),
         Command::Queue { command } => queue_cmd::run(command),

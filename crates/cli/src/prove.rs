@@ -170,6 +170,10 @@ pub struct ParamsGenArgs {
     /// `.params` and `.vk` under their official names in the parameter cache.
     #[arg(long, conflicts_with = "out")]
     proof: Option<String>,
+    /// With `--proof`: which kind of registered proof it is (`snap`: update proofs
+    /// 0-4; `window`, `winning`: PoSt proofs as Filecoin's Go enum numbers them).
+    #[arg(long, default_value = "porep", value_parser = ["porep", "snap", "window", "winning"], requires = "proof")]
+    kind: String,
     #[command(flatten)]
     param_cache: crate::filecoin::ParamCacheArgs,
 }
@@ -177,7 +181,13 @@ pub struct ParamsGenArgs {
 pub fn params_gen(args: ParamsGenArgs) -> Result<()> {
     let out = match (&args.proof, &args.out) {
         (Some(proof), _) => {
-            return crate::filecoin::params_gen(proof, &args.param_cache, args.seed)
+            let which = match args.kind.as_str() {
+                "snap" => crate::kinds::Which::Snap,
+                "window" => crate::kinds::Which::Window,
+                "winning" => crate::kinds::Which::Winning,
+                _ => return crate::filecoin::params_gen(proof, &args.param_cache, args.seed),
+            };
+            return crate::kinds::params_gen(which, proof, &args.param_cache, args.seed);
         }
         (None, Some(out)) => out.clone(),
         (None, None) => bail!("give --out FILE, or --proof for Filecoin parameters"),

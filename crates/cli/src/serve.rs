@@ -58,9 +58,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             check_digest: false,
         },
     ));
+    // Every Filecoin kind over one prover: each circuit compiled and its parameters
+    // loaded once per process.
     let mut kinds: Vec<Arc<dyn KindProver>> = vec![Arc::new(
-        cuzk_filecoin::service_kind::PorepService::new(prover),
+        cuzk_filecoin::service_kind::PorepService::new(prover.clone()),
     )];
+    kinds.extend(cuzk_filecoin::service_kinds::KindService::all(&prover));
     if cfg.synthetic {
         kinds.push(Arc::new(
             SyntheticKind::new(cfg.param_cache.clone())

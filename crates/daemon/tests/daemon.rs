@@ -299,7 +299,7 @@ fn malformed_requests_get_errors_and_the_daemon_keeps_serving() {
     let (k, m) = code(&mut c, synthetic(30, 1, 1));
     assert_eq!(k, Code::InvalidArgument);
     assert!(m.contains("log 30"), "{m}");
-    // Kinds not built yet say so; no proof is faked.
+    // Kinds this daemon was not given say so; no proof is faked.
     for kind in [
         pb::ProofKind::WinningPost,
         pb::ProofKind::WindowPostPartition,
@@ -309,7 +309,7 @@ fn malformed_requests_get_errors_and_the_daemon_keeps_serving() {
         r.proof_kind = kind as i32;
         let (k, m) = code(&mut c, r);
         assert_eq!(k, Code::Unimplemented, "{kind:?}: {m}");
-        assert!(m.contains("not implemented"), "{m}");
+        assert!(m.contains("has no") && m.contains("prover"), "{m}");
     }
     // A message over the limit.
     let mut r = synthetic(10, 1, 1);

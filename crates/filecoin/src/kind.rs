@@ -179,3 +179,37 @@ pub(crate) fn submit(
     spec.priority = priority;
     engine.submit(spec)
 }
+
+impl crate::FilecoinProver {
+    /// What every kind's submission shares, once its inputs are checked: the
+    /// circuit compiled and parameters loaded (first use), one `(r, s)` per
+    /// partition, the job built by `build` (the kind's partitions through
+    /// [`crate::snap::MakeJob`]) and submitted at `priority`; `verify` checks the
+    /// bytes unless verification is off or the parameters are timing-only.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn submit_kind<K: CircuitKind>(
+        &self,
+        engine: &cuzk::pipeline::PipelineEngine,
+        kind: &K,
+        partitions: usize,
+        blinding: crate::Blinding,
+        priority: Priority,
+        build: impl FnOnce(crate::snap::MakeJob) -> Result<cuzk_scheduler::JobSpec, FilecoinError>,
+        verify: Verify,
+    ) -> Result<KindJob, FilecoinError> {
+        let params = self.params(kind)?;
+        let r1cs = self.r1cs(kind)?;
+        let blinding = blinding_pairs(blinding, partitions, kind.name())?;
+        let spec = build(crate::snap::MakeJob {
+            r1cs,
+            srs: params.srs.clone(),
+            blinding,
+        })?;
+        Ok(KindJob {
+            handle: submit(engine, spec, priority),
+            name: kind.name().to_string(),
+            priority,
+            verify: (self.config().verify && !params.timing_only).then_some(verify),
+        })
+    }
+}

@@ -38,6 +38,7 @@ mod error;
 mod input;
 mod kind;
 mod kinds_inputs;
+mod kinds_shape_only;
 mod params;
 mod porep_circuit;
 mod post;
@@ -46,6 +47,7 @@ pub mod reference;
 pub mod reference_kinds;
 mod seal;
 pub mod service_kind;
+pub mod service_kinds;
 mod shape_only;
 mod snap;
 
@@ -59,13 +61,15 @@ pub use input::{
 };
 pub use kind::{parse_priority, CircuitKind, KindJob, KindOutput};
 pub use kinds_inputs::{post_test_inputs, snap_test_inputs, PostInputs};
+pub use kinds_shape_only::{is_shape_only_marker, shape_only_post, shape_only_snap};
 pub use params::{
     check_digest, default_parameter_dir, ensure_params, file_digest, generate_params, PorepKind,
     ALL_POREP,
 };
 pub use post::{
-    parse_post_proof, post_proof_name, verify_window_post_partition, verify_winning_post_proof,
-    PostKind, WindowPostRequest, WinningPostRequest, ALL_POST, MAX_PARTITIONS_PER_DEADLINE,
+    check_window_post_request, check_winning_post_request, parse_post_proof, post_proof_name,
+    verify_window_post_partition, verify_winning_post_proof, PostKind, WindowPostRequest,
+    WinningPostRequest, ALL_POST, MAX_PARTITIONS_PER_DEADLINE,
 };
 pub use prover::{
     verify_proof, Blinding, FilecoinProver, LoadedEntry, LoadedParams, PorepJob, PorepOutput,
@@ -75,7 +79,8 @@ pub use seal::{seal_test_sector, SealedSector};
 pub use shape::BlankUser;
 pub use shape_only::{is_shape_only, shape_only_c1, SHAPE_ONLY_TICKET};
 pub use snap::{
-    parse_update_proof, update_proof_name, verify_snap_proof, SnapRequest, UpdateKind, ALL_UPDATE,
+    check_snap_request, parse_update_proof, update_proof_name, verify_snap_proof, SnapRequest,
+    UpdateKind, ALL_UPDATE,
 };
 
 /// Bytes of one partition's Groth16 proof (A in G1, B in G2, C in G1, compressed).

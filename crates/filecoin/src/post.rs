@@ -37,9 +37,9 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use crate::kind::{blinding_pairs, bytes32, CircuitKind, KindJob, Priority, Verify};
+use crate::kind::{bytes32, CircuitKind, KindJob, Priority, Verify};
 use crate::shape::{BlankUser, Partition};
-use crate::snap::{MakeJob, SnapPartitionsUser};
+use crate::snap::SnapPartitionsUser;
 use crate::{Blinding, FilecoinError, FilecoinProver};
 
 /// Every registered PoSt proof of filecoin-proofs-api, in its order: 0–4 Winning,
@@ -419,7 +419,10 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: SnapPartitionsUser>(
     let vp = &pub_params.vanilla_params;
     // filecoin-proofs' own partitioning, which also checks the vanilla proofs against
     // the challenges of this randomness (a proof that fails is refused here).
-    let partitioned = if kind.is_winning() {
+    let partitioned = if crate::kinds_shape_only::is_shape_only_marker(&public.randomness) {
+        // Random values: filecoin-proofs' partitioning would refuse them.
+        Ok(vec![shape_only_partition(kind, vp, &d.vanilla)])
+    } else if kind.is_winning() {
         let n = pub_params.partitions.unwrap_or(1);
         partition_vanilla_proofs(&kind.config, vp, &d.pub_inputs, n, &d.vanilla)
     } else {
@@ -449,6 +452,36 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: SnapPartitionsUser>(
         });
     }
     Ok(user.with(out))
+}
+
+/// The partition of a shape-only PoSt (see `kinds_shape_only`): its sectors laid out
+/// as filecoin-proofs' `single_partition_vanilla_proofs` lays them out (WinningPoSt:
+/// each challenge's inclusion proof a sector of its own), padded by repeating the last,
+/// without its check against the challenges, which random values cannot pass.
+fn shape_only_partition<Tree: 'static + MerkleTreeTrait>(
+    kind: &PostKind,
+    vp: &fallback::PublicParams,
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+) -> fallback::Proof<Tree::Proof> {
+    let mut sectors: Vec<fallback::SectorProof<Tree::Proof>> = Vec::new();
+    for p in vanilla {
+        for s in &p.vanilla_proof.sectors {
+            if kind.is_winning() {
+                sectors.extend(s.inclusion_proofs.iter().map(|m| fallback::SectorProof {
+                    inclusion_proofs: vec![m.clone()],
+                    comm_c: s.comm_c,
+                    comm_r_last: s.comm_r_last,
+                }));
+            } else {
+                sectors.push(s.clone());
+            }
+        }
+    }
+    while let (true, Some(last)) = (sectors.len() < vp.sector_count, sectors.last()) {
+        let last = last.clone();
+        sectors.push(last);
+    }
+    fallback::Proof { sectors }
 }
 
 /// filecoin-proofs' verdict on PoSt proof bytes (see the module's docs for which
@@ -541,6 +574,36 @@ fn verify<Tree: 'static + MerkleTreeTrait>(
     .map_err(verifier)
 }
 
+/// Checks a WindowPoSt request without proving it: the proof type, the lengths, the
+/// partition index, and the vanilla proofs' count, bincode and shape (what the
+/// daemon answers at submission).
+pub fn check_window_post_request(r: &WindowPostRequest) -> Result<(), FilecoinError> {
+    let kind = PostKind::new(r.proof)?;
+    let public = PostPublic::new(&kind, &r.randomness, r.prover_id, Some(r.partition_index))?;
+    with_sector_shape!(
+        kind.size(),
+        kind.name.clone(),
+        validate,
+        &kind,
+        &public,
+        &r.vanilla_proofs
+    )
+}
+
+/// [`check_window_post_request`] for a WinningPoSt.
+pub fn check_winning_post_request(r: &WinningPostRequest) -> Result<(), FilecoinError> {
+    let kind = PostKind::new(r.proof)?;
+    let public = PostPublic::new(&kind, &r.randomness, r.prover_id, None)?;
+    with_sector_shape!(
+        kind.size(),
+        kind.name.clone(),
+        validate,
+        &kind,
+        &public,
+        &r.vanilla_proofs
+    )
+}
+
 /// Verifies a WindowPoSt partition proof (`cuzk post window verify`).
 pub fn verify_window_post_partition(
     request: &WindowPostRequest,
@@ -630,29 +693,22 @@ impl FilecoinProver {
             &public,
             &vanilla
         )?;
-        let params = self.params(&kind)?;
-        let r1cs = self.r1cs(&kind)?;
-        let blinding = blinding_pairs(blinding, 1, &kind.name)?;
-        let spec = with_post_partitions(
+        // Shared by the job's builder and its verifier (a 32 GiB partition's vanilla
+        // proofs are large: not copied).
+        let vanilla = std::sync::Arc::new(vanilla);
+        let verify: Verify = {
+            let (kind, public, vanilla) = (kind.clone(), public.clone(), vanilla.clone());
+            Box::new(move |proof: &[u8]| verify_post(&kind, &public, &vanilla, proof))
+        };
+        self.submit_kind(
+            engine,
             &kind,
-            &public,
-            &vanilla,
-            MakeJob {
-                r1cs,
-                srs: params.srs.clone(),
-                blinding,
-            },
-        )?;
-        let verify: Option<Verify> = (self.config().verify && !params.timing_only).then(|| {
-            let kind = kind.clone();
-            Box::new(move |proof: &[u8]| verify_post(&kind, &public, &vanilla, proof)) as Verify
-        });
-        Ok(KindJob {
-            handle: crate::kind::submit(engine, spec, priority),
-            name: kind.name,
+            1,
+            blinding,
             priority,
+            |make| with_post_partitions(&kind, &public, &vanilla, make),
             verify,
-        })
+        )
     }
 }
 

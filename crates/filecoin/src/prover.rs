@@ -194,6 +194,13 @@ impl FilecoinProver {
         Ok(slot.params.take().is_some())
     }
 
+    /// Drops the parameters of `kind` (any proof type), as [`Self::evict`] does.
+    pub fn evict_kind<K: CircuitKind>(&self, kind: &K) -> bool {
+        let slot = self.slot(kind);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.params.take().is_some()
+    }
+
     /// What is loaded now, per circuit.
     pub fn loaded(&self) -> Vec<LoadedEntry> {
         let slots: Vec<_> = self
@@ -320,8 +327,16 @@ impl FilecoinProver {
         proof: RegisteredSealProof,
         seed: u64,
     ) -> Result<Arc<LoadedParams>, FilecoinError> {
-        let kind = PorepKind::new(proof)?;
-        let r1cs = self.r1cs(&kind)?;
+        self.use_timing_only_params_for(&PorepKind::new(proof)?, seed)
+    }
+
+    /// [`Self::use_timing_only_params`] for any proof type (SnapDeals, PoSt).
+    pub fn use_timing_only_params_for<K: CircuitKind>(
+        &self,
+        kind: &K,
+        seed: u64,
+    ) -> Result<Arc<LoadedParams>, FilecoinError> {
+        let r1cs = self.r1cs(kind)?;
         let t = Instant::now();
         let shape = cuzk_params::timing::TimingShape {
             num_inputs: r1cs.num_inputs(),
@@ -335,7 +350,7 @@ impl FilecoinProver {
         let params = cuzk_params::timing::timing_only_params(&shape, seed)
             .map_err(|e| FilecoinError::ParamsMismatch {
                 path: path.clone(),
-                proof: kind.name.clone(),
+                proof: kind.name().to_string(),
                 detail: e.to_string(),
             })?
             .into_params();
@@ -343,7 +358,7 @@ impl FilecoinProver {
         let srs =
             cuzk::srs_from_source(&&params, &r1cs).map_err(|e| FilecoinError::ParamsMismatch {
                 path: path.clone(),
-                proof: kind.name.clone(),
+                proof: kind.name().to_string(),
                 detail: e.to_string(),
             })?;
         let loaded = Arc::new(LoadedParams {
@@ -353,7 +368,7 @@ impl FilecoinProver {
             load_time: t.elapsed(),
             timing_only: true,
         });
-        let slot = self.slot(&kind);
+        let slot = self.slot(kind);
         slot.lock().unwrap_or_else(PoisonError::into_inner).params = Some(loaded.clone());
         Ok(loaded)
     }

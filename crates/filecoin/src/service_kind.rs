@@ -164,7 +164,7 @@ impl RunningProof for Running {
 
 /// The service's priority (the wire's, with the kind's default already applied when
 /// the request left it unset) as the engine's queue order.
-fn engine_priority(p: Option<cuzk_service::Priority>) -> crate::Priority {
+pub(crate) fn engine_priority(p: Option<cuzk_service::Priority>) -> crate::Priority {
     use cuzk_service::Priority as S;
     match p {
         Some(S::Low) => crate::Priority::Low,

@@ -93,7 +93,7 @@ fn size_name(size: u64) -> String {
 }
 
 /// A random path of `levels` elements of `arity − 1` siblings each.
-fn path<D: From<Scalar>>(
+pub(crate) fn path<D: From<Scalar>>(
     rng: &mut ChaCha20Rng,
     arity: usize,
     levels: usize,
@@ -109,9 +109,20 @@ fn path<D: From<Scalar>>(
 }
 
 /// A random Merkle proof of tree type `Tree` over `nodes` leaves, under `root`.
-fn tree_proof<Tree: MerkleTreeTrait>(
+pub(crate) fn tree_proof<Tree: MerkleTreeTrait>(
     rng: &mut ChaCha20Rng,
     nodes: usize,
+    root: <Tree::Hasher as Hasher>::Domain,
+) -> MerkleProof<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity> {
+    let leaf = Scalar::random(&mut *rng).into();
+    tree_proof_with_leaf::<Tree>(rng, nodes, leaf, root)
+}
+
+/// [`tree_proof`] of a given leaf.
+pub(crate) fn tree_proof_with_leaf<Tree: MerkleTreeTrait>(
+    rng: &mut ChaCha20Rng,
+    nodes: usize,
+    leaf: <Tree::Hasher as Hasher>::Domain,
     root: <Tree::Hasher as Hasher>::Domain,
 ) -> MerkleProof<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity> {
     let (a, s, t) = (
@@ -128,7 +139,7 @@ fn tree_proof<Tree: MerkleTreeTrait>(
     if t > 0 {
         p.extend(path(rng, t, 1));
     }
-    MerkleProof::from_parts(Scalar::random(&mut *rng).into(), root, p)
+    MerkleProof::from_parts(leaf, root, p)
 }
 
 fn vanilla_json<Tree: 'static + MerkleTreeTrait>(

@@ -29,7 +29,7 @@ use storage_proofs_update::{
     PublicInputs, PublicParams, SetupParams,
 };
 
-use crate::kind::{blinding_pairs, bytes32, CircuitKind, KindJob, Priority, Verify};
+use crate::kind::{bytes32, CircuitKind, KindJob, Priority};
 use crate::shape::{BlankUser, Partition};
 use crate::{Blinding, FilecoinError, FilecoinProver};
 
@@ -433,6 +433,20 @@ pub(crate) fn verify_update(
     }
 }
 
+/// Checks a SnapDeals request without proving it: the commitments' lengths and the
+/// vanilla proofs' count, bincode and shape (what the daemon answers at submission).
+pub fn check_snap_request(r: &SnapRequest) -> Result<(), FilecoinError> {
+    let kind = UpdateKind::new(r.proof)?;
+    UpdatePublic::new(r)?;
+    with_sector_shape!(
+        kind.size(),
+        kind.name.clone(),
+        check_vanilla,
+        &kind,
+        &r.vanilla_proofs
+    )
+}
+
 /// Verifies SnapDeals proof bytes with filecoin-proofs (`cuzk snap verify`).
 pub fn verify_snap_proof(request: &SnapRequest, proof: &[u8]) -> Result<(), FilecoinError> {
     let kind = UpdateKind::new(request.proof)?;
@@ -497,28 +511,18 @@ impl FilecoinProver {
             &kind,
             &request.vanilla_proofs
         )?;
-        let params = self.params(&kind)?;
-        let r1cs = self.r1cs(&kind)?;
-        let blinding = blinding_pairs(request.blinding, kind.partitions(), &kind.name)?;
-        let spec = with_snap_partitions(
+        let vanilla = request.vanilla_proofs;
+        self.submit_kind(
+            engine,
             &kind,
-            &public,
-            &request.vanilla_proofs,
-            MakeJob {
-                r1cs,
-                srs: params.srs.clone(),
-                blinding,
-            },
-        )?;
-        let verify: Option<Verify> = (self.config().verify && !params.timing_only).then(|| {
-            let kind = kind.clone();
-            Box::new(move |proof: &[u8]| verify_update(&kind, &public, proof)) as Verify
-        });
-        Ok(KindJob {
-            handle: crate::kind::submit(engine, spec, priority),
-            name: kind.name,
+            kind.partitions(),
+            request.blinding,
             priority,
-            verify,
-        })
+            |make| with_snap_partitions(&kind, &public, &vanilla, make),
+            {
+                let kind = kind.clone();
+                Box::new(move |proof: &[u8]| verify_update(&kind, &public, proof))
+            },
+        )
     }
 }

@@ -1014,7 +1014,7 @@ fn unsupported_reason(kind: ProofKind) -> String {
                 .into()
         }
         ProofKind::SnapDealsUpdate | ProofKind::WindowPostPartition | ProofKind::WinningPost => {
-            format!("{kind} is not implemented yet (cuzk issue 14: SnapDeals and PoSt circuits); no proof is faked")
+            format!("this daemon has no {kind} prover (the Filecoin adapter, cuzk-filecoin, serves it; `cuzk serve` registers it); no proof is faked")
         }
         ProofKind::Synthetic => {
             "the synthetic test kind is off; set `synthetic = true` in [daemon] to serve it".into()

@@ -1,0 +1,420 @@
+//! `cuzk bench --mix porep:10,winning:1`: a mixed stream of Filecoin kinds on one
+//! engine, submitted in the order given (so `porep:10,winning:1` queues ten PoRep
+//! sectors, then a WinningPoSt behind them), each at its kind's default priority,
+//! and the latency of every job from its submission to its verified proof, per
+//! kind. This is how the WinningPoSt latency under a PoRep queue is measured.
+//!
+//! Inputs: PoRep from `--c1` (else a 2 KiB sector sealed here); the other kinds from
+//! input files (`--snap-input`, `--window-input`, `--winning-input`, as `cuzk <kind>
+//! inputs` writes them; shape-only ones with `--timing-only`), else 2 KiB ones made
+//! here by filecoin-proofs.
+
+use std::{
+    fs,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cuzk_filecoin::{
+    parse_c1, parse_prover_id, post_test_inputs, read_c1, seal_test_sector, snap_test_inputs,
+    Blinding, CircuitKind, FilecoinProver, PorepKind, PorepRequest, PostKind, Priority,
+    ProverConfig, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof, UpdateKind,
+    WindowPostRequest, WinningPostRequest,
+};
+use cuzk_scheduler::PipelineEngine;
+use cuzk_timeline::Recorder;
+
+use crate::kinds::{self, Request, RequestArgs, Which};
+use crate::runtime::{load_policies, RunConfig};
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct MixArgs {
+    /// A mixed stream of Filecoin kinds instead of one workload, submitted in this
+    /// order: `porep:10,winning:1` (kinds porep, snap, window, winning; `:N` jobs
+    /// each). Reports each kind's latency from submission to verified proof.
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// With `--mix`: the SnapDeals input file (default: 2 KiB, made here).
+    #[arg(long)]
+    pub snap_input: Option<PathBuf>,
+    /// With `--mix`: the WindowPoSt input file (default: 2 KiB, made here).
+    #[arg(long)]
+    pub window_input: Option<PathBuf>,
+    /// With `--mix`: the WinningPoSt input file (default: 2 KiB, made here).
+    #[arg(long)]
+    pub winning_input: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Porep,
+    Snap,
+    Window,
+    Winning,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Porep => "porep",
+            Kind::Snap => "snap",
+            Kind::Window => "window",
+            Kind::Winning => "winning",
+        }
+    }
+}
+
+/// Parses `porep:10,winning:1`.
+fn parse_mix(text: &str) -> Result<Vec<(Kind, usize)>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, n) = part.split_once(':').unwrap_or((part, "1"));
+        let kind = match name {
+            "porep" => Kind::Porep,
+            "snap" => Kind::Snap,
+            "window" => Kind::Window,
+            "winning" => Kind::Winning,
+            _ => bail!("`{name}` in --mix is not a kind: porep, snap, window or winning"),
+        };
+        let n: usize = n
+            .parse()
+            .with_context(|| format!("`{part}` in --mix: the count is not a number"))?;
+        out.push((kind, n));
+    }
+    if out.is_empty() {
+        bail!("--mix is empty: give e.g. porep:10,winning:1");
+    }
+    Ok(out)
+}
+
+/// One kind's request (cloned per job) and its engine settings.
+struct Source {
+    request: Option<Request>,
+    porep: Option<PorepRequest>,
+    priority: Priority,
+    constraints: usize,
+}
+
+fn ready<K: CircuitKind>(prover: &FilecoinProver, k: &K, timing_only: bool) -> Result<usize> {
+    let t = Instant::now();
+    let r1cs = prover.r1cs(k)?;
+    let params = if timing_only {
+        prover.use_timing_only_params_for(k, 7)?
+    } else {
+        prover.params(k)?
+    };
+    println!(
+        "{}: {} constraints, compiled and parameters ready in {:.2} s ({})",
+        k.name(),
+        r1cs.num_constraints(),
+        t.elapsed().as_secs_f64(),
+        params.path.display()
+    );
+    Ok(r1cs.num_constraints())
+}
+
+fn source(
+    kind: Kind,
+    args: &MixArgs,
+    w: &crate::bench::WorkloadArgs,
+    prover: &FilecoinProver,
+    work: &std::path::Path,
+) -> Result<Source> {
+    let timing_only = w.timing_only;
+    let from_file = |path: &Option<PathBuf>, which: Which| -> Result<Option<Request>> {
+        path.as_ref()
+            .map(|p| {
+                RequestArgs {
+                    input: Some(p.clone()),
+                    ..RequestArgs::default()
+                }
+                .read(which)
+            })
+            .transpose()
+    };
+    let miner = 1000;
+    let post = |proof: RegisteredPoStProof, sectors, seed, dir: &str| {
+        post_test_inputs(proof, miner, sectors, seed, &work.join(dir))
+    };
+    Ok(match kind {
+        Kind::Porep => {
+            let prover_id = parse_prover_id(&w.filecoin.miner_id)?;
+            let (input, sector) = match &w.c1 {
+                Some(path) => {
+                    let input =
+                        read_c1(path).with_context(|| format!("reading {}", path.display()))?;
+                    let sector = input.sector_num.unwrap_or(1);
+                    (input, sector)
+                }
+                None => {
+                    let s = seal_test_sector(
+                        RegisteredSealProof::StackedDrg2KiBV1_1,
+                        prover_id,
+                        1,
+                        11,
+                        &work.join("porep"),
+                    )?;
+                    (parse_c1(&s.c1_json)?, s.sector)
+                }
+            };
+            if cuzk_filecoin::is_shape_only(&input.c1) && !timing_only {
+                bail!("the PoRep C1 is shape-only: run the mix with --timing-only");
+            }
+            let k = PorepKind::new(input.c1.registered_proof)?;
+            let constraints = ready(prover, &k, timing_only)?;
+            Source {
+                request: None,
+                porep: Some(PorepRequest {
+                    input,
+                    prover_id,
+                    sector: Some(sector),
+                    blinding: Blinding::Random,
+                }),
+                priority: Priority::Normal,
+                constraints,
+            }
+        }
+        Kind::Snap => {
+            let r = match from_file(&args.snap_input, Which::Snap)? {
+                Some(r) => r,
+                None => Request::Snap(snap_test_inputs(
+                    RegisteredUpdateProof::StackedDrg2KiBV1,
+                    miner,
+                    1,
+                    &work.join("snap"),
+                )?),
+            };
+            let Request::Snap(s) = &r else { unreachable!() };
+            let constraints = ready(prover, &UpdateKind::new(s.proof)?, timing_only)?;
+            Source {
+                request: Some(r),
+                porep: None,
+                priority: Priority::Normal,
+                constraints,
+            }
+        }
+        Kind::Window | Kind::Winning => {
+            let which = if kind == Kind::Window {
+                Which::Window
+            } else {
+                Which::Winning
+            };
+            let path = if kind == Kind::Window {
+                &args.window_input
+            } else {
+                &args.winning_input
+            };
+            let r = match from_file(path, which)? {
+                Some(r) => r,
+                None if kind == Kind::Window => {
+                    let p = post(
+                        RegisteredPoStProof::StackedDrgWindow2KiBV1_2,
+                        2,
+                        2,
+                        "window",
+                    )?;
+                    Request::Window(WindowPostRequest {
+                        proof: p.proof,
+                        randomness: p.randomness.to_vec(),
+                        prover_id: p.prover_id,
+                        partition_index: 0,
+                        vanilla_proofs: p.vanilla_proofs,
+                        blinding: Blinding::Random,
+                    })
+                }
+                None => {
+                    let p = post(
+                        RegisteredPoStProof::StackedDrgWinning2KiBV1,
+                        1,
+                        3,
+                        "winning",
+                    )?;
+                    Request::Winning(WinningPostRequest {
+                        proof: p.proof,
+                        randomness: p.randomness.to_vec(),
+                        prover_id: p.prover_id,
+                        vanilla_proofs: p.vanilla_proofs,
+                        blinding: Blinding::Random,
+                    })
+                }
+            };
+            let proof = match &r {
+                Request::Window(r) => r.proof,
+                Request::Winning(r) => r.proof,
+                Request::Snap(_) => unreachable!(),
+            };
+            let k = PostKind::new(proof)?;
+            let constraints = ready(prover, &k, timing_only)?;
+            Source {
+                request: Some(r),
+                porep: None,
+                priority: k.default_priority(),
+                constraints,
+            }
+        }
+    })
+}
+
+/// Runs the mix; prints per-kind latencies and writes `mix.json` under `--out`.
+pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> Result<()> {
+    let mix = parse_mix(args.mix.as_deref().unwrap_or_default())?;
+    let dir = w.filecoin.params.apply();
+    let prover = FilecoinProver::new(ProverConfig {
+        parameter_dir: dir,
+        verify: cfg.engine.verify && !w.timing_only,
+        check_digest: false,
+    });
+    let work = tempfile::tempdir().context("creating a work directory")?;
+    let mut kinds: Vec<Kind> = mix.iter().map(|(k, _)| *k).collect();
+    kinds.sort();
+    kinds.dedup();
+    let mut sources = std::collections::BTreeMap::new();
+    for k in kinds {
+        sources.insert(k, source(k, args, w, &prover, work.path())?);
+    }
+    let log = sources
+        .values()
+        .map(|s| s.constraints.next_power_of_two().trailing_zeros())
+        .max()
+        .unwrap_or(10);
+    let mut cfg = cfg.clone();
+    if w.timing_only {
+        cfg.engine.verify = false;
+    }
+    let built = load_policies(&cfg, &cfg.config.backend_needs(Some(log)))?;
+    let engine = PipelineEngine::start(
+        cfg.engine.clone(),
+        built.policies,
+        Arc::new(Recorder::new(Instant::now())),
+    )?;
+
+    // PoRep jobs are built (circuits from the vanilla proofs) before the clock
+    // starts, as `bench --c1` does; the other kinds build theirs at submission.
+    let mut pending = Vec::new();
+    for (kind, n) in &mix {
+        let s = &sources[kind];
+        for _ in 0..*n {
+            let p = match &s.porep {
+                Some(r) => Some(prover.prepare_porep(r.clone())?),
+                None => None,
+            };
+            pending.push((*kind, p));
+        }
+    }
+    let start = Instant::now();
+    let mut waiters = Vec::new();
+    for (kind, prepared) in pending {
+        let s = &sources[&kind];
+        let submitted = Instant::now();
+        let waiter: Box<dyn FnOnce() -> Result<()> + Send> = match prepared {
+            Some(p) => {
+                let job = p.submit(&engine, s.priority);
+                Box::new(move || job.wait().map(|_| ()).map_err(Into::into))
+            }
+            None => {
+                let r = s.request.clone().context("no request")?;
+                let job = kinds::submit(&prover, &engine, r, s.priority)?;
+                Box::new(move || job.wait().map(|_| ()).map_err(Into::into))
+            }
+        };
+        waiters.push(std::thread::spawn(move || {
+            let r = waiter();
+            let done = Instant::now();
+            // As each finishes (a run cut short still shows the jobs that landed).
+            println!(
+                "{} job done {:.2} s after its submission{}",
+                kind.name(),
+                (done - submitted).as_secs_f64(),
+                if r.is_ok() { "" } else { " (FAILED)" }
+            );
+            (kind, submitted, done, r)
+        }));
+    }
+    let mut lat: std::collections::BTreeMap<Kind, Vec<Duration>> = Default::default();
+    for h in waiters {
+        let (kind, submitted, done, r) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("a waiting thread panicked"))?;
+        r.with_context(|| format!("a {} job of the mix failed", kind.name()))?;
+        lat.entry(kind).or_default().push(done - submitted);
+    }
+    let wall = start.elapsed();
+    drop(engine);
+
+    let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "mix {}: wall {:.2} s{}, load average {}",
+        args.mix.as_deref().unwrap_or_default(),
+        wall.as_secs_f64(),
+        if w.timing_only {
+            " [TIMING-ONLY parameters: proofs not valid]"
+        } else if cfg.engine.verify {
+            ", every proof verified by filecoin-proofs"
+        } else {
+            ", NOT verified"
+        },
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "{:>8} {:>5} {:>10} {:>10} {:>10}  (submission to verified proof)",
+        "kind", "jobs", "min s", "mean s", "max s"
+    );
+    let mut rows = Vec::new();
+    for (kind, v) in &lat {
+        let secs: Vec<f64> = v.iter().map(Duration::as_secs_f64).collect();
+        let min = secs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = secs.iter().copied().fold(0.0, f64::max);
+        let mean = secs.iter().sum::<f64>() / secs.len() as f64;
+        println!(
+            "{:>8} {:>5} {min:>10.2} {mean:>10.2} {max:>10.2}",
+            kind.name(),
+            secs.len()
+        );
+        rows.push(serde_json::json!({
+            "kind": kind.name(), "jobs": secs.len(), "latency_s": secs,
+            "min_s": min, "mean_s": mean, "max_s": max,
+        }));
+    }
+    fs::create_dir_all(&w.out).with_context(|| format!("creating {}", w.out.display()))?;
+    let path = w.out.join(format!(
+        "mix-{}.json",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    ));
+    let manifest = serde_json::json!({
+        "mix": args.mix, "timing_only": w.timing_only, "c1": w.c1,
+        "inputs": { "snap": args.snap_input, "window": args.window_input, "winning": args.winning_input },
+        "config": &cfg.config, "wall_s": wall.as_secs_f64(), "load_average": load.trim(),
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "kinds": rows,
+    });
+    fs::write(&path, serde_json::to_vec_pretty(&manifest)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("manifest: {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mixes_parse_in_order_and_bad_ones_are_refused() {
+        let m = parse_mix("porep:10, winning:1,snap").unwrap();
+        assert_eq!(
+            m,
+            vec![(Kind::Porep, 10), (Kind::Winning, 1), (Kind::Snap, 1)]
+        );
+        assert!(parse_mix("porep:x").is_err());
+        assert!(parse_mix("c2:1").is_err());
+        assert!(parse_mix("").is_err());
+    }
+}

@@ -1,0 +1,307 @@
+//! The other kinds through the binary, at 2 KiB: `cuzk <kind> inputs` makes real
+//! vanilla proofs (a sector sealed, updated or challenged by filecoin-proofs), `cuzk
+//! snap` / `cuzk post window` / `cuzk post winning` prove them (verified by
+//! filecoin-proofs before the proof is written), `verify` accepts the proof and
+//! refuses it for other inputs; and bad input per kind is a clear error with a
+//! non-zero exit and no proof written.
+//!
+//! Parameters: generated once per build directory (`target/tmp/filecoin-params`,
+//! shared with cuzk-filecoin's tests).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cuzk_filecoin::{
+    ensure_params, CircuitKind, PostKind, RegisteredPoStProof, RegisteredUpdateProof, UpdateKind,
+    PARAMETER_CACHE_VAR,
+};
+
+fn param_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params")
+}
+
+fn params<K: CircuitKind>(kind: &K) {
+    std::env::set_var(PARAMETER_CACHE_VAR, param_dir());
+    ensure_params(kind, &param_dir(), 2026).unwrap();
+}
+
+fn cuzk(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(args)
+        .env(PARAMETER_CACHE_VAR, param_dir())
+        .output()
+        .unwrap();
+    eprintln!(
+        "$ cuzk {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The engine flags of every proving run: two cores.
+const ENGINE: [&str; 8] = [
+    "--synth-threads",
+    "2",
+    "--gpu-threads",
+    "2",
+    "--synth-jobs",
+    "1",
+    "--gpu-workers",
+    "1",
+];
+
+/// Runs `cuzk <cmd> [args] ENGINE` and checks it failed with `expect` in its error,
+/// writing no proof.
+fn refused(cmd: &[&str], args: &[&str], expect: &str, out: &Path) {
+    let mut all: Vec<&str> = cmd.to_vec();
+    all.extend_from_slice(args);
+    let o_flag = out.display().to_string();
+    all.extend_from_slice(&["-o", &o_flag]);
+    all.extend_from_slice(&ENGINE);
+    let o = cuzk(&all);
+    assert!(!o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("error:") && t.contains(expect), "{t}");
+    assert!(!out.exists(), "a refused request wrote {}", out.display());
+}
+
+/// inputs → prove → verify for one kind, then its bad inputs. Returns the work dir.
+fn round_trip(cmd: &[&str], proof_len: usize) -> tempfile::TempDir {
+    let work = tempfile::tempdir().unwrap();
+    let p = |name: &str| work.path().join(name).display().to_string();
+    let (input, proof) = (p("in.json"), p("proof.bin"));
+
+    let mut a: Vec<&str> = cmd.to_vec();
+    a.extend_from_slice(&["inputs", "-o", &input]);
+    let o = cuzk(&a);
+    assert!(o.status.success());
+    assert!(!text(&o).contains("SHAPE-ONLY"), "{}", text(&o));
+
+    let mut a: Vec<&str> = cmd.to_vec();
+    a.extend_from_slice(&["-i", &input, "-o", &proof]);
+    a.extend_from_slice(&ENGINE);
+    let o = cuzk(&a);
+    assert!(o.status.success());
+    let out = text(&o);
+    assert!(out.contains("verified by filecoin-proofs"), "{out}");
+    assert!(out.contains("synthesis"), "no stage table: {out}");
+    assert_eq!(std::fs::read(&proof).unwrap().len(), proof_len);
+
+    let mut a: Vec<&str> = cmd.to_vec();
+    a.extend_from_slice(&["verify", "-i", &input, "--proof-file", &proof]);
+    let o = cuzk(&a);
+    assert!(o.status.success());
+
+    // Another proof's bytes (one byte changed) are refused.
+    let mut bytes = std::fs::read(&proof).unwrap();
+    bytes[proof_len - 1] ^= 1;
+    let tampered = p("tampered.bin");
+    std::fs::write(&tampered, &bytes).unwrap();
+    let mut a: Vec<&str> = cmd.to_vec();
+    a.extend_from_slice(&["verify", "-i", &input, "--proof-file", &tampered]);
+    let o = cuzk(&a);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("error:"), "{}", text(&o));
+
+    // Undecodable bincode, through the `--vanilla` flag.
+    let junk = p("junk.bin");
+    std::fs::write(&junk, b"not a vanilla proof").unwrap();
+    refused(
+        cmd,
+        &["-i", &input, "--vanilla", &junk],
+        "does not decode",
+        &work.path().join("none.bin"),
+    );
+    work
+}
+
+#[test]
+fn snap_inputs_prove_verify_and_bad_commitments() {
+    let kind = UpdateKind::new(RegisteredUpdateProof::StackedDrg2KiBV1).unwrap();
+    params(&kind);
+    let work = round_trip(&["snap"], kind.proof_len());
+    let input = work.path().join("in.json").display().to_string();
+    let none = work.path().join("none.bin");
+    // A commitment of 31 bytes.
+    refused(
+        &["snap"],
+        &["-i", &input, "--comm-r-new", &"ab".repeat(31)],
+        "comm_r_new",
+        &none,
+    );
+    // Another new data commitment: filecoin-proofs' update circuit refuses it.
+    refused(
+        &["snap"],
+        &["-i", &input, "--comm-d-new", &"01".repeat(32)],
+        "error:",
+        &none,
+    );
+    // A PoSt input given to `snap`.
+    let o = cuzk(&["snap", "-i", &input, "--proof", "99"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("registered update proof"), "{}", text(&o));
+}
+
+#[test]
+fn window_post_from_flags_and_bad_partition_and_randomness() {
+    let kind = PostKind::new(RegisteredPoStProof::StackedDrgWindow2KiBV1_2).unwrap();
+    params(&kind);
+    let work = round_trip(&["post", "window"], 192);
+    let p = |name: &str| work.path().join(name).display().to_string();
+    let none = work.path().join("none.bin");
+
+    // The same request entirely from flags: Go's number 10 (Window 2 KiB V1_1), the
+    // bincode files `inputs --bincode-dir` writes.
+    let (input2, dir) = (p("in2.json"), p("vanilla"));
+    let o = cuzk(&[
+        "post",
+        "window",
+        "inputs",
+        "--seed",
+        "5",
+        "--sectors",
+        "2",
+        "--bincode-dir",
+        &dir,
+        "-o",
+        &input2,
+    ]);
+    assert!(o.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&input2).unwrap()).unwrap();
+    let randomness = json["randomness"].as_str().unwrap().to_string();
+    let (v0, v1) = (
+        format!("{dir}/vanilla-0.bin"),
+        format!("{dir}/vanilla-1.bin"),
+    );
+    let proof2 = p("proof2.bin");
+    let mut a = vec![
+        "post",
+        "window",
+        "--proof",
+        "10",
+        "--miner-id",
+        "f01000",
+        "--randomness",
+        &randomness,
+        "--partition-index",
+        "0",
+        "--vanilla",
+        &v0,
+        "--vanilla",
+        &v1,
+        "-o",
+        &proof2,
+    ];
+    a.extend_from_slice(&ENGINE);
+    let o = cuzk(&a);
+    assert!(o.status.success());
+    assert!(
+        text(&o).contains("verified by filecoin-proofs"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(&proof2).unwrap().len(), 192);
+
+    let input = p("in.json");
+    refused(
+        &["post", "window"],
+        &["-i", &input, "--partition-index", "3000"],
+        "partition index 3000 is out of range",
+        &none,
+    );
+    refused(
+        &["post", "window"],
+        &["-i", &input, "--randomness", "00ff"],
+        "randomness",
+        &none,
+    );
+    // A Winning proof type given to `post window`.
+    refused(
+        &["post", "window"],
+        &["-i", &input, "--proof", "0"],
+        "is not a window PoSt proof type",
+        &none,
+    );
+}
+
+#[test]
+fn winning_post_and_bad_randomness_and_wrong_size() {
+    let kind = PostKind::new(RegisteredPoStProof::StackedDrgWinning2KiBV1).unwrap();
+    params(&kind);
+    let work = round_trip(&["post", "winning"], 192);
+    let input = work.path().join("in.json").display().to_string();
+    let none = work.path().join("none.bin");
+    refused(
+        &["post", "winning"],
+        &["-i", &input, "--randomness", &"11".repeat(33)],
+        "randomness",
+        &none,
+    );
+    // Other randomness: the vanilla proof answers other challenges.
+    refused(
+        &["post", "winning"],
+        &[
+            "-i",
+            &input,
+            "--randomness",
+            &format!("{}00", "12".repeat(31)),
+        ],
+        "error:",
+        &none,
+    );
+    // A 2 KiB vanilla proof for the 8 MiB proof type.
+    refused(
+        &["post", "winning"],
+        &["-i", &input, "--proof", "1"],
+        "error:",
+        &none,
+    );
+}
+
+#[test]
+fn shape_only_inputs_are_labelled_and_need_timing_only() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("w.json").display().to_string();
+    let o = cuzk(&[
+        "post",
+        "winning",
+        "inputs",
+        "--shape-only",
+        "--proof",
+        "0",
+        "-o",
+        &input,
+    ]);
+    assert!(o.status.success());
+    assert!(text(&o).contains("SHAPE-ONLY"), "{}", text(&o));
+    refused(
+        &["post", "winning"],
+        &["-i", &input],
+        "--timing-only",
+        &work.path().join("none.bin"),
+    );
+    let proof = work.path().join("p.bin").display().to_string();
+    let mut a = vec![
+        "post",
+        "winning",
+        "-i",
+        &input,
+        "--timing-only",
+        "-o",
+        &proof,
+    ];
+    a.extend_from_slice(&ENGINE);
+    let o = cuzk(&a);
+    assert!(o.status.success());
+    assert!(text(&o).contains("TIMING-ONLY"), "{}", text(&o));
+}
