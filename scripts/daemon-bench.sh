@@ -14,11 +14,11 @@
 # through JOBS `cuzk client prove` at once; Filecoin's parameters from PARAM_DIR
 # (FIL_PROOFS_PARAMETER_CACHE's layout, e.g. `cuzk params gen --proof ...`):
 #   PARAM_DIR=/tmp/fil-params bash scripts/daemon-bench.sh /tmp/db-2k c1 env.json 4 -
-# H200, several 32 GiB-shape sectors at once (the PoRep-shaped circuit at 2^27, 10
-# partitions each; timing-only parameters, since real ones at 2^27 take hours to
-# generate; the binaries and plugins staged by scripts/stage-device.sh):
+# H200, several PoRep-shaped jobs at once (the synthetic PoRep-shaped circuit at
+# 2^24, the largest `bench` makes, 10 partitions each; timing-only parameters; the
+# binaries and plugins staged by scripts/stage-device.sh):
 #   CUZK=.device/run/cuzk PLUGIN_DIR=.device/run \
-#     bash scripts/daemon-bench.sh OUT porep 27 5 10 configs/cuda.toml timing-only
+#     bash scripts/daemon-bench.sh OUT porep 24 4 10 configs/cuda.toml timing-only
 # Look for: "daemon: ... s/proof" within noise of "cli: ... s/proof", and
 # "GPU 0 busy" in daemon-timeline.txt (the engine sweep's best was ~88-98%).
 set -u
