@@ -14,8 +14,8 @@ use cuzk_service::{
 use filecoin_proofs_api::RegisteredSealProof;
 
 use crate::{
-    parse_c1, proof_name, prover_id_from_miner, Blinding, FilecoinError, FilecoinProver, PorepJob,
-    PorepKind, PorepRequest,
+    parse_c1, proof_name, prover_id_from_miner, Blinding, FilecoinError, FilecoinProver, KindJob,
+    PorepJob, PorepKind, PorepRequest,
 };
 
 /// Curio's circuit ids for the current interactive PoRep (`V1_1`), with the small
@@ -144,11 +144,38 @@ impl PreparedProof for Prepared {
     }
 }
 
-struct Running {
-    job: PorepJob,
+/// A submitted Filecoin job as the service waits for it: a PoRep sector or one
+/// proof of another kind.
+pub(crate) trait SubmittedJob: Send + 'static {
+    fn id(&self) -> u64;
+    fn wait(self) -> Result<Vec<u8>, FilecoinError>;
 }
 
-impl RunningProof for Running {
+impl SubmittedJob for PorepJob {
+    fn id(&self) -> u64 {
+        PorepJob::id(self)
+    }
+    fn wait(self) -> Result<Vec<u8>, FilecoinError> {
+        PorepJob::wait(self)
+    }
+}
+
+impl SubmittedJob for KindJob {
+    fn id(&self) -> u64 {
+        KindJob::id(self)
+    }
+    fn wait(self) -> Result<Vec<u8>, FilecoinError> {
+        KindJob::wait(self)
+    }
+}
+
+/// Any submitted Filecoin job behind the service's `RunningProof`: a cancelled
+/// engine job is `Cancelled`, every other error `Failed` with its message.
+pub(crate) struct Running<J> {
+    pub job: J,
+}
+
+impl<J: SubmittedJob> RunningProof for Running<J> {
     fn engine_job(&self) -> u64 {
         self.job.id()
     }

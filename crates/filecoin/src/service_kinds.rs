@@ -12,17 +12,17 @@
 
 use std::sync::Arc;
 
-use cuzk_scheduler::{JobError, PipelineEngine};
+use cuzk_scheduler::PipelineEngine;
 use cuzk_service::{
-    KindProver, LoadedParams, PreparedProof, ProofFailure, ProofKind, ProofRequest, RequestError,
-    RunningProof,
+    KindProver, LoadedParams, PreparedProof, ProofKind, ProofRequest, RequestError, RunningProof,
 };
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
 
+use crate::service_kind::Running;
 use crate::{
     check_snap_request, check_window_post_request, check_winning_post_request, post_proof_name,
-    prover_id_from_miner, update_proof_name, Blinding, FilecoinError, FilecoinProver, KindJob,
-    PostKind, SnapRequest, UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST, ALL_UPDATE,
+    prover_id_from_miner, update_proof_name, Blinding, FilecoinError, FilecoinProver, PostKind,
+    SnapRequest, UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST, ALL_UPDATE,
 };
 
 /// The size suffixes of Curio's circuit ids, in the registered proofs' size order.
@@ -324,23 +324,5 @@ impl PreparedProof for Prepared {
         }
         .map_err(|e| e.to_string())?;
         Ok(Box::new(Running { job }))
-    }
-}
-
-struct Running {
-    job: KindJob,
-}
-
-impl RunningProof for Running {
-    fn engine_job(&self) -> u64 {
-        self.job.id()
-    }
-
-    fn wait(self: Box<Self>) -> Result<Vec<u8>, ProofFailure> {
-        match self.job.wait() {
-            Ok(proof) => Ok(proof),
-            Err(FilecoinError::Job(JobError::Cancelled)) => Err(ProofFailure::Cancelled),
-            Err(e) => Err(ProofFailure::Failed(e.to_string())),
-        }
     }
 }

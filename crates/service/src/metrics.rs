@@ -14,8 +14,8 @@ use std::{
 
 use cuzk_timeline::{Event, EventKind, Stage, Subscriber};
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    CounterVec, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, Opts, Registry, TextEncoder,
 };
 
 use crate::kind::ProofKind;
@@ -52,6 +52,9 @@ pub struct Metrics {
     pub(crate) results_waiting: IntGauge,
     uptime: IntGauge,
     stage_seconds: HistogramVec,
+    /// Per device: seconds in backend calls (GPU_START to GPU_END); its rate is the
+    /// device's busy fraction.
+    gpu_busy_seconds: CounterVec,
     timeline: Mutex<Pairing>,
 }
 
@@ -100,7 +103,17 @@ impl Metrics {
                 registry.register(Box::new(h.clone()))?;
                 Ok(h)
             };
+        let gpu_busy_seconds = CounterVec::new(
+            Opts::new(
+                "cuzk_gpu_busy_seconds_total",
+                "Seconds each device spent in backend calls (GPU_START to GPU_END); \
+                 rate() of it is the device's busy fraction",
+            ),
+            &["device"],
+        )?;
+        registry.register(Box::new(gpu_busy_seconds.clone()))?;
         let m = Self {
+            gpu_busy_seconds,
             completed: counter("cuzk_proofs_completed_total", "Proofs completed")?,
             failed: counter("cuzk_proofs_failed_total", "Proofs failed")?,
             cancelled: counter("cuzk_proofs_cancelled_total", "Proofs cancelled")?,
@@ -226,6 +239,11 @@ impl Subscriber for Metrics {
         self.stage_seconds
             .with_label_values(&[stage.name()])
             .observe(ms / 1e3);
+        if let (Stage::Gpu, Some(d)) = (stage, e.device) {
+            self.gpu_busy_seconds
+                .with_label_values(&[&d.to_string()])
+                .inc_by(ms / 1e3);
+        }
         // Only jobs the service started are summed (the entry exists from their
         // JOB_SUBMIT); this keeps the map from growing with jobs nobody takes.
         if let Some(job) = p.jobs.get_mut(&e.job) {
@@ -235,5 +253,45 @@ impl Subscriber for Metrics {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ms: f64, event: EventKind, job: u64, device: Option<u32>) -> Event {
+        Event {
+            ms,
+            event,
+            job,
+            partition: 0,
+            worker: None,
+            device,
+            bytes: None,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn each_device_busy_seconds_are_summed_from_the_timeline() {
+        let m = Metrics::new().expect("metrics");
+        for (job, device, start, end) in [
+            (1, 0, 100.0, 350.0),
+            (2, 1, 200.0, 300.0),
+            (3, 0, 400.0, 900.0),
+        ] {
+            m.event(&ev(start, EventKind::GpuStart, job, Some(device)));
+            m.event(&ev(end, EventKind::GpuEnd, job, Some(device)));
+        }
+        let text = m.render();
+        assert!(
+            text.contains("cuzk_gpu_busy_seconds_total{device=\"0\"} 0.75"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cuzk_gpu_busy_seconds_total{device=\"1\"} 0.1"),
+            "{text}"
+        );
     }
 }
