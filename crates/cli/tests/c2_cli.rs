@@ -5,37 +5,10 @@
 //! Parameters: generated once per build directory (`target/tmp/filecoin-params`,
 //! shared with cuzk-filecoin's tests).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use common::{cuzk, param_dir, text};
 use cuzk_filecoin::{ensure_params, PorepKind, RegisteredSealProof, PARAMETER_CACHE_VAR};
-
-fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params")
-}
-
-fn cuzk(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(args)
-        .env(PARAMETER_CACHE_VAR, param_dir())
-        .output()
-        .unwrap();
-    eprintln!(
-        "$ cuzk {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn c1_then_c2_on_the_envelope_then_verify() {

@@ -8,44 +8,18 @@
 //! Parameters: generated once per build directory (`target/tmp/filecoin-params`,
 //! shared with cuzk-filecoin's tests).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use common::{cuzk, param_dir, text};
 use cuzk_filecoin::{
     ensure_params, CircuitKind, PostKind, RegisteredPoStProof, RegisteredUpdateProof, UpdateKind,
     PARAMETER_CACHE_VAR,
 };
-
-fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params")
-}
+use std::path::Path;
 
 fn params<K: CircuitKind>(kind: &K) {
     std::env::set_var(PARAMETER_CACHE_VAR, param_dir());
     ensure_params(kind, &param_dir(), 2026).unwrap();
-}
-
-fn cuzk(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(args)
-        .env(PARAMETER_CACHE_VAR, param_dir())
-        .output()
-        .unwrap();
-    eprintln!(
-        "$ cuzk {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The engine flags of every proving run: two cores.
