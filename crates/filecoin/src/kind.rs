@@ -134,6 +134,27 @@ impl KindJob {
 }
 
 /// Checks that an input is 32 bytes (commitments, randomness).
+/// A registered proof of `all` by its name (`name` of it, after an optional Go
+/// `prefix`) or its number (its index in `all`, which is Go's enum order).
+pub(crate) fn parse_registered<P: Copy>(
+    text: &str,
+    prefix: &str,
+    all: &[P],
+    name: impl Fn(P) -> String,
+    reason: &'static str,
+) -> Result<P, FilecoinError> {
+    let t = text.trim();
+    let t = t.strip_prefix(prefix).unwrap_or(t);
+    all.iter()
+        .enumerate()
+        .find(|(i, p)| name(**p) == t || t.parse::<usize>().ok() == Some(*i))
+        .map(|(_, p)| *p)
+        .ok_or_else(|| FilecoinError::Unsupported {
+            proof: text.to_string(),
+            reason,
+        })
+}
+
 pub(crate) fn bytes32(what: &'static str, bytes: &[u8]) -> Result<[u8; 32], FilecoinError> {
     bytes.try_into().map_err(|_| FilecoinError::InputLength {
         what,

@@ -85,16 +85,21 @@ pub fn parse_post_proof(text: &str) -> Result<RegisteredPoStProof, FilecoinError
         .strip_prefix("StackedDrgWindow")
         .and_then(|rest| rest.strip_suffix("V1_1"))
         .map(|size| format!("StackedDrgWindow{size}V1_2"));
-    let t = go_v1_1.as_deref().unwrap_or(t);
-    ALL_POST
-        .iter()
-        .enumerate()
-        .find(|(i, p)| post_proof_name(**p) == t || t.parse::<usize>().ok() == Some(*i))
-        .map(|(_, p)| *p)
-        .ok_or_else(|| FilecoinError::Unsupported {
+    crate::kind::parse_registered(
+        go_v1_1.as_deref().unwrap_or(t),
+        "",
+        &ALL_POST,
+        post_proof_name,
+        "not the name or number of a registered PoSt proof (0-14)",
+    )
+    // The error names what the caller gave, not its Go V1_1 spelling.
+    .map_err(|e| match e {
+        FilecoinError::Unsupported { reason, .. } => FilecoinError::Unsupported {
             proof: text.to_string(),
-            reason: "not the name or number of a registered PoSt proof (0-14)",
-        })
+            reason,
+        },
+        e => e,
+    })
 }
 
 /// A registered PoSt proof as this crate proves it.
@@ -578,29 +583,36 @@ fn verify<Tree: 'static + MerkleTreeTrait>(
 /// partition index, and the vanilla proofs' count, bincode and shape (what the
 /// daemon answers at submission).
 pub fn check_window_post_request(r: &WindowPostRequest) -> Result<(), FilecoinError> {
-    let kind = PostKind::new(r.proof)?;
-    let public = PostPublic::new(&kind, &r.randomness, r.prover_id, Some(r.partition_index))?;
-    with_sector_shape!(
-        kind.size(),
-        kind.name.clone(),
-        validate,
-        &kind,
-        &public,
-        &r.vanilla_proofs
+    check_post(
+        r.proof,
+        &r.randomness,
+        r.prover_id,
+        Some(r.partition_index),
+        &r.vanilla_proofs,
     )
 }
 
 /// [`check_window_post_request`] for a WinningPoSt.
 pub fn check_winning_post_request(r: &WinningPostRequest) -> Result<(), FilecoinError> {
-    let kind = PostKind::new(r.proof)?;
-    let public = PostPublic::new(&kind, &r.randomness, r.prover_id, None)?;
+    check_post(r.proof, &r.randomness, r.prover_id, None, &r.vanilla_proofs)
+}
+
+fn check_post(
+    proof: RegisteredPoStProof,
+    randomness: &[u8],
+    prover_id: [u8; 32],
+    partition: Option<usize>,
+    vanilla_proofs: &[Vec<u8>],
+) -> Result<(), FilecoinError> {
+    let kind = PostKind::new(proof)?;
+    let public = PostPublic::new(&kind, randomness, prover_id, partition)?;
     with_sector_shape!(
         kind.size(),
         kind.name.clone(),
         validate,
         &kind,
         &public,
-        &r.vanilla_proofs
+        vanilla_proofs
     )
 }
 

@@ -54,17 +54,13 @@ pub fn update_proof_name(p: RegisteredUpdateProof) -> String {
 /// Parses a registered update proof by name (`StackedDrg2KiBV1`, also with Go's
 /// `RegisteredUpdateProof_` prefix) or number (0–4).
 pub fn parse_update_proof(text: &str) -> Result<RegisteredUpdateProof, FilecoinError> {
-    let t = text.trim();
-    let t = t.strip_prefix("RegisteredUpdateProof_").unwrap_or(t);
-    ALL_UPDATE
-        .iter()
-        .enumerate()
-        .find(|(i, p)| update_proof_name(**p) == t || t.parse::<usize>().ok() == Some(*i))
-        .map(|(_, p)| *p)
-        .ok_or_else(|| FilecoinError::Unsupported {
-            proof: text.to_string(),
-            reason: "not the name or number of a registered update proof (0-4)",
-        })
+    crate::kind::parse_registered(
+        text,
+        "RegisteredUpdateProof_",
+        &ALL_UPDATE,
+        update_proof_name,
+        "not the name or number of a registered update proof (0-4)",
+    )
 }
 
 /// A registered update proof as this crate proves it.

@@ -278,18 +278,14 @@ pub fn partition_bytes(r1cs: &R1cs) -> u64 {
 /// ones: at 32 GiB, 0.2 GB of splits where the worst case is 14 GB.
 pub fn partition_bytes_for(r1cs: &R1cs, host_h: bool, splits: Option<u64>) -> u64 {
     let vars = (r1cs.num_inputs() + r1cs.num_aux()) as u64;
-    let n = r1cs.num_constraints() as u64;
-    let domain = n.max(1).next_power_of_two();
-    let scalar = 32u64;
-    let witness = vars * scalar;
-    let abc = 3 * n * scalar;
-    let h = if host_h { 3 * domain * scalar } else { 0 };
+    let witness = vars * 32;
+    let abc = 3 * r1cs.num_constraints() as u64 * 32;
     // Each split: a bitmap and, at worst, every variable in the tail (index + limbs).
-    let worst = 3 * (vars.div_ceil(8) + vars * (4 + scalar));
+    let worst = 3 * (vars.div_ceil(8) + vars * (4 + 32));
     let splits = splits.map_or(worst, |s| s.min(worst));
     (2 * witness)
         .max(witness + abc + splits)
-        .max(abc + splits + h)
+        .max(partition_bytes_after_prep(r1cs, host_h, splits))
 }
 
 /// What a partition holds once its witness is freed (after prep_msm): `a, b, c`,

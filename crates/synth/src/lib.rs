@@ -45,7 +45,6 @@ pub use cuzk_alloc::{Abc, Density, Witness};
 pub use r1cs::R1cs;
 pub use split::{synthesize_witness_split, SplitCircuit};
 pub use spmv::{check_witness, spmv_parallel, NoThrottle, Throttle};
-pub use witness::WitnessCs;
 
 /// The errors of synthesis.
 #[derive(Debug, thiserror::Error)]

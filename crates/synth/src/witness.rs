@@ -6,12 +6,12 @@ use cuzk_alloc::Witness;
 
 use crate::Deferred;
 
-/// A witness-only constraint system: records variable values and nothing else. `enforce` neither calls the
+/// Records variable values and nothing else. `enforce` neither calls the
 /// linear-combination closures nor evaluates anything, it only counts: bellperson's
 /// witness values come only from the allocation closures, and the shape, built once by
 /// [`crate::compile`], turns the witness into `a, b, c` far faster than building and
 /// evaluating every combination again.
-pub struct WitnessCs {
+pub(crate) struct WitnessCs {
     pub(crate) input: Vec<Scalar>,
     pub(crate) aux: Vec<Scalar>,
     pub(crate) constraints: usize,
