@@ -500,3 +500,65 @@ fn the_reserve_is_checked_at_start_and_at_submission() {
             .verified
     );
 }
+
+/// The CPU backend, whose first partition call waits for a gate (so it holds the
+/// device's lock).
+struct GatedBackend {
+    inner: CpuBackend,
+    gate: std::sync::Mutex<Option<Receiver<()>>>,
+}
+
+impl GpuBackend for GatedBackend {
+    fn capabilities(&self) -> cuzk_gpu_backend::Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn prove_partition(
+        &self,
+        job: cuzk_gpu_backend::PartitionJob<'_>,
+    ) -> Result<cuzk_gpu_backend::PartitionResult, cuzk_gpu_backend::BackendError> {
+        let gate = self.gate.lock().unwrap().take();
+        if let Some(gate) = gate {
+            let _ = gate.recv();
+        }
+        self.inner.prove_partition(job)
+    }
+}
+
+/// One Normal partition on the device (its call held by a gate), a second one
+/// ready and waiting for the device's lock on the other GPU worker, and a Critical
+/// partition queued for the GPU: when the device is free the critical one goes
+/// first, the ready Normal one giving way.
+#[test]
+fn a_critical_partition_goes_before_the_one_waiting_for_the_gpu_lock() {
+    let (go, gate) = channel();
+    let mut p = policies();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    p.backend = Arc::new(GatedBackend {
+        inner: CpuBackend::new(Arc::new(pool)),
+        gate: std::sync::Mutex::new(Some(gate)),
+    });
+    let mut cfg = config(2);
+    cfg.gpu_workers_per_device = 2;
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(cfg, p, rec.clone()).unwrap();
+    let on_gpu = engine.submit(make_job(90, 1, Priority::Normal));
+    wait_for(&rec, EventKind::GpuStart, on_gpu.id());
+    let ready = engine.submit(make_job(91, 1, Priority::Normal));
+    wait_for(&rec, EventKind::LockWaitStart, ready.id());
+    let critical = engine.submit(make_job(92, 1, Priority::Critical));
+    wait_for(&rec, EventKind::GpuQueue, critical.id());
+    let (ready_id, critical_id) = (ready.id(), critical.id());
+    go.send(()).unwrap();
+    for h in [on_gpu, ready, critical] {
+        assert!(h.wait().unwrap().verified);
+    }
+    assert!(
+        first(&rec, EventKind::GpuStart, critical_id) < first(&rec, EventKind::GpuStart, ready_id),
+        "the partition waiting for the lock went before the critical one"
+    );
+    drop(engine);
+}

@@ -408,6 +408,16 @@ impl<T> WorkQueue<T> {
         self.ready.notify_all();
     }
 
+    /// Whether the smallest item is one `pred` accepts.
+    fn head_is(&self, pred: impl Fn(&Key, &T) -> bool) -> bool {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.0.peek().is_some_and(|r| pred(&r.0.key, &r.0.item))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).1
+    }
+
     fn drain(&self) -> Vec<T> {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         std::mem::take(&mut st.0)
@@ -606,6 +616,52 @@ impl SynthQueue {
     }
 }
 
+/// Critical partitions on their way to a GPU: from their push on the GPU queue
+/// until their worker holds a device's lock. While there is one, a non-critical
+/// partition that gets a lock gives it up again (see `gpu_worker`), so a
+/// WinningPoSt waits for at most the one partition already on the device, not
+/// also for the one the second GPU worker of the device had ready.
+struct CriticalGpu {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl CriticalGpu {
+    fn new() -> Self {
+        Self {
+            count: Mutex::new(0),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn enter(&self) {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+
+    fn leave(&self) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        *n = n.saturating_sub(1);
+        drop(n);
+        self.changed.notify_all();
+    }
+
+    fn any(&self) -> bool {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) > 0
+    }
+
+    /// Waits until none is on its way or `give_up` says so (the engine stops).
+    fn wait_none(&self, give_up: impl Fn() -> bool) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *n > 0 && !give_up() {
+            n = self
+                .changed
+                .wait_timeout(n, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
 struct FinishItem {
     gpu: Result<PartitionResult, ProveError>,
     b_g2: Option<Receiver<(BG2Result, std::time::Duration)>>,
@@ -624,6 +680,7 @@ struct Shared {
     b_g2_pool: Arc<ThreadPool>,
     synth_q: SynthQueue,
     gpu_q: WorkQueue<GpuItem>,
+    critical_gpu: CriticalGpu,
     b_g2_q: WorkQueue<BG2Task>,
     jobs: Mutex<HashMap<u64, JobState>>,
     next_job: AtomicU64,
@@ -947,6 +1004,7 @@ impl PipelineEngine {
             lanes,
             recorder,
             gpu_q: WorkQueue::new(),
+            critical_gpu: CriticalGpu::new(),
             b_g2_q: WorkQueue::new(),
             jobs: Mutex::new(HashMap::new()),
             next_job: AtomicU64::new(1),
@@ -1283,7 +1341,7 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
     match synth_partition(sh, &job, p, w, spec, permit, started) {
         Ok(item) => {
             sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "");
-            sh.gpu_q.push(key(&job, p), item);
+            push_gpu(sh, item);
         }
         Err(e) => {
             sh.fail(
@@ -1382,6 +1440,16 @@ fn synth_partition(
     })
 }
 
+/// Queues a partition for the GPU workers (a critical one counted in
+/// `Shared::critical_gpu` until its worker holds a lock).
+fn push_gpu(sh: &Shared, item: GpuItem) {
+    let job = &item.carry.job;
+    if job.priority == Priority::Critical {
+        sh.critical_gpu.enter();
+    }
+    sh.gpu_q.push(key(job, item.carry.partition), item);
+}
+
 /// Runs `f`, turning a panic into [`ProveError::Panicked`] with its message.
 fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| ProveError::panicked(stage, p.as_ref()))
@@ -1410,7 +1478,11 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             b_g2,
         } = item;
         let (job, p) = (carry.job.clone(), carry.partition);
+        let critical = job.priority == Priority::Critical;
         if sh.is_over(job.id) {
+            if critical {
+                sh.critical_gpu.leave();
+            }
             sh.dealloc(job.id, p, Released::of(abc, "abc"));
             let bytes = Some(carry.permit.bytes());
             sh.rec(Ev::BudgetReleased, job.id, p, None, None, bytes, "");
@@ -1451,18 +1523,65 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
         // A panicking lock policy holds nothing: the guard says it failed.
-        let guard = catch_unwind(AssertUnwindSafe(|| {
-            sh.policies.lock.partition(device as usize)
-        }))
-        .unwrap_or_else(|panic| {
-            LockGuard::failed(
-                Duration::ZERO,
-                format!(
-                    "the GPU lock policy panicked: {}",
-                    panic_message(panic.as_ref())
-                ),
-            )
-        });
+        let take_lock = || {
+            catch_unwind(AssertUnwindSafe(|| {
+                sh.policies.lock.partition(device as usize)
+            }))
+            .unwrap_or_else(|panic| {
+                LockGuard::failed(
+                    Duration::ZERO,
+                    format!(
+                        "the GPU lock policy panicked: {}",
+                        panic_message(panic.as_ref())
+                    ),
+                )
+            })
+        };
+        let mut guard = take_lock();
+        if critical {
+            sh.critical_gpu.leave();
+        }
+        // A critical partition on its way to a GPU: a non-critical one that got
+        // the device gives it up. If the critical one is the queue's head, this
+        // worker puts its own partition back and takes it; else (another worker
+        // holds it, waiting for a lock) this one waits until it has a lock.
+        let mut gave_way = false;
+        if !critical && guard.failure().is_none() && sh.critical_gpu.any() {
+            let critical_first =
+                |k: &Key, i: &GpuItem| k.0 .0 == Priority::Critical && !i.failed_on.contains(&lane);
+            if sh.gpu_q.head_is(critical_first) {
+                drop(guard);
+                drop(staged);
+                let detail = "gave way to a critical partition";
+                sh.rec(Ev::GpuQueue, job.id, p, None, None, None, detail);
+                match abc {
+                    Some(abc) => sh.gpu_q.push(
+                        key(&job, p),
+                        GpuItem {
+                            abc,
+                            carry,
+                            failed_on,
+                            b_g2,
+                        },
+                    ),
+                    // Not reachable: a, b, c are taken only by the backend call.
+                    None => send(
+                        Err(ProveError::Backend(cuzk_gpu_backend::BackendError::Device(
+                            "internal: the partition's a, b, c were already handed over".into(),
+                        ))),
+                        b_g2,
+                        carry,
+                    ),
+                }
+                continue;
+            }
+            while guard.failure().is_none() && sh.critical_gpu.any() {
+                drop(guard);
+                gave_way = true;
+                sh.critical_gpu.wait_none(|| sh.gpu_q.is_closed());
+                guard = take_lock();
+            }
+        }
         if let Some(why) = guard.failure() {
             let err = ProveError::Backend(cuzk_gpu_backend::BackendError::Device(format!(
                 "the GPU lock failed: {why}"
@@ -1476,7 +1595,11 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             continue;
         }
         let waited = guard.waited().as_secs_f64() * 1e3;
-        let detail = format!("waited_ms={waited:.3}");
+        let detail = if gave_way {
+            format!("waited_ms={waited:.3} after giving way to a critical partition")
+        } else {
+            format!("waited_ms={waited:.3}")
+        };
         sh.rec(Ev::LockAcquired, job.id, p, wk, dev, None, &detail);
         sh.rec(Ev::GpuStart, job.id, p, wk, dev, None, "");
         let t = Instant::now();
@@ -1528,8 +1651,8 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             failed_on.push(lane);
             if let Some(abc) = abc {
                 sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "retry");
-                sh.gpu_q.push(
-                    key(&job, p),
+                push_gpu(
+                    sh,
                     GpuItem {
                         abc,
                         carry,
