@@ -1550,6 +1550,10 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             let critical_first =
                 |k: &Key, i: &GpuItem| k.0 .0 == Priority::Critical && !i.failed_on.contains(&lane);
             if sh.gpu_q.head_is(critical_first) {
+                // The lock was had (its wait ends here) and is given up.
+                let waited = guard.waited().as_secs_f64() * 1e3;
+                let detail = format!("waited_ms={waited:.3}; given up to a critical partition");
+                sh.rec(Ev::LockAcquired, job.id, p, wk, dev, None, &detail);
                 drop(guard);
                 drop(staged);
                 let detail = "gave way to a critical partition";
