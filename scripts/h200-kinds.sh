@@ -3,7 +3,7 @@
 # shape-only inputs (random vanilla proofs of the exact shape, `cuzk <kind> inputs
 # --shape-only`), timing-only parameters made in memory, the CUDA backend
 # (configs/cuda.toml). Nothing verifies (random values, random points): these are
-# timings only. Two parts, each under 9 minutes, chosen by the second argument:
+# timings only. Three parts, each under 9 minutes, chosen by the second argument:
 #
 #   kinds    each kind alone (its 32 GiB shape): bytes, time, per-stage table.
 #   latency  the WinningPoSt latency from submission to proof with ten 32 GiB-shape
@@ -15,12 +15,16 @@
 #            critical reserve on (CRITICAL_RESERVE_GIB, default 1: a 32 GiB
 #            WinningPoSt partition and its parameters hold ~0.3 GiB; one reserved
 #            synthesis slot), then, if the time left allows, with it off, for
-#            contrast.
+#            contrast (each run compiles the 32 GiB R1CS, ~90-140 s, and makes
+#            its parameters, ~45 s, so the second rarely fits).
+#   latency-off  only the run with the reserve off (memory and synthesis
+#            slots; a ready partition still gives the GPU lock up to a critical
+#            one, which has no knob).
 #
 # Stage first (on the dev machine): bash scripts/stage-device.sh, then run through the
 # device tool with carry [".device/run"]:
 #
-#   bash scripts/h200-kinds.sh OUT latency      # or: OUT kinds
+#   bash scripts/h200-kinds.sh OUT latency      # or: OUT kinds, OUT latency-off
 #
 # Look in OUT/summary.txt for: (kinds) each kind's "bytes in X s" and its per-stage
 # table (a WindowPoSt or SnapDeals partition's GPU time against a PoRep partition's,
@@ -28,9 +32,9 @@
 # from submission to proof (the bar: <= 3 s with the reserve on), and the
 # `mix critical reserve:` line saying which run it is.
 set -u
-out=${1:?usage: h200-kinds.sh OUT kinds|latency}
-part=${2:?usage: h200-kinds.sh OUT kinds|latency}
-case "$part" in kinds | latency) ;; *) echo "the part is kinds or latency, not $part" >&2; exit 2 ;; esac
+out=${1:?usage: h200-kinds.sh OUT kinds|latency|latency-off}
+part=${2:?usage: h200-kinds.sh OUT kinds|latency|latency-off}
+case "$part" in kinds | latency | latency-off) ;; *) echo "the part is kinds, latency or latency-off, not $part" >&2; exit 2 ;; esac
 began=$(date +%s)
 d=.device/run
 work=/tmp/cuzk-kinds
@@ -75,12 +79,17 @@ else
         say "== mix porep:10,winning:1, reserve $name (32 GiB shapes) rc=$? in $(( $(date +%s) - t )) s"
         grep -E "mix|kind|porep|winning|cancel|error" "$work/mix-$name.txt" >>"$sum"
     }
-    mix on "${MIX_TIMEOUT:-300}" --critical-reserve-gib "${CRITICAL_RESERVE_GIB:-1}" --critical-synth-slots 1
-    left=$(( ${SCRIPT_LIMIT:-530} - ($(date +%s) - began) ))
-    if [ "$left" -gt 200 ]; then
-        mix off "$left" --critical-reserve-gib 0 --critical-synth-slots 0
+    off=(--critical-reserve-gib 0 --critical-synth-slots 0)
+    if [ "$part" = latency-off ]; then
+        mix off "${MIX_TIMEOUT:-500}" "${off[@]}"
     else
-        say "== no time left for the run with the reserve off ($left s of ${SCRIPT_LIMIT:-530})"
+        mix on "${MIX_TIMEOUT:-340}" --critical-reserve-gib "${CRITICAL_RESERVE_GIB:-1}" --critical-synth-slots 1
+        left=$(( ${SCRIPT_LIMIT:-530} - ($(date +%s) - began) ))
+        if [ "$left" -gt 280 ]; then
+            mix off "$left" "${off[@]}"
+        else
+            say "== no time left for the run with the reserve off ($left s of ${SCRIPT_LIMIT:-530}): part latency-off"
+        fi
     fi
 fi
 tar czf "$out/all.tgz" -C "$work" --exclude='*.json' . 2>/dev/null
