@@ -228,7 +228,14 @@ impl MemoryBudget {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.note(&mut st, bytes, critical);
         let limit = self.limit_in(&st, critical);
-        if bytes > limit {
+        if bytes > self.total {
+            // Not the reserve's doing: it would not fit the whole budget either.
+            Err(BudgetError {
+                need: bytes,
+                budget: self.total,
+                reserved: 0,
+            })
+        } else if bytes > limit {
             Err(BudgetError {
                 need: bytes,
                 budget: limit,
@@ -521,8 +528,9 @@ mod tests {
         // A larger other need shrinks the reserve rather than being refused.
         b.check_for(90, false).unwrap();
         assert_eq!(b.reserve(), 10);
-        // A need past the total is refused and learns nothing.
-        assert!(b.check_for(101, false).is_err());
+        // A need past the total is refused, the reserve not blamed, and learns
+        // nothing.
+        assert_eq!(b.check_for(101, false).unwrap_err().reserved, 0);
         assert_eq!(b.reserve(), 10);
     }
 
