@@ -86,7 +86,9 @@ say "== serve (pid $pid): $(head -1 "$work/serve.out")"
 grep -E "WARNING|timing-only" "$work/serve.err" | tee -a "$sum"
 
 t=$(date +%s)
-timeout "$(left)" $d/cuzk client --addr "$addr" bench --c1 "$work/envelope.json" \
+# What is left, less ~45 s to stop the daemon and collect (never below 60 s).
+client_limit=$(($(left) - 45)); [ "$client_limit" -lt 60 ] && client_limit=60
+timeout "$client_limit" $d/cuzk client --addr "$addr" bench --c1 "$work/envelope.json" \
     --miner-id 1000 --jobs "$sectors" --preload "$cid" --out "$work/client" \
     >"$work/client.txt" 2>&1
 rc=$?
@@ -99,12 +101,12 @@ say "== daemon status"
 cat "$work/status.txt" | tee -a "$sum"
 say "== peak RSS of the daemon: $(awk '/VmHWM/{printf "%.1f GiB", $2/1048576}' /proc/$pid/status 2>/dev/null)"
 kill -TERM "$pid" 2>/dev/null
-for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.3; done
-kill -0 "$pid" 2>/dev/null && { say "== serve did not stop in 30 s: killed"; kill -KILL "$pid"; }
+for _ in $(seq 80); do kill -0 "$pid" 2>/dev/null || break; sleep 0.3; done
+kill -0 "$pid" 2>/dev/null && { say "== serve did not stop in 24 s: killed"; kill -KILL "$pid"; }
 wait "$pid"
 say "== serve exit $?"
 
-timeout 60 $d/cuzk timeline "$work/timeline.jsonl" --svg "$out/waterfall.svg" >"$work/timeline.txt" 2>&1
+timeout 30 $d/cuzk timeline "$work/timeline.jsonl" --svg "$out/waterfall.svg" >"$work/timeline.txt" 2>&1
 grep -iE "busy|stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|queue|budget" "$work/timeline.txt" | head -40 >>"$sum"
 gzip -c "$work/timeline.jsonl" >"$out/timeline.jsonl.gz" 2>/dev/null
 cp -r "$work/client" "$out/client" 2>/dev/null
