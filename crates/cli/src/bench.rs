@@ -518,6 +518,7 @@ fn write_manifest(
             "gpu_workers_per_device": e.gpu_workers_per_device, "gpu_threads": e.gpu_threads,
             "memory_budget": e.memory_budget, "verify": e.verify,
             "check_witness": e.check_witness, "b_g2_on_backend": e.b_g2_on_backend,
+            "critical_reserve": e.critical_reserve, "critical_synth_slots": e.critical_synth_slots,
             "b_g2_on_backend_resolved": cuzk_scheduler::b_g2_on_backend(e.b_g2_on_backend, caps),
         },
         "plugins": plugins,

@@ -8,6 +8,12 @@
 //! input files (`--snap-input`, `--window-input`, `--winning-input`, as `cuzk <kind>
 //! inputs` writes them; shape-only ones with `--timing-only`), else 2 KiB ones made
 //! here by filecoin-proofs.
+//!
+//! `--submit-on-gpu winning` holds that kind's jobs back until the first partition
+//! of an earlier job is on the GPU (the TIMELINE's first GPU_START), so a
+//! WinningPoSt arrives behind a full queue with the GPU busy, and `--stop-after
+//! winning` ends the run once every job of that kind has returned, cancelling the
+//! rest (a queue of 32 GiB sectors would otherwise take ~80 s each to drain).
 
 use std::{
     fs,
@@ -46,6 +52,16 @@ pub struct MixArgs {
     /// With `--mix`: the WinningPoSt input file (default: 2 KiB, made here).
     #[arg(long)]
     pub winning_input: Option<PathBuf>,
+    /// With `--mix`: submit this kind's jobs only once a partition of an earlier
+    /// job is on the GPU: `winning` at the first GPU_START of the TIMELINE,
+    /// `winning:2` at the second (the first one on a cold GPU loads its kernels
+    /// and bases).
+    #[arg(long)]
+    pub submit_on_gpu: Option<String>,
+    /// With `--mix`: once every job of this kind has returned, cancel the others
+    /// and end the run (they are reported as cancelled).
+    #[arg(long)]
+    pub stop_after: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -67,18 +83,22 @@ impl Kind {
     }
 }
 
+fn parse_kind(name: &str, flag: &str) -> Result<Kind> {
+    Ok(match name {
+        "porep" => Kind::Porep,
+        "snap" => Kind::Snap,
+        "window" => Kind::Window,
+        "winning" => Kind::Winning,
+        _ => bail!("`{name}` in {flag} is not a kind: porep, snap, window or winning"),
+    })
+}
+
 /// Parses `porep:10,winning:1`.
 fn parse_mix(text: &str) -> Result<Vec<(Kind, usize)>> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, n) = part.split_once(':').unwrap_or((part, "1"));
-        let kind = match name {
-            "porep" => Kind::Porep,
-            "snap" => Kind::Snap,
-            "window" => Kind::Window,
-            "winning" => Kind::Winning,
-            _ => bail!("`{name}` in --mix is not a kind: porep, snap, window or winning"),
-        };
+        let kind = parse_kind(name, "--mix")?;
         let n: usize = n
             .parse()
             .with_context(|| format!("`{part}` in --mix: the count is not a number"))?;
@@ -261,6 +281,40 @@ fn source(
 /// Runs the mix; prints per-kind latencies and writes `mix.json` under `--out`.
 pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> Result<()> {
     let mix = parse_mix(args.mix.as_deref().unwrap_or_default())?;
+    let (late, gpu_starts) = match args.submit_on_gpu.as_deref() {
+        None => (None, 0),
+        Some(text) => {
+            let (k, n) = text.split_once(':').unwrap_or((text, "1"));
+            let n: usize = n.parse().ok().filter(|n| *n > 0).with_context(|| {
+                format!("--submit-on-gpu {text}: the count is not a number from 1")
+            })?;
+            (Some(parse_kind(k, "--submit-on-gpu")?), n)
+        }
+    };
+    let stop_after = args
+        .stop_after
+        .as_deref()
+        .map(|k| parse_kind(k, "--stop-after"))
+        .transpose()?;
+    for (flag, k) in [("--submit-on-gpu", late), ("--stop-after", stop_after)] {
+        if let Some(k) = k {
+            if !mix.iter().any(|(m, n)| *m == k && *n > 0) {
+                bail!("{flag} {}: the mix has no job of that kind", k.name());
+            }
+        }
+    }
+    if let Some(k) = late {
+        if mix
+            .iter()
+            .take_while(|(m, _)| *m != k)
+            .all(|(_, n)| *n == 0)
+        {
+            bail!(
+                "--submit-on-gpu {}: no job comes before it in the mix to reach the GPU",
+                k.name()
+            );
+        }
+    }
     let dir = w.filecoin.params.apply();
     let prover = FilecoinProver::new(ProverConfig {
         parameter_dir: dir,
@@ -304,44 +358,97 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
             pending.push((*kind, p));
         }
     }
+    let recorder = engine.recorder().clone();
     let start = Instant::now();
-    let mut waiters = Vec::new();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let mut jobs = Vec::new();
+    let mut held_back = false;
     for (kind, prepared) in pending {
+        if Some(kind) == late && !held_back {
+            held_back = true;
+            // The queue is full and the GPU busy from the first GPU_START on.
+            let started = || {
+                recorder
+                    .events()
+                    .iter()
+                    .filter(|e| e.event == cuzk_timeline::EventKind::GpuStart)
+                    .count()
+            };
+            // (Or once no earlier job is left to get there.)
+            while started() < gpu_starts && engine.open_jobs() > 0 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            println!(
+                "{} jobs submitted {:.2} s into the run, at GPU_START number {gpu_starts}",
+                kind.name(),
+                start.elapsed().as_secs_f64()
+            );
+        }
         let s = &sources[&kind];
         let submitted = Instant::now();
-        let waiter: Box<dyn FnOnce() -> Result<()> + Send> = match prepared {
+        let (id, waiter): (u64, Box<dyn FnOnce() -> Result<()> + Send>) = match prepared {
             Some(p) => {
                 let job = p.submit(&engine, s.priority);
-                Box::new(move || job.wait().map(|_| ()).map_err(Into::into))
+                (
+                    job.id(),
+                    Box::new(move || job.wait().map(|_| ()).map_err(Into::into)),
+                )
             }
             None => {
                 let r = s.request.clone().context("no request")?;
                 let job = kinds::submit(&prover, &engine, r, s.priority)?;
-                Box::new(move || job.wait().map(|_| ()).map_err(Into::into))
+                (
+                    job.id(),
+                    Box::new(move || job.wait().map(|_| ()).map_err(Into::into)),
+                )
             }
         };
-        waiters.push(std::thread::spawn(move || {
+        jobs.push((id, kind));
+        let tx = done_tx.clone();
+        std::thread::spawn(move || {
             let r = waiter();
-            let done = Instant::now();
-            // As each finishes (a run cut short still shows the jobs that landed).
-            println!(
-                "{} job done {:.2} s after its submission{}",
-                kind.name(),
-                (done - submitted).as_secs_f64(),
-                if r.is_ok() { "" } else { " (FAILED)" }
-            );
-            (kind, submitted, done, r)
-        }));
+            let _ = tx.send((id, kind, submitted, Instant::now(), r));
+        });
     }
+    drop(done_tx);
     let mut lat: std::collections::BTreeMap<Kind, Vec<Duration>> = Default::default();
-    for h in waiters {
-        let (kind, submitted, done, r) = h
-            .join()
-            .map_err(|_| anyhow::anyhow!("a waiting thread panicked"))?;
-        r.with_context(|| format!("a {} job of the mix failed", kind.name()))?;
-        lat.entry(kind).or_default().push(done - submitted);
+    let mut cancelled: std::collections::BTreeMap<Kind, usize> = Default::default();
+    let mut open: std::collections::HashMap<u64, Kind> = jobs.iter().copied().collect();
+    let mut stopping = false;
+    for (id, kind, submitted, done, r) in done_rx {
+        open.remove(&id);
+        // As each finishes (a run cut short still shows the jobs that landed).
+        let status = match &r {
+            Ok(()) => "",
+            Err(_) if stopping => " (cancelled: --stop-after)",
+            Err(_) => " (FAILED)",
+        };
+        println!(
+            "{} job {id} done {:.2} s after its submission{status}",
+            kind.name(),
+            (done - submitted).as_secs_f64(),
+        );
+        match r {
+            Ok(()) => lat.entry(kind).or_default().push(done - submitted),
+            Err(_) if stopping => *cancelled.entry(kind).or_default() += 1,
+            Err(e) => return Err(e.context(format!("a {} job of the mix failed", kind.name()))),
+        }
+        if let Some(k) = stop_after {
+            if !stopping && !open.values().any(|&o| o == k) {
+                stopping = true;
+                println!(
+                    "every {} job returned: cancelling the {} others",
+                    k.name(),
+                    open.len()
+                );
+                for &other in open.keys() {
+                    engine.cancel(other);
+                }
+            }
+        }
     }
     let wall = start.elapsed();
+    let reserve_at_end = engine.budget().reserve();
     drop(engine);
 
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -362,10 +469,24 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
             .join(" ")
     );
     println!(
+        "mix critical reserve: {} ({:.2} GiB held back at the end), {} critical synthesis slot(s)",
+        match cfg.engine.critical_reserve {
+            None => "learned".to_string(),
+            Some(0) => "off".to_string(),
+            Some(b) => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
+        },
+        reserve_at_end as f64 / (1u64 << 30) as f64,
+        cfg.engine.critical_synth_slots
+    );
+    println!(
         "{:>8} {:>5} {:>10} {:>10} {:>10}  (submission to verified proof)",
         "kind", "jobs", "min s", "mean s", "max s"
     );
     let mut rows = Vec::new();
+    for (kind, n) in &cancelled {
+        println!("{:>8} {n:>5} cancelled (--stop-after)", kind.name());
+        rows.push(serde_json::json!({ "kind": kind.name(), "cancelled": n }));
+    }
     for (kind, v) in &lat {
         let secs: Vec<f64> = v.iter().map(Duration::as_secs_f64).collect();
         let min = secs.iter().copied().fold(f64::INFINITY, f64::min);
@@ -391,6 +512,12 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
     ));
     let manifest = serde_json::json!({
         "mix": args.mix, "timing_only": w.timing_only, "c1": w.c1,
+        "submit_on_gpu": args.submit_on_gpu, "stop_after": args.stop_after,
+        "engine": {
+            "critical_reserve": cfg.engine.critical_reserve,
+            "critical_synth_slots": cfg.engine.critical_synth_slots,
+            "critical_reserve_at_end": reserve_at_end,
+        },
         "inputs": { "snap": args.snap_input, "window": args.window_input, "winning": args.winning_input },
         "config": &cfg.config, "wall_s": wall.as_secs_f64(), "load_average": load.trim(),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),

@@ -45,6 +45,14 @@ pub struct RunArgs {
     /// Memory budget in GiB for all partitions in flight (default: RAM less a margin).
     #[arg(long)]
     pub memory_budget_gib: Option<f64>,
+    /// GiB of the memory budget held back for critical-priority work such as a
+    /// WinningPoSt (0: none; default: learned from the critical jobs seen).
+    #[arg(long)]
+    pub critical_reserve_gib: Option<f64>,
+    /// Synthesis slots only critical-priority partitions may use, beyond
+    /// --synth-jobs (0: none; default 1).
+    #[arg(long)]
+    pub critical_synth_slots: Option<usize>,
     /// Do not verify proofs before returning them (for benchmarks).
     #[arg(long)]
     pub no_verify: bool,
@@ -91,6 +99,8 @@ impl RunArgs {
         e.gpu_workers_per_device = self.gpu_workers.or(e.gpu_workers_per_device);
         e.gpu_threads = self.gpu_threads.or(e.gpu_threads);
         e.memory_budget_gib = self.memory_budget_gib.or(e.memory_budget_gib);
+        e.critical_reserve_gib = self.critical_reserve_gib.or(e.critical_reserve_gib);
+        e.critical_synth_slots = self.critical_synth_slots.or(e.critical_synth_slots);
         if self.no_verify {
             e.verify = Some(false);
         }
@@ -136,6 +146,8 @@ mod tests {
             dealloc: Some("bounded".into()),
             gpu_lock: Some("split".into()),
             gpu_threads: Some(3),
+            critical_reserve_gib: Some(0.25),
+            critical_synth_slots: Some(0),
             no_verify: true,
             ..RunArgs::default()
         }
@@ -151,6 +163,10 @@ mod tests {
         assert_eq!(cfg.engine.gpu_threads, 3);
         assert_eq!(cfg.engine.synth_jobs, Some(2), "the file's value stays");
         assert!(!cfg.engine.verify);
+        assert_eq!(cfg.engine.critical_reserve, Some(1 << 28));
+        assert_eq!(cfg.engine.critical_synth_slots, 0);
+        // Recorded in the manifest with the rest of cuzk.toml.
+        assert_eq!(cfg.config.engine.critical_reserve_gib, Some(0.25));
     }
 
     #[test]

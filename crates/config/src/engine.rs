@@ -41,6 +41,17 @@ pub struct EngineSection {
     /// B in G2 on the backend (unset: where a device backend offers it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_g2_on_backend: Option<bool>,
+    /// GiB of the memory budget held back for critical-priority work (a
+    /// WinningPoSt): other partitions are admitted against the budget less this,
+    /// critical ones against the whole budget. 0: none. Unset: learned, the largest
+    /// critical job (a partition and its parameters) seen so far, shrunk where it
+    /// would keep another job from fitting. Must be below the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critical_reserve_gib: Option<f64>,
+    /// Synthesis slots only critical-priority partitions may use, beyond
+    /// `synth_jobs` (0: none; unset: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critical_synth_slots: Option<usize>,
 }
 
 impl EngineSection {
@@ -54,13 +65,20 @@ impl EngineSection {
                 .gpu_workers_per_device
                 .unwrap_or(d.gpu_workers_per_device),
             gpu_threads: self.gpu_threads.unwrap_or(d.gpu_threads),
-            memory_budget: self
-                .memory_budget_gib
-                .map(|g| (g * (1u64 << 30) as f64) as u64)
-                .or(d.memory_budget),
+            memory_budget: self.memory_budget_gib.map(gib_to_bytes).or(d.memory_budget),
             verify: self.verify.unwrap_or(d.verify),
             check_witness: self.check_witness.unwrap_or(d.check_witness),
             b_g2_on_backend: self.b_g2_on_backend.or(d.b_g2_on_backend),
+            critical_reserve: self
+                .critical_reserve_gib
+                .map(gib_to_bytes)
+                .or(d.critical_reserve),
+            critical_synth_slots: self.critical_synth_slots.unwrap_or(d.critical_synth_slots),
         }
     }
+}
+
+/// GiB (a fraction allowed) to bytes; a negative or NaN value is 0.
+fn gib_to_bytes(gib: f64) -> u64 {
+    (gib * (1u64 << 30) as f64) as u64
 }

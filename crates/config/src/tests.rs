@@ -73,7 +73,7 @@ fn engine_knobs_reach_the_pipeline_config() {
     let c = Config::from_toml(
         "[engine]\nsynth_jobs = 3\nsynth_threads = 4\ngpu_workers_per_device = 1\n\
          gpu_threads = 5\nmemory_budget_gib = 1.5\nverify = false\ncheck_witness = true\n\
-         b_g2_on_backend = false\n",
+         b_g2_on_backend = false\ncritical_reserve_gib = 0.5\ncritical_synth_slots = 2\n",
         "t",
     )
     .unwrap();
@@ -85,6 +85,8 @@ fn engine_knobs_reach_the_pipeline_config() {
     assert_eq!(p.memory_budget, Some(3 << 29));
     assert!(!p.verify && p.check_witness);
     assert_eq!(p.b_g2_on_backend, Some(false));
+    assert_eq!(p.critical_reserve, Some(1 << 29));
+    assert_eq!(p.critical_synth_slots, 2);
     // Left out: the defaults.
     let d = Config::from_toml("", "empty").unwrap();
     assert_eq!(d, Config::default());
@@ -94,13 +96,17 @@ fn engine_knobs_reach_the_pipeline_config() {
             p.synth_jobs,
             p.gpu_workers_per_device,
             p.verify,
-            p.b_g2_on_backend
+            p.b_g2_on_backend,
+            p.critical_reserve,
+            p.critical_synth_slots
         ),
         (
             dp.synth_jobs,
             dp.gpu_workers_per_device,
             dp.verify,
-            dp.b_g2_on_backend
+            dp.b_g2_on_backend,
+            dp.critical_reserve,
+            dp.critical_synth_slots
         )
     );
 }

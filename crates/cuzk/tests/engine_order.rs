@@ -330,3 +330,235 @@ fn parameters_that_do_not_fit_together_run_in_turn() {
     }
     assert_eq!(engine.budget().used(), 0, "everything went back");
 }
+
+/// A job whose one partition's synthesis waits for `go`.
+fn gated_job(seed: u64, go: Receiver<()>) -> JobSpec {
+    let f = fixture();
+    JobSpec {
+        r1cs: f.r1cs.clone(),
+        srs: f.srs.clone(),
+        partitions: vec![PartitionSpec {
+            circuit: Box::new(Gated {
+                circuit: MulChain::new(LOG, 2, Some(seed)).unwrap(),
+                go,
+            }),
+            r: Scalar::ONE,
+            s: Scalar::ONE,
+            public_inputs: Vec::new(),
+        }],
+        verifier: None,
+        priority: Priority::Normal,
+    }
+}
+
+fn first(rec: &Recorder, kind: EventKind, job: u64) -> usize {
+    rec.events()
+        .iter()
+        .position(|e| e.event == kind && e.job == job)
+        .unwrap_or_else(|| panic!("no {kind:?} for job {job}"))
+}
+
+/// Two Normal partitions hold both Normal synthesis slots and, with the parameters,
+/// all of the budget Normal work may use (their synthesis waits for a gate); three
+/// more Normal jobs queue behind them; then a Critical job arrives. With the reserve
+/// (`reserve`: a slot and one partition's bytes) it is admitted at once and proved
+/// while the gates are still shut; without it, it starts only once a gated
+/// partition has left synthesis. Either way it goes before the queued Normal jobs.
+/// Returns the recorder and the ids (gated, queued, critical).
+fn critical_behind_a_full_engine(reserve: bool) -> (Arc<Recorder>, Vec<u64>, Vec<u64>, u64) {
+    let f = fixture();
+    // The worst-case charge: no partition of the shape is prepared before the
+    // critical one is admitted, so every partition here is charged this.
+    let part = cuzk_scheduler::partition_bytes(&f.r1cs);
+    let normal_room = f.srs.host_bytes() + 2 * part + part / 2;
+    let mut cfg = config(2);
+    if reserve {
+        cfg.memory_budget = Some(normal_room + part);
+        cfg.critical_reserve = Some(part);
+        cfg.critical_synth_slots = 1;
+    } else {
+        cfg.memory_budget = Some(normal_room);
+        cfg.critical_reserve = Some(0);
+        cfg.critical_synth_slots = 0;
+    }
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(cfg, policies(), rec.clone()).unwrap();
+    let mut gates = Vec::new();
+    let mut gated = Vec::new();
+    for seed in [60, 61] {
+        let (go, gate) = channel();
+        gates.push(go);
+        gated.push(engine.submit(gated_job(seed, gate)));
+    }
+    let gated_ids: Vec<u64> = gated.iter().map(|h| h.id()).collect();
+    for &id in &gated_ids {
+        wait_for(&rec, EventKind::SynthStart, id);
+    }
+    // Full for Normal work: one more Normal partition would have to wait.
+    let used = engine.budget().used();
+    assert!(used + part > normal_room, "the budget is not full: {used}");
+    let queued: Vec<_> = (0..3)
+        .map(|j| engine.submit(make_job(62 + j, 1, Priority::Normal)))
+        .collect();
+    let queued_ids: Vec<u64> = queued.iter().map(|h| h.id()).collect();
+    let critical = engine.submit(make_job(70, 1, Priority::Critical));
+    let critical_id = critical.id();
+    let critical = if reserve {
+        // Proved while both gates are still shut: it needed no slot and no byte the
+        // Normal partitions hold.
+        match critical.wait_timeout(Duration::from_secs(600)) {
+            Ok(r) => assert!(r.unwrap().verified),
+            Err(_) => panic!("the critical job was not admitted past the full engine"),
+        }
+        None
+    } else {
+        Some(critical)
+    };
+    for go in gates {
+        go.send(()).unwrap();
+    }
+    for h in gated.into_iter().chain(queued).chain(critical) {
+        h.wait().unwrap();
+    }
+    drop(engine);
+    (rec, gated_ids, queued_ids, critical_id)
+}
+
+#[test]
+fn a_critical_job_uses_the_reserve_past_a_full_engine() {
+    let (rec, gated, queued, critical) = critical_behind_a_full_engine(true);
+    let done = first(&rec, EventKind::JobDone, critical);
+    for &g in &gated {
+        assert!(
+            done < first(&rec, EventKind::SynthEnd, g),
+            "the critical job finished while gated job {g} was still in synthesis"
+        );
+    }
+    // Admitted without waiting for memory, before any queued Normal job started.
+    assert!(!rec
+        .events()
+        .iter()
+        .any(|e| e.event == EventKind::BudgetWaitStart && e.job == critical));
+    for &q in &queued {
+        assert!(done < first(&rec, EventKind::SynthStart, q));
+    }
+}
+
+#[test]
+fn without_the_reserve_a_critical_job_waits_for_a_normal_slot() {
+    let (rec, gated, queued, critical) = critical_behind_a_full_engine(false);
+    let start = first(&rec, EventKind::SynthStart, critical);
+    let first_gated_end = gated
+        .iter()
+        .map(|&g| first(&rec, EventKind::SynthEnd, g))
+        .min()
+        .unwrap();
+    assert!(
+        start > first_gated_end,
+        "with no reserved slot, the critical job starts only when a gated one leaves"
+    );
+    // Still first among the waiting jobs.
+    for &q in &queued {
+        assert!(start < first(&rec, EventKind::SynthStart, q));
+    }
+}
+
+/// A reserve at or past the budget is a configuration error; with a fixed reserve a
+/// Normal job that only fits the whole budget is refused at submission, naming
+/// the reserve, while a Critical one of the same size is accepted.
+#[test]
+fn the_reserve_is_checked_at_start_and_at_submission() {
+    let f = fixture();
+    let part = cuzk_scheduler::partition_bytes(&f.r1cs);
+    let need = f.srs.host_bytes() + part;
+    let mut cfg = config(1);
+    cfg.memory_budget = Some(need);
+    cfg.critical_reserve = Some(need);
+    let e = PipelineEngine::start(
+        cfg.clone(),
+        policies(),
+        Arc::new(Recorder::new(Instant::now())),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("critical_reserve"), "{e}");
+    cfg.memory_budget = Some(need + part / 2);
+    cfg.critical_reserve = Some(part);
+    let engine =
+        PipelineEngine::start(cfg, policies(), Arc::new(Recorder::new(Instant::now()))).unwrap();
+    match engine.submit(make_job(80, 1, Priority::Normal)).wait() {
+        Err(JobError::Budget(e)) => {
+            assert!(e.to_string().contains("critical"), "{e}");
+            assert_eq!(e.reserved, part);
+        }
+        other => panic!("expected a budget error, got {other:?}"),
+    }
+    assert!(
+        engine
+            .submit(make_job(81, 1, Priority::Critical))
+            .wait()
+            .unwrap()
+            .verified
+    );
+}
+
+/// The CPU backend, whose first partition call waits for a gate (so it holds the
+/// device's lock).
+struct GatedBackend {
+    inner: CpuBackend,
+    gate: std::sync::Mutex<Option<Receiver<()>>>,
+}
+
+impl GpuBackend for GatedBackend {
+    fn capabilities(&self) -> cuzk_gpu_backend::Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn prove_partition(
+        &self,
+        job: cuzk_gpu_backend::PartitionJob<'_>,
+    ) -> Result<cuzk_gpu_backend::PartitionResult, cuzk_gpu_backend::BackendError> {
+        let gate = self.gate.lock().unwrap().take();
+        if let Some(gate) = gate {
+            let _ = gate.recv();
+        }
+        self.inner.prove_partition(job)
+    }
+}
+
+/// One Normal partition on the device (its call held by a gate), a second one
+/// ready and waiting for the device's lock on the other GPU worker, and a Critical
+/// partition queued for the GPU: when the device is free the critical one goes
+/// first, the ready Normal one giving way.
+#[test]
+fn a_critical_partition_goes_before_the_one_waiting_for_the_gpu_lock() {
+    let (go, gate) = channel();
+    let mut p = policies();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    p.backend = Arc::new(GatedBackend {
+        inner: CpuBackend::new(Arc::new(pool)),
+        gate: std::sync::Mutex::new(Some(gate)),
+    });
+    let mut cfg = config(2);
+    cfg.gpu_workers_per_device = 2;
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(cfg, p, rec.clone()).unwrap();
+    let on_gpu = engine.submit(make_job(90, 1, Priority::Normal));
+    wait_for(&rec, EventKind::GpuStart, on_gpu.id());
+    let ready = engine.submit(make_job(91, 1, Priority::Normal));
+    wait_for(&rec, EventKind::LockWaitStart, ready.id());
+    let critical = engine.submit(make_job(92, 1, Priority::Critical));
+    wait_for(&rec, EventKind::GpuQueue, critical.id());
+    let (ready_id, critical_id) = (ready.id(), critical.id());
+    go.send(()).unwrap();
+    for h in [on_gpu, ready, critical] {
+        assert!(h.wait().unwrap().verified);
+    }
+    assert!(
+        first(&rec, EventKind::GpuStart, critical_id) < first(&rec, EventKind::GpuStart, ready_id),
+        "the partition waiting for the lock went before the critical one"
+    );
+    drop(engine);
+}

@@ -41,6 +41,7 @@ mod kinds_inputs;
 mod kinds_shape_only;
 mod params;
 mod porep_circuit;
+mod porep_witness;
 mod post;
 mod prover;
 pub mod reference;

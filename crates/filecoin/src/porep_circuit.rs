@@ -1,16 +1,17 @@
-//! A PoRep partition's circuit, both ways filecoin-proofs lets us build it:
-//! its own `StackedCircuit` of all the partition's challenges (what bellperson
-//! proves, one core for ~40 s at 32 GiB), and the same partition as filecoin-proofs'
-//! one-challenge circuits, whose witnesses are computed in parallel
-//! ([`cuzk_synth::SplitCircuit`]).
+//! A PoRep partition's circuit, two ways: filecoin-proofs' own `StackedCircuit` of
+//! all the partition's challenges (what bellperson proves, one core for ~40 s at
+//! 32 GiB; the shape is compiled from it), and the same partition's witness as a
+//! prefix and one part per challenge, computed in parallel
+//! ([`cuzk_synth::SplitCircuit`]) with the labels' SHA-256 computed natively
+//! ([`crate::porep_witness`]).
 //!
 //! Why this is the same witness: `StackedCircuit::synthesize` allocates a prefix
 //! (replica id and its bits, comm_d, comm_r, comm_r_last, comm_c, and the hash that
 //! binds comm_r to the last two), then walks the challenges, each of which reads
-//! only the prefix's values. A one-challenge circuit built by
-//! `StackedCompound::circuit` from the same public inputs allocates the same prefix,
-//! then its challenge. cuzk-synth checks each part's prefix against the prefix,
-//! value for value, and the tests compare the split witness with the sequential one.
+//! only the prefix's values. Each part allocates the same prefix, then its
+//! challenge. cuzk-synth checks each part's prefix against filecoin-proofs' prefix,
+//! value for value, and the counts against the compiled shape; the tests compare the
+//! split witness with the sequential one.
 
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
@@ -18,6 +19,8 @@ use filecoin_hashers::Hasher;
 use filecoin_proofs::constants::DefaultPieceHasher;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked::StackedCircuit;
+
+use crate::porep_witness::ChallengeWitness;
 
 type Domain<H> = <H as Hasher>::Domain;
 
@@ -27,8 +30,8 @@ pub(crate) struct PorepCircuit<Tree: 'static + MerkleTreeTrait> {
     pub whole: StackedCircuit<Tree, DefaultPieceHasher>,
     /// The prefix every challenge's circuit begins with.
     pub prefix: Prefix<Tree>,
-    /// filecoin-proofs' circuit of each challenge alone, in the partition's order.
-    pub challenges: Vec<StackedCircuit<Tree, DefaultPieceHasher>>,
+    /// Each challenge alone, in the partition's order.
+    pub challenges: Vec<ChallengeWitness<Tree>>,
 }
 
 /// The values `StackedCircuit` allocates before its challenges; synthesized by
@@ -87,7 +90,7 @@ impl<Tree: 'static + MerkleTreeTrait> Circuit<Scalar> for PorepCircuit<Tree> {
 
 impl<Tree: 'static + MerkleTreeTrait> cuzk_synth::SplitCircuit for PorepCircuit<Tree> {
     type Prefix = Prefix<Tree>;
-    type Part = StackedCircuit<Tree, DefaultPieceHasher>;
+    type Part = ChallengeWitness<Tree>;
     fn split(self) -> Result<(Self::Prefix, Vec<Self::Part>), SynthesisError> {
         Ok((self.prefix, self.challenges))
     }

@@ -83,3 +83,92 @@ pub fn filecoin_proofs_c2(
             message: format!("{e:#}"),
         })
 }
+
+/// A PoRep partition's witness two ways, for benchmarks: filecoin-proofs' circuit
+/// through bellperson's gadgets on one thread (what every prover's synthesis runs), and
+/// cuzk's split witness with the labels' SHA-256 computed natively.
+pub struct WitnessPair {
+    /// The shape compiled from filecoin-proofs' circuit of the partition.
+    pub r1cs: std::sync::Arc<cuzk_synth::R1cs>,
+    gadget: Box<dyn Fn() -> WitnessResult>,
+    native: Box<dyn Fn(&rayon::ThreadPool) -> WitnessResult>,
+}
+
+type WitnessResult = Result<cuzk_synth::Witness, cuzk_synth::SynthError>;
+
+impl WitnessPair {
+    /// The first partition of `c1`, cut to its first `challenges` challenges (a
+    /// 32 GiB partition has 18; one or two keep a benchmark's samples short).
+    pub fn first_partition(
+        mut c1: crate::SealCommitPhase1Output,
+        challenges: usize,
+    ) -> Result<Self, FilecoinError> {
+        let kind = PorepKind::new(c1.registered_proof)?;
+        // Cut through the C1's own serde form, so the circuits are built as for a
+        // real C1.
+        let bad = |message: String| FilecoinError::Circuit {
+            proof: kind.name.clone(),
+            message,
+        };
+        let mut json = serde_json::to_value(&c1).map_err(|e| bad(e.to_string()))?;
+        if let Some(per_shape) = json["vanilla_proofs"]
+            .as_object_mut()
+            .and_then(|o| o.values_mut().next())
+            .and_then(|v| v.as_array_mut())
+        {
+            for partition in per_shape.iter_mut().filter_map(|p| p.as_array_mut()) {
+                partition.truncate(challenges.max(1));
+            }
+        }
+        c1 = serde_json::from_value(json).map_err(|e| bad(e.to_string()))?;
+        struct First;
+        impl PartitionsUser for First {
+            type Out = Result<WitnessPair, cuzk_synth::SynthError>;
+            fn with<
+                C: bellpepper_core::Circuit<Scalar>
+                    + cuzk_synth::SplitCircuit
+                    + Clone
+                    + Send
+                    + 'static,
+            >(
+                self,
+                partitions: Vec<Partition<C>>,
+            ) -> Self::Out {
+                let Some(p) = partitions.into_iter().next() else {
+                    return Err(cuzk_synth::SynthError::Circuit(
+                        bellpepper_core::SynthesisError::AssignmentMissing,
+                    ));
+                };
+                let r1cs = std::sync::Arc::new(cuzk_synth::compile_shape(p.circuit.clone())?);
+                let (g, n) = (p.circuit.clone(), p.circuit);
+                let (shape, shape2) = (r1cs.clone(), r1cs.clone());
+                Ok(WitnessPair {
+                    r1cs,
+                    gadget: Box::new(move || cuzk_synth::synthesize_witness_for(&shape, g.clone())),
+                    native: Box::new(move |pool| {
+                        cuzk_synth::synthesize_witness_split(&shape2, n.clone(), pool)
+                    }),
+                })
+            }
+        }
+        shape::with_partitions(&kind.config, c1, kind.name.clone(), First)?.map_err(|e| {
+            FilecoinError::Circuit {
+                proof: kind.name,
+                message: e.to_string(),
+            }
+        })
+    }
+
+    /// filecoin-proofs' circuit through bellperson's gadgets, on this thread.
+    pub fn gadget(&self) -> Result<cuzk_synth::Witness, cuzk_synth::SynthError> {
+        (self.gadget)()
+    }
+
+    /// cuzk's witness: the challenges in parallel on `pool`, labels natively.
+    pub fn native(
+        &self,
+        pool: &rayon::ThreadPool,
+    ) -> Result<cuzk_synth::Witness, cuzk_synth::SynthError> {
+        (self.native)(pool)
+    }
+}

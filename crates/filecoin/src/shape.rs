@@ -21,6 +21,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg, Tau};
 
 use crate::porep_circuit::{PorepCircuit, Prefix};
+use crate::porep_witness::ChallengeWitness;
 
 /// Calls `$f::<Tree>(args…)` for the tree type of a sector size, or returns
 /// [`crate::FilecoinError::Unsupported`]. The sizes are those of the registered PoRep
@@ -244,14 +245,10 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
             )
             .map_err(|e| fail(text(e)))
         };
-        // The whole partition, and each challenge alone for the parallel witness
-        // (`porep_circuit`): all three built by filecoin-proofs' `circuit`, which
-        // also checks that every challenge has the same comm_r_last and comm_c.
+        // The whole partition, built by filecoin-proofs' `circuit` (which also checks
+        // that every challenge has the same comm_r_last and comm_c), and each
+        // challenge alone for the parallel witness (`porep_witness`).
         let whole = circuit(vanilla)?;
-        let challenges = vanilla
-            .chunks(1)
-            .map(circuit)
-            .collect::<Result<Vec<_>, _>>()?;
         let prefix = Prefix {
             replica_id: public_inputs.replica_id,
             comm_d: comm_d_safe,
@@ -259,6 +256,13 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: PartitionsUser>(
             comm_r_last: vanilla[0].comm_r_last(),
             comm_c: vanilla[0].comm_c(),
         };
+        let challenges = vanilla
+            .iter()
+            .map(|proof| ChallengeWitness {
+                prefix: prefix.clone(),
+                proof: proof.clone(),
+            })
+            .collect();
         let inputs = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
             StackedDrg<'_, Tree, DefaultPieceHasher>,
             StackedCircuit<Tree, DefaultPieceHasher>,

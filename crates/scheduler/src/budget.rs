@@ -4,22 +4,61 @@
 //! (≈ 20 GiB for a 32 GiB-sector partition). The budget is one counter of bytes
 //! held, a permit per partition from before synthesis until its buffers are handed to
 //! deallocation, so a run slows down instead of being killed by the OOM killer.
+//!
+//! Part of the budget can be held back for critical work (a WinningPoSt, due within
+//! an epoch): other partitions are admitted against the total less the reserve,
+//! critical ones against the whole total, and while a critical partition waits no
+//! other one is admitted, so the bytes freed go to it first. The reserve is either
+//! fixed or learned ([`CriticalReserve`]).
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 /// A run cannot fit even one partition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("one partition (with the parameters it is proved with) needs about {need} bytes but the memory budget is {budget} bytes: raise the budget or use a machine with more memory")]
+#[error("one partition (with the parameters it is proved with) needs about {need} bytes but the memory budget is {budget} bytes{}: raise the budget or use a machine with more memory", reserve_note(*reserved))]
 pub struct BudgetError {
     pub need: u64,
+    /// What this partition may use: the total, or for a non-critical partition the
+    /// total less `reserved`.
     pub budget: u64,
+    /// Bytes held back for critical work that this partition may not use (0 for a
+    /// critical partition or with no reserve).
+    pub reserved: u64,
+}
+
+fn reserve_note(reserved: u64) -> String {
+    if reserved == 0 {
+        String::new()
+    } else {
+        format!(" once the {reserved} bytes held back for critical work (critical_reserve) are set aside")
+    }
+}
+
+/// How much of the budget is held back for critical-priority partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CriticalReserve {
+    /// Exactly these bytes (0: none). Other partitions that need more than the
+    /// total less this are refused.
+    Bytes(u64),
+    /// Learned: the largest need (a partition and its parameters) of a critical job
+    /// seen so far, but never so much that the largest other need seen stops
+    /// fitting (the reserve shrinks instead). Nothing is held back until a critical
+    /// job has been seen.
+    Learned,
 }
 
 #[derive(Debug)]
 struct State {
     used: u64,
     closed: bool,
+    /// Critical partitions waiting in [`MemoryBudget::acquire_for`]: while any
+    /// waits, no other partition is admitted.
+    critical_waiting: usize,
+    /// The largest need of a critical job and of any other job seen so far (for
+    /// [`CriticalReserve::Learned`]).
+    largest_critical: u64,
+    largest_other: u64,
 }
 
 /// Bytes held outside the budget's permits that it must leave room for (the
@@ -30,6 +69,7 @@ type External = Box<dyn Fn() -> u64 + Send + Sync>;
 /// the backend's pinned host memory.
 pub struct MemoryBudget {
     total: u64,
+    reserve: CriticalReserve,
     state: Mutex<State>,
     freed: Condvar,
     external: OnceLock<External>,
@@ -39,6 +79,7 @@ impl std::fmt::Debug for MemoryBudget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryBudget")
             .field("total", &self.total)
+            .field("reserve", &self.reserve)
             .field("used", &self.used())
             .field("external", &self.external())
             .finish()
@@ -88,12 +129,23 @@ impl Drop for Permit {
 }
 
 impl MemoryBudget {
+    /// A budget of `total` bytes with nothing held back for critical work.
     pub fn new(total: u64) -> Arc<Self> {
+        Self::with_reserve(total, CriticalReserve::Bytes(0))
+    }
+
+    /// A budget of `total` bytes, `reserve` of them held back for critical work
+    /// (the caller checks that a fixed reserve is below the total).
+    pub fn with_reserve(total: u64, reserve: CriticalReserve) -> Arc<Self> {
         Arc::new(Self {
             total,
+            reserve,
             state: Mutex::new(State {
                 used: 0,
                 closed: false,
+                critical_waiting: 0,
+                largest_critical: 0,
+                largest_other: 0,
             }),
             freed: Condvar::new(),
             external: OnceLock::new(),
@@ -140,30 +192,106 @@ impl MemoryBudget {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).used
     }
 
-    /// Fails at once if `bytes` can never fit.
+    /// The bytes held back for critical work now.
+    pub fn reserve(&self) -> u64 {
+        self.reserve_in(&self.state.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn reserve_in(&self, st: &State) -> u64 {
+        match self.reserve {
+            CriticalReserve::Bytes(b) => b,
+            CriticalReserve::Learned => st
+                .largest_critical
+                .min(self.total.saturating_sub(st.largest_other)),
+        }
+    }
+
+    /// What a partition of this class may hold with the others: the total for a
+    /// critical one, else the total less the reserve.
+    fn limit_in(&self, st: &State, critical: bool) -> u64 {
+        if critical {
+            self.total
+        } else {
+            self.total.saturating_sub(self.reserve_in(st))
+        }
+    }
+
+    /// Fails at once if `bytes` can never fit a non-critical partition.
     pub fn check(&self, bytes: u64) -> Result<(), BudgetError> {
+        self.check_for(bytes, false)
+    }
+
+    /// Fails at once if `bytes` (a partition and its parameters) can never fit a
+    /// partition of this class; else notes them, so that a learned reserve covers
+    /// the largest critical need and leaves room for the largest other one.
+    pub fn check_for(&self, bytes: u64, critical: bool) -> Result<(), BudgetError> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.note(&mut st, bytes, critical);
+        let limit = self.limit_in(&st, critical);
         if bytes > self.total {
+            // Not the reserve's doing: it would not fit the whole budget either.
             Err(BudgetError {
                 need: bytes,
                 budget: self.total,
+                reserved: 0,
+            })
+        } else if bytes > limit {
+            Err(BudgetError {
+                need: bytes,
+                budget: limit,
+                reserved: self.total - limit,
             })
         } else {
             Ok(())
         }
     }
 
-    /// Waits until `bytes` fit, then holds them. `None` once the budget is closed
-    /// (the engine is shutting down).
+    fn note(&self, st: &mut State, bytes: u64, critical: bool) {
+        // Only what can fit at all is learned: a need past the total is refused
+        // and must not shrink the reserve for everyone else.
+        if bytes > self.total {
+            return;
+        }
+        let largest = if critical {
+            &mut st.largest_critical
+        } else {
+            &mut st.largest_other
+        };
+        *largest = (*largest).max(bytes);
+    }
+
+    /// Waits until `bytes` fit a non-critical partition, then holds them.
     pub fn acquire(self: &Arc<Self>, bytes: u64) -> Result<Option<Permit>, BudgetError> {
-        self.check(bytes)?;
+        self.acquire_for(bytes, false)
+    }
+
+    /// Waits until `bytes` fit, then holds them. `None` once the budget is closed
+    /// (the engine is shutting down). A critical partition may use the whole
+    /// total and, while it waits, is served before any other; any other partition
+    /// is admitted only within the total less the reserve and while no critical
+    /// one waits.
+    pub fn acquire_for(
+        self: &Arc<Self>,
+        bytes: u64,
+        critical: bool,
+    ) -> Result<Option<Permit>, BudgetError> {
+        self.check_for(bytes, critical)?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if critical {
+            st.critical_waiting += 1;
+        }
         // External bytes change without a notification: look again now and then.
-        while !st.closed && st.used + self.external() + bytes > self.total {
+        while !st.closed && self.blocked(&st, bytes, critical) {
             st = self
                 .freed
                 .wait_timeout(st, Duration::from_millis(200))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+        if critical {
+            st.critical_waiting -= 1;
+            // Others waited while this one did.
+            self.freed.notify_all();
         }
         if st.closed {
             return Ok(None);
@@ -175,10 +303,20 @@ impl MemoryBudget {
         }))
     }
 
-    /// Whether `bytes` would have to wait now.
+    fn blocked(&self, st: &State, bytes: u64, critical: bool) -> bool {
+        (!critical && st.critical_waiting > 0)
+            || st.used + self.external() + bytes > self.limit_in(st, critical)
+    }
+
+    /// Whether `bytes` would have to wait now for a non-critical partition.
     pub fn would_wait(&self, bytes: u64) -> bool {
+        self.would_wait_for(bytes, false)
+    }
+
+    /// Whether `bytes` would have to wait now for a partition of this class.
+    pub fn would_wait_for(&self, bytes: u64, critical: bool) -> bool {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.used + self.external() + bytes > self.total
+        self.blocked(&st, bytes, critical)
     }
 
     /// Wakes every waiter with `None`.
@@ -341,7 +479,8 @@ mod tests {
             b.acquire(11).unwrap_err(),
             BudgetError {
                 need: 11,
-                budget: 10
+                budget: 10,
+                reserved: 0
             }
         );
         let _p = b.acquire(10).unwrap().unwrap();
@@ -350,5 +489,67 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         b.close();
         assert!(t.join().unwrap());
+    }
+
+    #[test]
+    fn a_fixed_reserve_is_left_to_critical_partitions() {
+        let b = MemoryBudget::with_reserve(100, CriticalReserve::Bytes(30));
+        assert_eq!(b.reserve(), 30);
+        // Others fit in 70, critical ones in 100; what never fits is refused at once.
+        let e = b.check_for(71, false).unwrap_err();
+        assert_eq!(
+            e,
+            BudgetError {
+                need: 71,
+                budget: 70,
+                reserved: 30
+            }
+        );
+        assert!(e.to_string().contains("critical_reserve"), "{e}");
+        assert!(b.check_for(100, true).is_ok());
+        assert!(b.check_for(101, true).is_err());
+        let normal = b.acquire_for(70, false).unwrap().unwrap();
+        assert!(b.would_wait_for(1, false), "the reserve is not for others");
+        assert!(!b.would_wait_for(30, true) && b.would_wait_for(31, true));
+        let critical = b.acquire_for(30, true).unwrap().unwrap();
+        assert_eq!(b.used(), 100);
+        drop((normal, critical));
+        assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn a_learned_reserve_covers_critical_needs_and_leaves_room_for_others() {
+        let b = MemoryBudget::with_reserve(100, CriticalReserve::Learned);
+        assert_eq!(b.reserve(), 0, "nothing held back before a critical job");
+        b.check_for(20, true).unwrap();
+        assert_eq!(b.reserve(), 20);
+        b.check_for(60, false).unwrap();
+        assert_eq!(b.reserve(), 20);
+        // A larger other need shrinks the reserve rather than being refused.
+        b.check_for(90, false).unwrap();
+        assert_eq!(b.reserve(), 10);
+        // A need past the total is refused, the reserve not blamed, and learns
+        // nothing.
+        assert_eq!(b.check_for(101, false).unwrap_err().reserved, 0);
+        assert_eq!(b.reserve(), 10);
+    }
+
+    #[test]
+    fn a_waiting_critical_partition_is_served_before_others() {
+        let b = MemoryBudget::with_reserve(100, CriticalReserve::Bytes(0));
+        let held = b.acquire_for(90, false).unwrap().unwrap();
+        let b2 = b.clone();
+        let critical = std::thread::spawn(move || b2.acquire_for(50, true).unwrap());
+        // Wait (without a timing assertion) until the critical one is waiting.
+        while b.state.lock().unwrap().critical_waiting == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // 10 bytes are free, but a critical partition waits: others wait too.
+        assert!(b.would_wait_for(10, false));
+        assert!(!b.would_wait_for(10, true));
+        drop(held);
+        let permit = critical.join().unwrap().unwrap();
+        assert_eq!(permit.bytes(), 50);
+        assert!(!b.would_wait_for(50, false));
     }
 }

@@ -11,6 +11,9 @@
 //! Every queue (synthesis, GPU, `b_g2_msm`) is ordered by (priority, job sequence,
 //! partition): a more urgent job goes first, and among equals the oldest job's
 //! lowest partition, so a job finishes before later ones crowd it out.
+//! Critical jobs (a WinningPoSt) also have memory and synthesis slots held back
+//! for them (`critical_reserve`, `critical_synth_slots`), so a queue of other
+//! partitions holding the whole budget and every slot does not make them wait.
 //! `b_g2_msm` runs on its own pool while the GPU worker is already on the next
 //! partition, one MSM at a time in queue order (each one uses the whole pool), so
 //! an earlier job's MSMs finish before a later job's; the throttle is raised while
@@ -48,7 +51,7 @@ use cuzk_timeline::{EventKind as Ev, Recorder};
 use rayon::ThreadPool;
 
 use crate::{
-    budget::{BudgetError, MemoryBudget, Permit},
+    budget::{BudgetError, CriticalReserve, MemoryBudget, Permit},
     srs::{Srs, SrsError},
     stages::{
         assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, panic_message, prep_stage, query_bases,
@@ -97,6 +100,16 @@ pub struct PipelineConfig {
     /// backend offers it, `Some(false)` never, `None` by the backend's capabilities
     /// ([`b_g2_on_backend`](crate::b_g2_on_backend)).
     pub b_g2_on_backend: Option<bool>,
+    /// Bytes of the memory budget held back for [`Priority::Critical`] partitions
+    /// (a WinningPoSt, due within an epoch): others are admitted against the budget
+    /// less this, critical ones against the whole budget. `None`: learned, the
+    /// largest critical job's partition and parameters seen so far
+    /// ([`CriticalReserve::Learned`]); `Some(0)`: none. Must be below the budget.
+    pub critical_reserve: Option<u64>,
+    /// Synthesis slots only critical partitions may use, beyond the `synth_jobs`
+    /// the others share (0: none), so a critical partition starts synthesis at once
+    /// even while every other slot is busy.
+    pub critical_synth_slots: usize,
 }
 
 impl Default for PipelineConfig {
@@ -110,6 +123,8 @@ impl Default for PipelineConfig {
             verify: true,
             check_witness: false,
             b_g2_on_backend: None,
+            critical_reserve: None,
+            critical_synth_slots: 1,
         }
     }
 }
@@ -393,6 +408,16 @@ impl<T> WorkQueue<T> {
         self.ready.notify_all();
     }
 
+    /// Whether the smallest item is one `pred` accepts.
+    fn head_is(&self, pred: impl Fn(&Key, &T) -> bool) -> bool {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.0.peek().is_some_and(|r| pred(&r.0.key, &r.0.item))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).1
+    }
+
     fn drain(&self) -> Vec<T> {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         std::mem::take(&mut st.0)
@@ -464,39 +489,52 @@ struct BG2Task {
     done: Sender<(BG2Result, Duration)>,
 }
 
-/// How many synthesis workers may hold a partition at once: `synth_jobs` when set,
-/// else chosen from the cores and the work (see [`SynthSlots::auto_limit`]).
-struct SynthSlots {
-    state: Mutex<SlotState>,
-    freed: Condvar,
+/// The synthesis queue and its slots under one lock: a worker takes the queue's
+/// head only when a slot is free for it, so the queue's order is the order
+/// synthesis starts in and a worker never holds an item it may not start. The
+/// others share `synth_jobs` slots (else chosen from the cores and the work: see
+/// [`SynthQueue::auto_limit`]); critical partitions may also use the
+/// `critical_synth_slots` beyond them.
+struct SynthQueue {
+    state: Mutex<SynthState>,
+    changed: Condvar,
     cores: usize,
     fixed: Option<usize>,
+    critical_slots: usize,
 }
 
-struct SlotState {
+struct SynthState {
+    queue: BinaryHeap<Reverse<Prioritised<SynthItem>>>,
+    /// Partitions in synthesis, critical ones included.
     active: usize,
     /// The most partitions of any job submitted so far.
     largest_job: usize,
     closed: bool,
 }
 
-impl SynthSlots {
-    fn new(cores: usize, fixed: Option<usize>) -> Self {
+impl SynthQueue {
+    fn new(cores: usize, fixed: Option<usize>, critical_slots: usize) -> Self {
         Self {
-            state: Mutex::new(SlotState {
+            state: Mutex::new(SynthState {
+                queue: BinaryHeap::new(),
                 active: 0,
                 largest_job: 0,
                 closed: false,
             }),
-            freed: Condvar::new(),
+            changed: Condvar::new(),
             cores,
             fixed,
+            critical_slots,
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SynthState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The workers to start: every one that may ever hold a slot.
     fn workers(&self) -> usize {
-        self.fixed.unwrap_or(self.cores).max(1)
+        self.fixed.unwrap_or(self.cores).max(1) + self.critical_slots
     }
 
     /// Unset `synth_jobs`: a whole job's partitions in one wave where the cores
@@ -508,46 +546,119 @@ impl SynthSlots {
         largest_job.max(cores.div_ceil(2)).min(cores).max(1)
     }
 
-    fn limit(&self, st: &SlotState) -> usize {
-        self.fixed
-            .unwrap_or_else(|| Self::auto_limit(self.cores, st.largest_job))
+    /// The slots a partition of `priority` may take from.
+    fn limit(&self, st: &SynthState, priority: Priority) -> usize {
+        let shared = self
+            .fixed
+            .unwrap_or_else(|| Self::auto_limit(self.cores, st.largest_job));
+        if priority == Priority::Critical {
+            shared + self.critical_slots
+        } else {
+            shared
+        }
     }
 
-    /// Waits for a free slot; `false` once closed.
-    fn acquire(&self) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        while !st.closed && st.active >= self.limit(&st) {
-            st = self.freed.wait(st).unwrap_or_else(PoisonError::into_inner);
-        }
-        if st.closed {
-            return false;
-        }
-        st.active += 1;
-        true
+    fn push(&self, key: Key, item: SynthItem) {
+        self.lock().queue.push(Reverse(Prioritised { key, item }));
+        self.changed.notify_all();
     }
 
+    /// Waits until the queue's head has a free slot, then takes both; `None` once
+    /// closed.
+    fn pop(&self) -> Option<SynthItem> {
+        let mut st = self.lock();
+        loop {
+            if st.closed {
+                return None;
+            }
+            let head = st.queue.peek().map(|r| r.0.key.0 .0);
+            if let Some(priority) = head {
+                if st.active < self.limit(&st, priority) {
+                    st.active += 1;
+                    return st.queue.pop().map(|r| r.0.item);
+                }
+            }
+            st = self
+                .changed
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// A partition left synthesis: its slot is free.
     fn release(&self) {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = self.lock();
         st.active = st.active.saturating_sub(1);
         drop(st);
-        self.freed.notify_one();
+        // Every waiter: the head may be one only some slots admit.
+        self.changed.notify_all();
     }
 
     fn job_submitted(&self, partitions: usize) {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = self.lock();
         if partitions > st.largest_job {
             st.largest_job = partitions;
             drop(st);
-            self.freed.notify_all();
+            self.changed.notify_all();
         }
     }
 
     fn close(&self) {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .closed = true;
-        self.freed.notify_all();
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+
+    fn drain(&self) -> Vec<SynthItem> {
+        std::mem::take(&mut self.lock().queue)
+            .into_iter()
+            .map(|r| r.0.item)
+            .collect()
+    }
+}
+
+/// Critical partitions on their way to a GPU: from their push on the GPU queue
+/// until their worker holds a device's lock. While there is one, a non-critical
+/// partition that gets a lock gives it up again (see `gpu_worker`), so a
+/// WinningPoSt waits for at most the one partition already on the device, not
+/// also for the one the second GPU worker of the device had ready.
+struct CriticalGpu {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl CriticalGpu {
+    fn new() -> Self {
+        Self {
+            count: Mutex::new(0),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn enter(&self) {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+
+    fn leave(&self) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        *n = n.saturating_sub(1);
+        drop(n);
+        self.changed.notify_all();
+    }
+
+    fn any(&self) -> bool {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) > 0
+    }
+
+    /// Waits until none is on its way or `give_up` says so (the engine stops).
+    fn wait_none(&self, give_up: impl Fn() -> bool) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *n > 0 && !give_up() {
+            n = self
+                .changed
+                .wait_timeout(n, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 }
 
@@ -567,9 +678,9 @@ struct Shared {
     budget: Arc<MemoryBudget>,
     synth_pool: Arc<ThreadPool>,
     b_g2_pool: Arc<ThreadPool>,
-    synth_q: WorkQueue<SynthItem>,
-    synth_slots: SynthSlots,
+    synth_q: SynthQueue,
     gpu_q: WorkQueue<GpuItem>,
+    critical_gpu: CriticalGpu,
     b_g2_q: WorkQueue<BG2Task>,
     jobs: Mutex<HashMap<u64, JobState>>,
     next_job: AtomicU64,
@@ -853,6 +964,19 @@ impl PipelineEngine {
                 "synth_jobs and gpu_workers_per_device must be at least 1".into(),
             ));
         }
+        let total = cfg
+            .memory_budget
+            .unwrap_or_else(MemoryBudget::default_total);
+        let reserve = match cfg.critical_reserve {
+            None => CriticalReserve::Learned,
+            Some(bytes) if bytes > 0 && bytes >= total => {
+                return Err(PipelineError::Config(format!(
+                    "critical_reserve ({bytes} bytes) must be below the memory budget \
+                     ({total} bytes): it would leave nothing for other work"
+                )))
+            }
+            Some(bytes) => CriticalReserve::Bytes(bytes),
+        };
         let lanes = match policies.backend.device_lanes() {
             lanes if lanes.is_empty() => vec![DeviceLane {
                 ordinal: 0,
@@ -864,10 +988,7 @@ impl PipelineEngine {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let budget = MemoryBudget::new(
-            cfg.memory_budget
-                .unwrap_or_else(MemoryBudget::default_total),
-        );
+        let budget = MemoryBudget::with_reserve(total, reserve);
         let backend = policies.backend.clone();
         budget.count_external(move || backend.pinned_host_bytes());
         // A backend that drives devices computes H there; the CPU backend pads
@@ -875,15 +996,15 @@ impl PipelineEngine {
         let host_h = policies.backend.capabilities().devices.is_empty();
         let shared = Arc::new(Shared {
             budget,
-            synth_slots: SynthSlots::new(cores, cfg.synth_jobs),
+            synth_q: SynthQueue::new(cores, cfg.synth_jobs, cfg.critical_synth_slots),
             synth_pool: pool(cfg.synth_threads, "synth")?,
             b_g2_pool: pool(cfg.gpu_threads, "b-g2")?,
             cfg,
             policies,
             lanes,
             recorder,
-            synth_q: WorkQueue::new(),
             gpu_q: WorkQueue::new(),
+            critical_gpu: CriticalGpu::new(),
             b_g2_q: WorkQueue::new(),
             jobs: Mutex::new(HashMap::new()),
             next_job: AtomicU64::new(1),
@@ -916,7 +1037,7 @@ impl PipelineEngine {
                     source,
                 })
         };
-        for w in 0..shared.synth_slots.workers() {
+        for w in 0..shared.synth_q.workers() {
             let sh = shared.clone();
             let h = spawn(
                 format!("cuzk-synth-worker-{w}"),
@@ -1059,7 +1180,10 @@ impl PipelineEngine {
             Some(err)
         } else if n == 0 {
             Some(JobError::Empty)
-        } else if let Err(e) = sh.budget.check(bytes + job.srs.host_bytes()) {
+        } else if let Err(e) = sh.budget.check_for(
+            bytes + job.srs.host_bytes(),
+            job.priority == Priority::Critical,
+        ) {
             Some(e.into())
         } else if let Err(e) = query_bases(&job.srs, &job.r1cs) {
             Some(e.into())
@@ -1086,7 +1210,7 @@ impl PipelineEngine {
             priority: job.priority,
             holds_srs: AtomicBool::new(false),
         });
-        sh.synth_slots.job_submitted(n);
+        sh.synth_q.job_submitted(n);
         sh.jobs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -1131,7 +1255,6 @@ impl Drop for PipelineEngine {
             sh.partition_left(item.job.id, item.partition, None);
         }
         sh.synth_q.close();
-        sh.synth_slots.close();
         sh.budget.close();
         self.finish_tx.take();
         // Synthesis workers first (their partitions go on to the GPU queue), then the
@@ -1172,15 +1295,10 @@ impl Drop for PipelineEngine {
 // Workers.
 
 fn synth_worker(sh: &Shared, w: u32) {
-    // A slot first, then the queue's head: a worker never holds an item it may not
-    // start, so the queue's order is the order synthesis starts in.
-    while sh.synth_slots.acquire() {
-        let Some(item) = sh.synth_q.pop() else {
-            sh.synth_slots.release();
-            break;
-        };
+    // The queue's head together with a slot for it (see `SynthQueue`).
+    while let Some(item) = sh.synth_q.pop() {
         synth_one(sh, w, item);
-        sh.synth_slots.release();
+        sh.synth_q.release();
     }
 }
 
@@ -1197,11 +1315,11 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
     let wk = Some(w);
     let bytes = sh.partition_charge(&job.r1cs);
     let extra = sh.srs_extra(&job);
-    let waits = sh.budget.would_wait(bytes + extra);
-    if waits {
+    let critical = job.priority == Priority::Critical;
+    if sh.budget.would_wait_for(bytes + extra, critical) {
         sh.rec(Ev::BudgetWaitStart, job.id, p, wk, None, Some(bytes), "");
     }
-    let permit = match sh.budget.acquire(bytes + extra) {
+    let permit = match sh.budget.acquire_for(bytes + extra, critical) {
         Ok(Some(mut permit)) => {
             let srs_permit = (extra > 0).then(|| permit.split_off(extra));
             sh.hold_srs(&job, srs_permit);
@@ -1223,7 +1341,7 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
     match synth_partition(sh, &job, p, w, spec, permit, started) {
         Ok(item) => {
             sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "");
-            sh.gpu_q.push(key(&job, p), item);
+            push_gpu(sh, item);
         }
         Err(e) => {
             sh.fail(
@@ -1322,6 +1440,16 @@ fn synth_partition(
     })
 }
 
+/// Queues a partition for the GPU workers (a critical one counted in
+/// `Shared::critical_gpu` until its worker holds a lock).
+fn push_gpu(sh: &Shared, item: GpuItem) {
+    let job = &item.carry.job;
+    if job.priority == Priority::Critical {
+        sh.critical_gpu.enter();
+    }
+    sh.gpu_q.push(key(job, item.carry.partition), item);
+}
+
 /// Runs `f`, turning a panic into [`ProveError::Panicked`] with its message.
 fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| ProveError::panicked(stage, p.as_ref()))
@@ -1350,7 +1478,11 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             b_g2,
         } = item;
         let (job, p) = (carry.job.clone(), carry.partition);
+        let critical = job.priority == Priority::Critical;
         if sh.is_over(job.id) {
+            if critical {
+                sh.critical_gpu.leave();
+            }
             sh.dealloc(job.id, p, Released::of(abc, "abc"));
             let bytes = Some(carry.permit.bytes());
             sh.rec(Ev::BudgetReleased, job.id, p, None, None, bytes, "");
@@ -1391,18 +1523,69 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
         // A panicking lock policy holds nothing: the guard says it failed.
-        let guard = catch_unwind(AssertUnwindSafe(|| {
-            sh.policies.lock.partition(device as usize)
-        }))
-        .unwrap_or_else(|panic| {
-            LockGuard::failed(
-                Duration::ZERO,
-                format!(
-                    "the GPU lock policy panicked: {}",
-                    panic_message(panic.as_ref())
-                ),
-            )
-        });
+        let take_lock = || {
+            catch_unwind(AssertUnwindSafe(|| {
+                sh.policies.lock.partition(device as usize)
+            }))
+            .unwrap_or_else(|panic| {
+                LockGuard::failed(
+                    Duration::ZERO,
+                    format!(
+                        "the GPU lock policy panicked: {}",
+                        panic_message(panic.as_ref())
+                    ),
+                )
+            })
+        };
+        let mut guard = take_lock();
+        if critical {
+            sh.critical_gpu.leave();
+        }
+        // A critical partition on its way to a GPU: a non-critical one that got
+        // the device gives it up. If the critical one is the queue's head, this
+        // worker puts its own partition back and takes it; else (another worker
+        // holds it, waiting for a lock) this one waits until it has a lock.
+        let mut gave_way = false;
+        if !critical && guard.failure().is_none() && sh.critical_gpu.any() {
+            let critical_first =
+                |k: &Key, i: &GpuItem| k.0 .0 == Priority::Critical && !i.failed_on.contains(&lane);
+            if sh.gpu_q.head_is(critical_first) {
+                // The lock was had (its wait ends here) and is given up.
+                let waited = guard.waited().as_secs_f64() * 1e3;
+                let detail = format!("waited_ms={waited:.3}; given up to a critical partition");
+                sh.rec(Ev::LockAcquired, job.id, p, wk, dev, None, &detail);
+                drop(guard);
+                drop(staged);
+                let detail = "gave way to a critical partition";
+                sh.rec(Ev::GpuQueue, job.id, p, None, None, None, detail);
+                match abc {
+                    Some(abc) => sh.gpu_q.push(
+                        key(&job, p),
+                        GpuItem {
+                            abc,
+                            carry,
+                            failed_on,
+                            b_g2,
+                        },
+                    ),
+                    // Not reachable: a, b, c are taken only by the backend call.
+                    None => send(
+                        Err(ProveError::Backend(cuzk_gpu_backend::BackendError::Device(
+                            "internal: the partition's a, b, c were already handed over".into(),
+                        ))),
+                        b_g2,
+                        carry,
+                    ),
+                }
+                continue;
+            }
+            while guard.failure().is_none() && sh.critical_gpu.any() {
+                drop(guard);
+                gave_way = true;
+                sh.critical_gpu.wait_none(|| sh.gpu_q.is_closed());
+                guard = take_lock();
+            }
+        }
         if let Some(why) = guard.failure() {
             let err = ProveError::Backend(cuzk_gpu_backend::BackendError::Device(format!(
                 "the GPU lock failed: {why}"
@@ -1416,7 +1599,11 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             continue;
         }
         let waited = guard.waited().as_secs_f64() * 1e3;
-        let detail = format!("waited_ms={waited:.3}");
+        let detail = if gave_way {
+            format!("waited_ms={waited:.3} after giving way to a critical partition")
+        } else {
+            format!("waited_ms={waited:.3}")
+        };
         sh.rec(Ev::LockAcquired, job.id, p, wk, dev, None, &detail);
         sh.rec(Ev::GpuStart, job.id, p, wk, dev, None, "");
         let t = Instant::now();
@@ -1468,8 +1655,8 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             failed_on.push(lane);
             if let Some(abc) = abc {
                 sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "retry");
-                sh.gpu_q.push(
-                    key(&job, p),
+                push_gpu(
+                    sh,
                     GpuItem {
                         abc,
                         carry,

@@ -18,7 +18,7 @@ mod engine;
 mod srs;
 mod stages;
 
-pub use budget::{BudgetError, MemoryBudget, Permit};
+pub use budget::{BudgetError, CriticalReserve, MemoryBudget, Permit};
 pub use engine::{
     partition_bytes, partition_bytes_after_prep, partition_bytes_for, JobError, JobHandle,
     JobOutput, JobSpec, PartitionSpec, PipelineConfig, PipelineEngine, PipelineError, Policies,

@@ -33,6 +33,7 @@
 
 mod r1cs;
 mod record;
+pub mod sha256;
 mod split;
 mod spmv;
 mod witness;
