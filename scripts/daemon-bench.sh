@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The daemon's overhead against the CLI on the same jobs: `cuzk bench` (the engine
 # in-process) runs JOBS jobs of PARTS partitions; then `cuzk serve` (same config) is
-# sent the same JOBS jobs at once by JOBS `cuzk client synthetic` processes. Prints
-# s/proof for both, each job's timings as the daemon reports them, and GPU busy %
-# from the daemon's TIMELINE (`cuzk timeline`). Everything lands in OUT.
+# sent the same JOBS jobs at once by `cuzk client bench` (one warm-up job first, not
+# timed; then JOBS SubmitProof + AwaitProof at once). Prints s/proof for both, each
+# job's timings as the daemon reports them, GPU busy % from the daemon's
+# cuzk_gpu_busy_seconds_total (GetMetrics before and after the timed jobs) and from
+# its TIMELINE (`cuzk timeline`, warm-up included). Everything lands in OUT (the
+# client's manifest in OUT/client-bench).
 #
 #   bash scripts/daemon-bench.sh OUT CIRCUIT LOG JOBS PARTS [CONFIG] [timing-only]
 #   bash scripts/daemon-bench.sh OUT c1 ENVELOPE JOBS - [CONFIG]
@@ -19,8 +22,13 @@
 # binaries and plugins staged by scripts/stage-device.sh):
 #   CUZK=.device/run/cuzk PLUGIN_DIR=.device/run \
 #     bash scripts/daemon-bench.sh OUT porep 24 4 10 configs/cuda.toml timing-only
+# Shape-only sectors (`cuzk c1 --shape-only --envelope`) with timing-only
+# parameters: CIRCUIT `c1` and `timing-only`; the daemon lists CIRCUIT_ID (default
+# porep-2k) in timing_only_circuits (its proofs are returned unverified):
+#   CIRCUIT_ID=porep-2k bash scripts/daemon-bench.sh /tmp/db c1 shape-env.json 2 - "" timing-only
+# (the 32 GiB shape on the H200 has its own script: scripts/h200-daemon-32g.sh).
 # Look for: "daemon: ... s/proof" within noise of "cli: ... s/proof", and
-# "GPU 0 busy" in daemon-timeline.txt (the engine sweep's best was ~88-98%).
+# "GPU 0 busy" (the engine sweep's best was ~88-98%).
 set -u
 out=${1:?usage: daemon-bench.sh OUT CIRCUIT LOG JOBS PARTS [CONFIG] [timing-only]}
 circuit=${2:?}; lg=${3:?}; jobs=${4:?}; parts=${5:?}; cfg=${6:-}; timing=${7:-}
@@ -56,40 +64,30 @@ dcfg=$out/daemon.toml
   echo "param_cache = \"$params\""
   echo "timeline = \"$out/daemon-timeline.jsonl\""
   echo "max_running_jobs = $jobs"
-  [ "$timing" = timing-only ] && echo "synthetic_timing_only = true"
+  if [ "$timing" = timing-only ]; then
+    if [ "$circuit" = c1 ]; then echo "timing_only_circuits = [\"${CIRCUIT_ID:-porep-2k}\"]"
+    else echo "synthetic_timing_only = true"; fi
+  fi
 } >"$dcfg"
 rm -f "$out/daemon-timeline.jsonl"
 "$cuzk" serve --config "$dcfg" "${plugin_args[@]}" >"$out/serve.out" 2>"$out/serve.err" &
 pid=$!
 for _ in $(seq 600); do grep -q "listening on" "$out/serve.out" 2>/dev/null && break; sleep 0.2; done
 addr="unix://$out/cuzk.sock"
-# The parameters are loaded (or generated) once, before the clock starts, as the
-# bench's are.
-# One job's request: a sector of the envelope, or a synthetic job of seed $1.
-job() {
-    if [ "$circuit" = c1 ]; then
-        "$cuzk" client --addr "$addr" prove --c1 "$lg" --miner-id 1000 --out "$2"
-    else
-        "$cuzk" client --addr "$addr" synthetic --circuit "$circuit" --log "$lg" \
-            --partitions "$3" --seed "$1" --out "$2"
-    fi
-}
-job 999 "$out/warm.bin" 1 >"$out/warm.txt" 2>&1
-t0=$(date +%s.%N)
-clients=()
-for j in $(seq 1 "$jobs"); do
-    job "$((j * 100))" "$out/proof-$j.bin" "$parts" >"$out/client-$j.txt" 2>&1 &
-    clients+=($!)
-done
-wait "${clients[@]}"
-t1=$(date +%s.%N)
+# The parameters are loaded (or generated) once, in the warm-up job, before the
+# clock starts, as the bench's are.
+if [ "$circuit" = c1 ]; then
+    jobs_args=(--c1 "$lg" --miner-id 1000)
+else
+    jobs_args=(--synthetic "$circuit:$lg:$parts")
+fi
+"$cuzk" client --addr "$addr" bench "${jobs_args[@]}" --jobs "$jobs" --warm \
+    --out "$out/client-bench" >"$out/client.txt" 2>&1
+echo "client bench rc=$?" | tee -a "$out/summary.txt"
 "$cuzk" client --addr "$addr" status >"$out/status.txt" 2>&1
 "$cuzk" client --addr "$addr" metrics >"$out/metrics.txt" 2>&1
 kill -TERM "$pid"; wait "$pid"; rc=$?
-ok=$(grep -l COMPLETED "$out"/client-*.txt | wc -l)
-awk -v a="$t0" -v b="$t1" -v n="$jobs" -v ok="$ok" -v rc="$rc" 'BEGIN {
-    printf "daemon: %.3f s/proof (%d jobs at once, %d completed, wall %.2f s; serve exit %d)\n", (b-a)/n, n, ok, b-a, rc }' \
-    | tee -a "$out/summary.txt"
-cat "$out"/client-*.txt | grep "^job" | tee -a "$out/summary.txt"
+echo "serve exit $rc" | tee -a "$out/summary.txt"
+grep -E "^(warm-up job|job|daemon:|TIMING-ONLY|GPU)" "$out/client.txt" | tee -a "$out/summary.txt"
 "$cuzk" timeline "$out/daemon-timeline.jsonl" >"$out/daemon-timeline.txt" 2>&1
 grep -iE "busy|s/proof" "$out/daemon-timeline.txt" | tee -a "$out/summary.txt"

@@ -34,6 +34,9 @@ pub enum ClientCommand {
     },
     /// The Prometheus metrics text.
     Metrics,
+    /// Submit N jobs at once and report s/proof and GPU busy (the daemon's
+    /// `cuzk_gpu_busy_seconds_total` before and after).
+    Bench(crate::client_bench::BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -134,6 +137,7 @@ async fn run(args: ClientArgs) -> Result<()> {
             );
             Ok(())
         }
+        ClientCommand::Bench(b) => crate::client_bench::run(&mut c, &args.addr, b).await,
         ClientCommand::Metrics => {
             let m = c.get_metrics(pb::GetMetricsRequest {}).await?.into_inner();
             print!("{}", m.prometheus_text);
@@ -156,8 +160,13 @@ async fn prove(
         .result
         .context("the daemon's answer has no result")?;
     let status = client::status_name(&r);
+    let timing_only = if r.timing_only {
+        " TIMING-ONLY (timing-only parameters: NOT verified, does not verify)"
+    } else {
+        ""
+    };
     println!(
-        "job {}: {status} (queue {} ms, parameters {} ms, synthesis {} ms, GPU {} ms, total {} ms)",
+        "job {}: {status}{timing_only} (queue {} ms, parameters {} ms, synthesis {} ms, GPU {} ms, total {} ms)",
         r.job_id, r.queue_wait_ms, r.srs_load_ms, r.synthesis_ms, r.gpu_compute_ms, r.total_ms
     );
     if status != "COMPLETED" {

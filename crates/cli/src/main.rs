@@ -9,6 +9,7 @@ use cuzk_circuits::Builtin;
 mod bench;
 mod bench_mix;
 mod client;
+mod client_bench;
 mod demo;
 mod filecoin;
 mod kinds;

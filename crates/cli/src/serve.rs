@@ -18,7 +18,16 @@ pub struct ServeArgs {
     /// Overrides `[daemon] listen`: `host:port` or `unix:///path`.
     #[arg(long)]
     pub listen: Option<String>,
+    /// Overrides `[daemon] timing_only_circuits` (benchmarks only): Filecoin
+    /// circuit ids, comma-separated (`porep-32g,winning-32g`), proved with
+    /// timing-only parameters (random points, no parameter file); their proofs are
+    /// returned UNVERIFIED and do not verify. Default: none.
+    #[arg(long, value_delimiter = ',')]
+    pub timing_only_circuits: Option<Vec<String>>,
 }
+
+/// The seed of the timing-only parameters (the one `cuzk bench --timing-only` uses).
+const TIMING_ONLY_SEED: u64 = 7;
 
 pub fn serve(args: ServeArgs) -> Result<()> {
     let mut run = args.run.resolve()?;
@@ -26,8 +35,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     if let Some(l) = &args.listen {
         section.listen = Some(l.clone());
     }
+    if let Some(ids) = &args.timing_only_circuits {
+        section.timing_only_circuits = Some(ids.clone());
+    }
     let cfg = DaemonConfig::from_section(&section)?;
-    // The daemon returns only verified proofs, whatever [engine] says.
+    // The daemon returns only verified proofs, whatever [engine] says (except for
+    // the circuits a benchmark configured timing-only, below).
     run.engine.verify = true;
     if let (Some(gpus), Some(backend)) = (&cfg.gpus, run.config.backend.as_mut()) {
         if let Some(g) = gpus.first() {
@@ -59,11 +72,20 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         },
     ));
     // Every Filecoin kind over one prover: each circuit compiled and its parameters
-    // loaded once per process.
-    let mut kinds: Vec<Arc<dyn KindProver>> = vec![Arc::new(
-        cuzk_filecoin::service_kind::PorepService::new(prover.clone()),
-    )];
-    kinds.extend(cuzk_filecoin::service_kinds::KindService::all(&prover));
+    // loaded once per process. Timing-only circuits (benchmarks) on a prover of
+    // their own, which shares nothing with the real one.
+    let provers = cuzk_filecoin::service_kind::ServiceProvers::new(prover)
+        .with_timing_only(&cfg.timing_only_circuits, TIMING_ONLY_SEED)
+        .context("[daemon] timing_only_circuits")?;
+    let timing_only = provers.timing_only_circuits();
+    if !timing_only.is_empty() {
+        let line = format!(
+            "circuits {} are TIMING-ONLY (random-point parameters, benchmarks only): their proofs are returned UNVERIFIED and do not verify",
+            timing_only.join(", ")
+        );
+        eprintln!("cuzk serve: WARNING: {line}");
+    }
+    let mut kinds: Vec<Arc<dyn KindProver>> = provers.kinds();
     if cfg.synthetic {
         kinds.push(Arc::new(
             SyntheticKind::new(cfg.param_cache.clone())
@@ -82,9 +104,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     )
     .context("starting the proving service")?;
     eprintln!(
-        "cuzk serve: kinds {:?}, parameters from {}, engine {:?}",
+        "cuzk serve: kinds {:?}, parameters from {}, timing-only circuits {:?}, engine {:?}",
         service.kinds(),
         cfg.param_cache.display(),
+        service.timing_only_circuits(),
         run.engine
     );
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -15,6 +15,7 @@
 //! synthetic = false
 //! synthetic_max_log = 18
 //! synthetic_timing_only = false
+//! timing_only_circuits = []          # benchmarks only, e.g. ["porep-32g"]
 //! timeline = "/var/log/cuzk/timeline.jsonl"
 //! ```
 //!
@@ -76,6 +77,17 @@ pub struct DaemonSection {
     /// their proofs are returned unverified. Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synthetic_timing_only: Option<bool>,
+    /// Benchmarks only: the Filecoin circuit ids (Curio's: `porep-32g`,
+    /// `winning-32g`, `snap-32g`, `wpost-32g`, ..., `porep-2k` for tests) proved
+    /// with timing-only parameters: random points of the circuit's sizes made in
+    /// memory (no parameter file), so their proofs are returned UNVERIFIED and do
+    /// not verify. The daemon logs it at start, lists them in `GetStatus` and the
+    /// `cuzk_timing_only_circuit` metric, and marks each such result
+    /// (`AwaitProofResponse.timing_only`). Only these circuits accept shape-only
+    /// inputs (`cuzk c1 --shape-only`). Ids not listed keep the real path.
+    /// Default: none. Never set on a provider's daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_only_circuits: Option<Vec<String>>,
     /// Also write the engine's TIMELINE as JSON lines here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<PathBuf>,

@@ -87,6 +87,13 @@ pub fn format_status(s: &pb::GetStatusResponse) -> String {
         gib(s.pinned_memory_bytes),
         gib(s.pinned_memory_limit_bytes)
     );
+    if !s.timing_only_circuits.is_empty() {
+        let _ = writeln!(
+            out,
+            "TIMING-ONLY circuits (benchmarks; proofs returned unverified, they do not verify): {}",
+            s.timing_only_circuits.join(", ")
+        );
+    }
     if s.gpus.is_empty() {
         let _ = writeln!(out, "GPUs: none seen by the CUDA driver");
     }
@@ -115,10 +122,15 @@ pub fn format_status(s: &pb::GetStatusResponse) -> String {
     for p in &s.loaded_srs {
         let _ = writeln!(
             out,
-            "parameters {}: {:.3} GiB, {} job(s) using them",
+            "parameters {}: {:.3} GiB, {} job(s) using them{}",
             p.circuit_id,
             gib(p.size_bytes),
-            p.ref_count
+            p.ref_count,
+            if p.timing_only {
+                " (TIMING-ONLY: random points)"
+            } else {
+                ""
+            }
         );
     }
     out

@@ -15,6 +15,7 @@
 //! synthetic = false
 //! synthetic_max_log = 18
 //! synthetic_timing_only = false
+//! timing_only_circuits = []          # benchmarks only, e.g. ["porep-32g"]
 //! timeline = "/var/log/cuzk/timeline.jsonl"
 //! ```
 //!
@@ -97,6 +98,9 @@ pub struct DaemonConfig {
     pub synthetic: bool,
     pub synthetic_max_log: u32,
     pub synthetic_timing_only: bool,
+    /// Filecoin circuit ids proved with timing-only parameters (benchmarks;
+    /// proofs returned unverified). Empty by default.
+    pub timing_only_circuits: Vec<String>,
     pub service: ServiceConfig,
 }
 
@@ -168,7 +172,21 @@ impl DaemonConfig {
                 )))
             }
         };
+        let timing_only_circuits = s.timing_only_circuits.clone().unwrap_or_default();
+        for (i, id) in timing_only_circuits.iter().enumerate() {
+            if id.trim().is_empty() || id.trim() != id {
+                return Err(ConfigError::Invalid(format!(
+                    "timing_only_circuits: `{id}` is not a circuit id (such as \"porep-32g\")"
+                )));
+            }
+            if timing_only_circuits[..i].contains(id) {
+                return Err(ConfigError::Invalid(format!(
+                    "timing_only_circuits lists `{id}` twice"
+                )));
+            }
+        }
         Ok(DaemonConfig {
+            timing_only_circuits,
             listen,
             metrics_listen: s.metrics_listen.clone(),
             param_cache,
@@ -215,6 +233,7 @@ mod tests {
             synthetic = true
             synthetic_max_log = 20
             synthetic_timing_only = false
+            timing_only_circuits = ["porep-2k", "winning-32g"]
             timeline = "/tmp/t.jsonl"
             "#,
             "test",
@@ -226,6 +245,9 @@ mod tests {
         assert_eq!(c.service.max_running_jobs, 3);
         assert_eq!(c.service.param_budget_bytes, 3 << 29);
         assert!(c.synthetic);
+        assert_eq!(c.timing_only_circuits, ["porep-2k", "winning-32g"]);
+        // Off unless written.
+        assert!(DaemonConfig::default().timing_only_circuits.is_empty());
 
         let err = DaemonConfig::from_toml("[daemon]\nlisten_addr = \"x\"\n", "test").unwrap_err();
         assert!(err.to_string().contains("listen_addr"), "{err}");
@@ -240,6 +262,15 @@ mod tests {
             ("max_running_jobs = 0", "at least 1"),
             ("gpus = [0, 1]", "one GPU"),
             ("metrics_listen = \"unix:///x\"", "HTTP"),
+            (
+                "timing_only_circuits = [\"porep-2k\", \"porep-2k\"]",
+                "twice",
+            ),
+            ("timing_only_circuits = [\"\"]", "not a circuit id"),
+            (
+                "timing_only_circuits = \"porep-2k\"",
+                "timing_only_circuits",
+            ),
         ] {
             let err = DaemonConfig::from_toml(&format!("[daemon]\n{toml}\n"), "test")
                 .unwrap_err()

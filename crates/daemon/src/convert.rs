@@ -74,6 +74,7 @@ pub fn result(r: JobResult) -> pb::AwaitProofResponse {
         job_id: r.job_id,
         status: status as i32,
         proof: r.proof,
+        timing_only: r.timing_only,
         error_message: r.error,
         queue_wait_ms: ms(r.timings.queue_wait),
         srs_load_ms: ms(r.timings.srs_load),
@@ -150,6 +151,7 @@ pub fn status(s: ServiceStatus) -> pb::GetStatusResponse {
                 } as i32,
                 size_bytes: p.bytes,
                 ref_count: p.ref_count,
+                timing_only: p.timing_only,
             })
             .collect(),
         queues: s
@@ -166,5 +168,6 @@ pub fn status(s: ServiceStatus) -> pb::GetStatusResponse {
         uptime_seconds: s.uptime_seconds,
         pinned_memory_bytes: s.budget_used_bytes,
         pinned_memory_limit_bytes: s.budget_total_bytes,
+        timing_only_circuits: s.timing_only_circuits,
     }
 }

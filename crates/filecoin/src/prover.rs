@@ -101,6 +101,8 @@ pub struct FilecoinProver {
     /// One slot per cache identifier, each behind its own lock so that compiling or
     /// loading one proof type never blocks another.
     slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+    /// `Some(seed)`: a timing-only prover ([`FilecoinProver::timing_only`]).
+    timing_only_seed: Option<u64>,
 }
 
 impl std::fmt::Debug for FilecoinProver {
@@ -116,7 +118,27 @@ impl FilecoinProver {
         Self {
             config,
             slots: Mutex::new(HashMap::new()),
+            timing_only_seed: None,
         }
+    }
+
+    /// A prover whose every parameter set is timing-only: random points of the
+    /// circuit's sizes made in memory from `seed` ([`Self::use_timing_only_params_for`])
+    /// whenever [`Self::params`] would load a file, so it needs no parameter file
+    /// and none of its proofs is verified (they cannot verify). Benchmarks only:
+    /// the daemon keeps it apart from its real prover (its own caches), for the
+    /// circuit ids configured timing-only, so a real circuit never gets its
+    /// parameters.
+    pub fn timing_only(config: ProverConfig, seed: u64) -> Self {
+        Self {
+            timing_only_seed: Some(seed),
+            ..Self::new(config)
+        }
+    }
+
+    /// Whether this prover makes timing-only parameters ([`Self::timing_only`]).
+    pub fn is_timing_only(&self) -> bool {
+        self.timing_only_seed.is_some()
     }
 
     pub fn config(&self) -> &ProverConfig {
@@ -165,7 +187,8 @@ impl FilecoinProver {
     }
 
     /// The parameters of `kind`, loaded (memory-mapped and decoded in parallel) on
-    /// first use and checked against the compiled circuit.
+    /// first use and checked against the compiled circuit; made in memory instead
+    /// by a timing-only prover ([`Self::timing_only`]).
     pub fn params<K: CircuitKind>(&self, kind: &K) -> Result<Arc<LoadedParams>, FilecoinError> {
         let r1cs = self.r1cs(kind)?;
         let slot = self.slot(kind);
@@ -173,7 +196,10 @@ impl FilecoinProver {
         if let Some(p) = &slot.params {
             return Ok(p.clone());
         }
-        let loaded = Arc::new(load_params(kind, &self.config, &r1cs)?);
+        let loaded = Arc::new(match self.timing_only_seed {
+            Some(seed) => make_timing_only(kind, &r1cs, seed)?,
+            None => load_params(kind, &self.config, &r1cs)?,
+        });
         slot.params = Some(loaded.clone());
         Ok(loaded)
     }
@@ -337,37 +363,7 @@ impl FilecoinProver {
         seed: u64,
     ) -> Result<Arc<LoadedParams>, FilecoinError> {
         let r1cs = self.r1cs(kind)?;
-        let t = Instant::now();
-        let shape = cuzk_params::timing::TimingShape {
-            num_inputs: r1cs.num_inputs(),
-            num_aux: r1cs.num_aux(),
-            a_aux_dense: r1cs.a_aux_density().count(),
-            b_inputs_dense: r1cs.b_input_density().count(),
-            b_aux_dense: r1cs.b_aux_density().count(),
-            domain: r1cs.num_constraints().next_power_of_two(),
-        };
-        let path = PathBuf::from(format!("<{}>", cuzk_params::timing::TIMING_ONLY_LABEL));
-        let params = cuzk_params::timing::timing_only_params(&shape, seed)
-            .map_err(|e| FilecoinError::ParamsMismatch {
-                path: path.clone(),
-                proof: kind.name().to_string(),
-                detail: e.to_string(),
-            })?
-            .into_params();
-        let bytes = params_bytes(&params);
-        let srs =
-            cuzk::srs_from_source(&&params, &r1cs).map_err(|e| FilecoinError::ParamsMismatch {
-                path: path.clone(),
-                proof: kind.name().to_string(),
-                detail: e.to_string(),
-            })?;
-        let loaded = Arc::new(LoadedParams {
-            path,
-            srs: Arc::new(srs),
-            bytes,
-            load_time: t.elapsed(),
-            timing_only: true,
-        });
+        let loaded = Arc::new(make_timing_only(kind, &r1cs, seed)?);
         let slot = self.slot(kind);
         slot.lock().unwrap_or_else(PoisonError::into_inner).params = Some(loaded.clone());
         Ok(loaded)
@@ -414,6 +410,42 @@ impl PreparedPorep {
             parameter_dir: self.parameter_dir,
         }
     }
+}
+
+/// Timing-only parameters of `kind` (random points of its circuit's sizes).
+fn make_timing_only<K: CircuitKind>(
+    kind: &K,
+    r1cs: &R1cs,
+    seed: u64,
+) -> Result<LoadedParams, FilecoinError> {
+    let t = Instant::now();
+    let shape = cuzk_params::timing::TimingShape {
+        num_inputs: r1cs.num_inputs(),
+        num_aux: r1cs.num_aux(),
+        a_aux_dense: r1cs.a_aux_density().count(),
+        b_inputs_dense: r1cs.b_input_density().count(),
+        b_aux_dense: r1cs.b_aux_density().count(),
+        domain: r1cs.num_constraints().next_power_of_two(),
+    };
+    let path = PathBuf::from(format!("<{}>", cuzk_params::timing::TIMING_ONLY_LABEL));
+    let mismatch = |detail: String| FilecoinError::ParamsMismatch {
+        path: path.clone(),
+        proof: kind.name().to_string(),
+        detail,
+    };
+    let params = cuzk_params::timing::timing_only_params(&shape, seed)
+        .map_err(|e| mismatch(e.to_string()))?
+        .into_params();
+    let bytes = params_bytes(&params);
+    let srs = cuzk::srs_from_source(&&params, r1cs).map_err(|e| mismatch(e.to_string()))?;
+    tracing::warn!(proof = %kind.name(), bytes, took = ?t.elapsed(), "TIMING-ONLY parameters made (random points): proofs of this circuit do not verify");
+    Ok(LoadedParams {
+        path,
+        srs: Arc::new(srs),
+        bytes,
+        load_time: t.elapsed(),
+        timing_only: true,
+    })
 }
 
 fn params_bytes(params: &cuzk_params::Parameters<blstrs::Bls12>) -> u64 {

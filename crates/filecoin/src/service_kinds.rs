@@ -18,11 +18,12 @@ use cuzk_service::{
 };
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
 
-use crate::service_kind::Running;
+use crate::service_kind::{check_not_shape_only, Running, ServiceProvers};
 use crate::{
-    check_snap_request, check_window_post_request, check_winning_post_request, post_proof_name,
-    prover_id_from_miner, update_proof_name, Blinding, FilecoinError, FilecoinProver, PostKind,
-    SnapRequest, UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST, ALL_UPDATE,
+    check_snap_request, check_window_post_request, check_winning_post_request,
+    is_shape_only_marker, post_proof_name, prover_id_from_miner, update_proof_name, Blinding,
+    FilecoinError, FilecoinProver, PostKind, SnapRequest, UpdateKind, WindowPostRequest,
+    WinningPostRequest, ALL_POST, ALL_UPDATE,
 };
 
 /// The size suffixes of Curio's circuit ids, in the registered proofs' size order.
@@ -62,7 +63,7 @@ impl AnyKind {
 /// The service kind of SnapDeals, WindowPoSt or WinningPoSt.
 pub struct KindService {
     which: Which,
-    prover: Arc<FilecoinProver>,
+    provers: ServiceProvers,
 }
 
 impl KindService {
@@ -70,7 +71,7 @@ impl KindService {
     pub fn snap(prover: Arc<FilecoinProver>) -> Self {
         Self {
             which: Which::Snap,
-            prover,
+            provers: ServiceProvers::new(prover),
         }
     }
 
@@ -78,7 +79,7 @@ impl KindService {
     pub fn window_post(prover: Arc<FilecoinProver>) -> Self {
         Self {
             which: Which::Window,
-            prover,
+            provers: ServiceProvers::new(prover),
         }
     }
 
@@ -86,17 +87,26 @@ impl KindService {
     pub fn winning_post(prover: Arc<FilecoinProver>) -> Self {
         Self {
             which: Which::Winning,
-            prover,
+            provers: ServiceProvers::new(prover),
         }
     }
 
     /// All three over one prover.
     pub fn all(prover: &Arc<FilecoinProver>) -> Vec<Arc<dyn KindProver>> {
-        vec![
-            Arc::new(Self::snap(prover.clone())),
-            Arc::new(Self::window_post(prover.clone())),
-            Arc::new(Self::winning_post(prover.clone())),
-        ]
+        Self::all_with(&ServiceProvers::new(prover.clone()))
+    }
+
+    /// All three over `provers` (some circuit ids may be timing-only).
+    pub fn all_with(provers: &ServiceProvers) -> Vec<Arc<dyn KindProver>> {
+        [Which::Snap, Which::Window, Which::Winning]
+            .into_iter()
+            .map(|which| {
+                Arc::new(Self {
+                    which,
+                    provers: provers.clone(),
+                }) as Arc<dyn KindProver>
+            })
+            .collect()
     }
 
     fn service_kind(&self) -> ProofKind {
@@ -266,13 +276,21 @@ impl KindProver for KindService {
             }
             _ => return Err(self.malformed("the registered proof is of another kind")),
         };
+        let circuit_id = self.circuit_id_of(&name);
+        let shape_only = match &request {
+            Request::Snap(r) => is_shape_only_marker(&r.comm_r_new),
+            Request::Window(r) => is_shape_only_marker(&r.randomness),
+            Request::Winning(r) => is_shape_only_marker(&r.randomness),
+        };
+        check_not_shape_only(&self.provers, &circuit_id, shape_only)
+            .map_err(|why| self.malformed(why))?;
         Ok(Box::new(Prepared {
-            circuit_id: self.circuit_id_of(&name),
+            prover: self.provers.for_circuit(&circuit_id).clone(),
+            circuit_id,
             request,
             priority: crate::service_kind::engine_priority(
                 r.priority.or(Some(self.service_kind().default_priority())),
             ),
-            prover: self.prover.clone(),
         }))
     }
 
@@ -284,17 +302,28 @@ impl KindProver for KindService {
         let kind = self
             .circuit(circuit_id)
             .ok_or_else(|| format!("`{circuit_id}` is not a {} circuit id", self.kind()))?;
-        let params = kind.load(&self.prover).map_err(|e| e.to_string())?;
+        let params = kind
+            .load(self.provers.for_circuit(circuit_id))
+            .map_err(|e| e.to_string())?;
         Ok(LoadedParams {
             bytes: params.bytes,
+            timing_only: params.timing_only,
             value: params,
         })
     }
 
     fn release_params(&self, circuit_id: &str) {
         if let Some(kind) = self.circuit(circuit_id) {
-            kind.evict(&self.prover);
+            kind.evict(self.provers.for_circuit(circuit_id));
         }
+    }
+
+    fn timing_only_circuits(&self) -> Vec<String> {
+        self.provers
+            .timing_only_circuits()
+            .into_iter()
+            .filter(|id| self.knows_circuit(id))
+            .collect()
     }
 }
 

@@ -123,6 +123,10 @@ pub struct LoadedParams {
     pub value: Arc<dyn Any + Send + Sync>,
     /// Host bytes it holds.
     pub bytes: u64,
+    /// Random points of the right sizes (benchmarks only: `[daemon]
+    /// timing_only_circuits`, `synthetic_timing_only`): proofs made with them are
+    /// returned unverified and do not verify; every result says so.
+    pub timing_only: bool,
 }
 
 /// A request that passed its kind's checks, waiting to run.
@@ -153,7 +157,8 @@ pub trait RunningProof: Send {
     /// The engine's job id (for cancellation and the TIMELINE).
     fn engine_job(&self) -> u64;
     /// Blocks until the proof is done; the bytes are verified before they are
-    /// returned.
+    /// returned, unless its parameter set is timing-only
+    /// ([`LoadedParams::timing_only`]).
     fn wait(self: Box<Self>) -> Result<Vec<u8>, ProofFailure>;
 }
 
@@ -175,5 +180,12 @@ pub trait KindProver: Send + Sync {
     /// adapter's, releases it here). The default keeps nothing.
     fn release_params(&self, circuit_id: &str) {
         let _ = circuit_id;
+    }
+
+    /// The circuit ids this kind proves with timing-only parameters (random
+    /// points; proofs returned unverified), as configured. Status and metrics
+    /// show them from start-up, before any is loaded. The default: none.
+    fn timing_only_circuits(&self) -> Vec<String> {
+        Vec::new()
     }
 }

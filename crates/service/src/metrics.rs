@@ -15,7 +15,7 @@ use std::{
 use cuzk_timeline::{Event, EventKind, Stage, Subscriber};
 use prometheus::{
     CounterVec, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGauge, Opts, Registry, TextEncoder,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::kind::ProofKind;
@@ -50,6 +50,10 @@ pub struct Metrics {
     pub(crate) running_jobs: IntGauge,
     pub(crate) gpu_workers: IntGauge,
     pub(crate) results_waiting: IntGauge,
+    /// 1 for each circuit id proved with timing-only parameters (benchmarks).
+    pub(crate) timing_only_circuits: IntGaugeVec,
+    /// Completed proofs made with timing-only parameters (returned unverified).
+    pub(crate) timing_only_proofs: IntCounter,
     uptime: IntGauge,
     stage_seconds: HistogramVec,
     /// Per device: seconds in backend calls (GPU_START to GPU_END); its rate is the
@@ -112,7 +116,21 @@ impl Metrics {
             &["device"],
         )?;
         registry.register(Box::new(gpu_busy_seconds.clone()))?;
+        let timing_only_circuits = IntGaugeVec::new(
+            Opts::new(
+                "cuzk_timing_only_circuit",
+                "1 for each circuit id proved with TIMING-ONLY parameters (random \
+                 points, benchmarks only): its proofs are returned unverified and do not verify",
+            ),
+            &["circuit_id"],
+        )?;
+        registry.register(Box::new(timing_only_circuits.clone()))?;
         let m = Self {
+            timing_only_circuits,
+            timing_only_proofs: counter(
+                "cuzk_timing_only_proofs_total",
+                "Completed proofs made with TIMING-ONLY parameters (returned unverified; they do not verify)",
+            )?,
             gpu_busy_seconds,
             completed: counter("cuzk_proofs_completed_total", "Proofs completed")?,
             failed: counter("cuzk_proofs_failed_total", "Proofs failed")?,

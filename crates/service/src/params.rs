@@ -17,6 +17,8 @@ pub struct ParamStatus {
     pub bytes: u64,
     /// Jobs holding it now.
     pub ref_count: u32,
+    /// Random points (benchmarks): its proofs are returned unverified.
+    pub timing_only: bool,
 }
 
 /// A set a job holds; dropping it lets the set be evicted.
@@ -97,7 +99,11 @@ impl ParamCache {
                 Some(set) => set,
                 None => {
                     let set = Arc::new(kind.load_params(circuit_id)?);
-                    tracing::info!(circuit_id, bytes = set.bytes, "parameters loaded");
+                    if set.timing_only {
+                        tracing::warn!(circuit_id, bytes = set.bytes, "TIMING-ONLY parameters made (random points): this circuit's proofs are returned unverified and do not verify");
+                    } else {
+                        tracing::info!(circuit_id, bytes = set.bytes, "parameters loaded");
+                    }
                     *slot.loaded.lock().unwrap_or_else(PoisonError::into_inner) = Some(set.clone());
                     *slot.kind.lock().unwrap_or_else(PoisonError::into_inner) = Some(kind.clone());
                     set
@@ -198,6 +204,7 @@ impl ParamCache {
                     circuit_id,
                     bytes: set.bytes,
                     ref_count: (Arc::strong_count(set) - 1) as u32,
+                    timing_only: set.timing_only,
                 })
             })
             .collect();

@@ -127,8 +127,12 @@ pub struct JobResult {
     pub job_id: String,
     pub kind: ProofKind,
     pub status: JobStatus,
-    /// The proof (verified before it was returned); empty unless completed.
+    /// The proof (verified before it was returned, unless `timing_only`); empty
+    /// unless completed.
     pub proof: Vec<u8>,
+    /// Made with timing-only parameters (random points: `[daemon]
+    /// timing_only_circuits`): the proof was NOT verified and does not verify.
+    pub timing_only: bool,
     /// Why it failed or was cancelled; empty if completed.
     pub error: String,
     pub timings: Timings,
@@ -177,6 +181,9 @@ pub struct Status {
     pub budget_total_bytes: u64,
     /// Finished jobs whose results wait to be awaited.
     pub results_waiting: u32,
+    /// Circuit ids proved with timing-only parameters (benchmarks; their proofs
+    /// are returned unverified), as the kinds were configured.
+    pub timing_only_circuits: Vec<String>,
 }
 
 /// How shutdown treats jobs already accepted.
@@ -285,6 +292,14 @@ impl Service {
         // device in its capabilities, yet a set of them runs a lane each).
         let gpu_workers = engine.devices().len() * per_device;
         metrics.gpu_workers.set(gpu_workers as i64);
+        for k in &kinds {
+            for id in k.timing_only_circuits() {
+                metrics
+                    .timing_only_circuits
+                    .with_label_values(&[id.as_str()])
+                    .set(1);
+            }
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 params: ParamCache::new(cfg.param_budget_bytes),
@@ -435,11 +450,13 @@ impl Service {
         let inner = &self.inner;
         let submitted = inner.lock().jobs.get(id).map(|j| j.submitted);
         let submitted = submitted.unwrap_or_else(Instant::now);
+        let timing_only = std::cell::Cell::new(false);
         let done = |status, proof, error: String, timings: Timings| JobResult {
             job_id: id.to_owned(),
             kind,
             status,
             proof,
+            timing_only: timing_only.get(),
             error,
             timings: Timings {
                 total: submitted.elapsed(),
@@ -459,6 +476,7 @@ impl Service {
             .metrics
             .srs_load_seconds
             .observe(srs_load.as_secs_f64());
+        timing_only.set(hold.params().timing_only);
         let mut timings = Timings {
             srs_load,
             ..Timings::default()
@@ -537,6 +555,9 @@ impl Service {
             JobStatus::Completed => {
                 m.completed.inc();
                 m.completed_by_kind.with_label_values(&[kind]).inc();
+                if result.timing_only {
+                    m.timing_only_proofs.inc();
+                }
                 m.proof_seconds
                     .with_label_values(&[kind])
                     .observe(result.timings.total.as_secs_f64());
@@ -555,6 +576,7 @@ impl Service {
             job_id = id,
             kind,
             status = ?result.status,
+            timing_only = result.timing_only,
             error = result.error.as_str(),
             total_ms = result.timings.total.as_millis() as u64,
             "job finished"
@@ -702,6 +724,7 @@ impl Service {
                     kind: job.kind,
                     status: JobStatus::Cancelled,
                     proof: Vec::new(),
+                    timing_only: false,
                     error: cancelled_msg(),
                     timings: Timings {
                         total: job.submitted.elapsed(),
@@ -853,7 +876,20 @@ impl Service {
             budget_used_bytes: used,
             budget_total_bytes: total,
             results_waiting,
+            timing_only_circuits: self.timing_only_circuits(),
         }
+    }
+
+    /// Every kind's timing-only circuit ids, sorted.
+    pub fn timing_only_circuits(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .inner
+            .kinds
+            .values()
+            .flat_map(|k| k.timing_only_circuits())
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// The Prometheus text of every metric.
@@ -998,6 +1034,7 @@ fn failed(id: &str, kind: ProofKind, error: String) -> JobResult {
         kind,
         status: JobStatus::Failed,
         proof: Vec::new(),
+        timing_only: false,
         error,
         timings: Timings::default(),
     }

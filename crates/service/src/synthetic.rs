@@ -287,9 +287,19 @@ impl KindProver for SyntheticKind {
         let p = self.params(circuit_id)?;
         let bytes = params_bytes(&p.params);
         Ok(LoadedParams {
+            timing_only: p.timing_only,
             value: Arc::new(p),
             bytes,
         })
+    }
+
+    fn timing_only_circuits(&self) -> Vec<String> {
+        // Every synthetic circuit id, when the kind is timing-only.
+        if self.timing_only {
+            vec!["synthetic-*".to_owned()]
+        } else {
+            Vec::new()
+        }
     }
 }
 
