@@ -275,6 +275,19 @@ impl MemoryBudget {
         bytes: u64,
         critical: bool,
     ) -> Result<Option<Permit>, BudgetError> {
+        self.acquire_for_with(|| bytes, critical)
+    }
+
+    /// [`Self::acquire_for`] for a need that may shrink while it waits (a partition
+    /// charged at worst until its shape's first partition has measured what it
+    /// holds): `need` is read again at every wake-up, so a waiter is never starved
+    /// by its own stale, larger charge. Holds the need read last.
+    pub fn acquire_for_with(
+        self: &Arc<Self>,
+        need: impl Fn() -> u64,
+        critical: bool,
+    ) -> Result<Option<Permit>, BudgetError> {
+        let mut bytes = need();
         self.check_for(bytes, critical)?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if critical {
@@ -287,6 +300,10 @@ impl MemoryBudget {
                 .wait_timeout(st, Duration::from_millis(200))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            // Read without the lock held: the need may take other locks.
+            drop(st);
+            bytes = need().min(bytes);
+            st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         }
         if critical {
             st.critical_waiting -= 1;
@@ -395,6 +412,27 @@ fn cgroup_limit(groups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A waiter whose need shrinks while it waits (its shape's splits measured) is
+    /// admitted at the smaller need, though the larger one never fits.
+    #[test]
+    fn a_waiter_is_admitted_when_its_need_shrinks() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let b = MemoryBudget::new(100);
+        let held = b.acquire(60).unwrap().unwrap();
+        let need = Arc::new(AtomicU64::new(50));
+        let (b2, n2) = (b.clone(), need.clone());
+        let waiter =
+            std::thread::spawn(move || b2.acquire_for_with(|| n2.load(Ordering::SeqCst), false));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!waiter.is_finished(), "50 more cannot fit beside 60 of 100");
+        need.store(30, Ordering::SeqCst);
+        let permit = waiter.join().unwrap().unwrap().unwrap();
+        assert_eq!(permit.bytes(), 30);
+        assert_eq!(b.used(), 90);
+        drop((held, permit));
+        assert_eq!(b.used(), 0);
+    }
 
     #[test]
     fn cgroup_limits_are_found_in_v2_parents_and_v1() {

@@ -1319,7 +1319,12 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
     if sh.budget.would_wait_for(bytes + extra, critical) {
         sh.rec(Ev::BudgetWaitStart, job.id, p, wk, None, Some(bytes), "");
     }
-    let permit = match sh.budget.acquire_for(bytes + extra, critical) {
+    // The charge is read again while it waits: a partition queued before its
+    // shape's first partition measured its splits is charged at worst, and must
+    // not wait for that stale charge while smaller ones pass it (on the H200 three
+    // such partitions never ran once the pinned buffers grew).
+    let need = || sh.partition_charge(&job.r1cs) + extra;
+    let permit = match sh.budget.acquire_for_with(need, critical) {
         Ok(Some(mut permit)) => {
             let srs_permit = (extra > 0).then(|| permit.split_off(extra));
             sh.hold_srs(&job, srs_permit);
@@ -1336,7 +1341,15 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
             return;
         }
     };
-    sh.rec(Ev::BudgetAcquired, job.id, p, wk, None, Some(bytes), "");
+    sh.rec(
+        Ev::BudgetAcquired,
+        job.id,
+        p,
+        wk,
+        None,
+        Some(permit.bytes()),
+        "",
+    );
     let started = Instant::now();
     match synth_partition(sh, &job, p, w, spec, permit, started) {
         Ok(item) => {
