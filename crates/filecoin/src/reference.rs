@@ -104,23 +104,10 @@ impl WitnessPair {
         challenges: usize,
     ) -> Result<Self, FilecoinError> {
         let kind = PorepKind::new(c1.registered_proof)?;
-        // Cut through the C1's own serde form, so the circuits are built as for a
-        // real C1.
-        let bad = |message: String| FilecoinError::Circuit {
+        c1 = cut_challenges(c1, challenges).map_err(|message| FilecoinError::Circuit {
             proof: kind.name.clone(),
             message,
-        };
-        let mut json = serde_json::to_value(&c1).map_err(|e| bad(e.to_string()))?;
-        if let Some(per_shape) = json["vanilla_proofs"]
-            .as_object_mut()
-            .and_then(|o| o.values_mut().next())
-            .and_then(|v| v.as_array_mut())
-        {
-            for partition in per_shape.iter_mut().filter_map(|p| p.as_array_mut()) {
-                partition.truncate(challenges.max(1));
-            }
-        }
-        c1 = serde_json::from_value(json).map_err(|e| bad(e.to_string()))?;
+        })?;
         struct First;
         impl PartitionsUser for First {
             type Out = Result<WitnessPair, cuzk_synth::SynthError>;
@@ -171,4 +158,22 @@ impl WitnessPair {
     ) -> Result<cuzk_synth::Witness, cuzk_synth::SynthError> {
         (self.native)(pool)
     }
+}
+
+/// `c1` with each partition cut to its first `challenges` challenges (at least one),
+/// through the C1's own serde form, so that its circuits are built as for a real C1.
+pub(crate) fn cut_challenges(
+    c1: crate::SealCommitPhase1Output,
+    challenges: usize,
+) -> Result<crate::SealCommitPhase1Output, String> {
+    let mut json = serde_json::to_value(&c1).map_err(|e| e.to_string())?;
+    let per_shape = json["vanilla_proofs"]
+        .as_object_mut()
+        .and_then(|o| o.values_mut().next())
+        .and_then(|v| v.as_array_mut())
+        .ok_or("vanilla_proofs is not {shape: [[challenge proofs]]}")?;
+    for partition in per_shape.iter_mut().filter_map(|p| p.as_array_mut()) {
+        partition.truncate(challenges.max(1));
+    }
+    serde_json::from_value(json).map_err(|e| e.to_string())
 }

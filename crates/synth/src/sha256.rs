@@ -144,10 +144,12 @@ impl<S: PrimeField, CS: ConstraintSystem<S>> Sink<'_, S, CS> {
             (Bit::Var { raw: ra, neg: na }, Bit::Var { raw: rb, neg: nb }) => {
                 // Is ^ Is and Not ^ Not allocate a ^ b; Is ^ Not allocates a ^ b and
                 // negates it.
-                let Bit::Var { raw, .. } = self.bit(ra ^ rb)? else {
-                    unreachable!("bit() returns a variable")
-                };
-                Bit::Var { raw, neg: na ^ nb }
+                self.alloc(ra ^ rb)?;
+                self.constraint();
+                Bit::Var {
+                    raw: ra ^ rb,
+                    neg: na ^ nb,
+                }
             }
         })
     }
