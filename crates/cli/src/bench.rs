@@ -183,14 +183,7 @@ pub fn prepare(w: &WorkloadArgs) -> Result<Prepared> {
     pb.finish_and_clear();
 
     let params = if w.timing_only {
-        let shape = cuzk_params::timing::TimingShape {
-            num_inputs: r1cs.num_inputs(),
-            num_aux: r1cs.num_aux(),
-            a_aux_dense: r1cs.a_aux_density().count(),
-            b_inputs_dense: r1cs.b_input_density().count(),
-            b_aux_dense: r1cs.b_aux_density().count(),
-            domain: r1cs.num_constraints().next_power_of_two(),
-        };
+        let shape = cuzk_service::synthetic::timing_shape(&r1cs);
         let pb = progress::spinner("making timing-only parameters (random points)");
         let p = cuzk_params::timing::timing_only_params(&shape, 7)?;
         pb.finish_and_clear();

@@ -419,14 +419,7 @@ fn make_timing_only<K: CircuitKind>(
     seed: u64,
 ) -> Result<LoadedParams, FilecoinError> {
     let t = Instant::now();
-    let shape = cuzk_params::timing::TimingShape {
-        num_inputs: r1cs.num_inputs(),
-        num_aux: r1cs.num_aux(),
-        a_aux_dense: r1cs.a_aux_density().count(),
-        b_inputs_dense: r1cs.b_input_density().count(),
-        b_aux_dense: r1cs.b_aux_density().count(),
-        domain: r1cs.num_constraints().next_power_of_two(),
-    };
+    let shape = cuzk_service::synthetic::timing_shape(r1cs);
     let path = PathBuf::from(format!("<{}>", cuzk_params::timing::TIMING_ONLY_LABEL));
     let mismatch = |detail: String| FilecoinError::ParamsMismatch {
         path: path.clone(),

@@ -198,14 +198,7 @@ impl SyntheticKind {
         log: u32,
     ) -> Result<SyntheticParams, String> {
         let r1cs = compile(circuit_id, name, log)?;
-        let shape = cuzk_params::timing::TimingShape {
-            num_inputs: r1cs.num_inputs(),
-            num_aux: r1cs.num_aux(),
-            a_aux_dense: r1cs.a_aux_density().count(),
-            b_inputs_dense: r1cs.b_input_density().count(),
-            b_aux_dense: r1cs.b_aux_density().count(),
-            domain: r1cs.num_constraints().next_power_of_two(),
-        };
+        let shape = timing_shape(&r1cs);
         let params = cuzk_params::timing::timing_only_params(&shape, 7)
             .map_err(|e| e.to_string())?
             .into_params();
@@ -370,5 +363,18 @@ impl RunningProof for Running {
             Err(JobError::Cancelled) => Err(ProofFailure::Cancelled),
             Err(e) => Err(ProofFailure::Failed(e.to_string())),
         }
+    }
+}
+
+/// The sizes timing-only parameters need for `r1cs` (its variables, the dense
+/// parts of the A and B queries, the evaluation domain).
+pub fn timing_shape(r1cs: &cuzk_synth::R1cs) -> cuzk_params::timing::TimingShape {
+    cuzk_params::timing::TimingShape {
+        num_inputs: r1cs.num_inputs(),
+        num_aux: r1cs.num_aux(),
+        a_aux_dense: r1cs.a_aux_density().count(),
+        b_inputs_dense: r1cs.b_input_density().count(),
+        b_aux_dense: r1cs.b_aux_density().count(),
+        domain: r1cs.num_constraints().next_power_of_two(),
     }
 }
