@@ -407,10 +407,12 @@ impl GpuBackend for CudaBackend {
         crate::raw::device_count()
     }
 
-    /// Page-locked host memory held for this backend's device: the streamed bases'
-    /// staging buffers and the `a, b, c` ranges registered by [`GpuBackend::stage`]
-    /// or a running partition ([`crate::raw::pinned_bytes`]; counted per device
-    /// ordinal, so two backends opened on one device each report both's).
+    /// Page-locked host memory allocated for this backend's device: the streamed
+    /// bases' staging buffers ([`crate::raw::pinned_bytes`]; counted per device
+    /// ordinal, so two backends opened on one device each report both's). The
+    /// `a, b, c` ranges registered by [`GpuBackend::stage`] or a running partition
+    /// are the caller's memory and are counted apart
+    /// ([`crate::raw::registered_bytes`]).
     fn pinned_host_bytes(&self) -> u64 {
         crate::raw::pinned_bytes(self.ctx.ordinal())
     }

@@ -95,35 +95,66 @@ pub fn htod_bytes<T>(
         .ctx("cuMemcpyHtoDAsync")
 }
 
-/// Page-locked host bytes held in this process, per device ordinal: every live
-/// [`HostRegistration`] and [`PinnedBuffer`] counts its length under the ordinal
-/// of its context. Read by [`pinned_bytes`] without taking any lock the GPU work
-/// holds, so the engine's memory budget can poll it while a partition runs.
-static PINNED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+/// Page-locked host bytes held in this process, per device ordinal, in two kinds:
+/// what the driver allocated ([`PinnedBuffer`]: staging buffers no one else counts)
+/// and caller memory made page-locked in place ([`HostRegistration`]: `a, b, c`,
+/// already held by whoever allocated them). Read by [`pinned_bytes`] and
+/// [`registered_bytes`] without taking any lock the GPU work holds, so the engine's
+/// memory budget can poll it while a partition runs.
+static PINNED: std::sync::Mutex<Vec<Pinned>> = std::sync::Mutex::new(Vec::new());
 
-fn count_pinned(ordinal: usize, bytes: u64, add: bool) {
+#[derive(Clone, Copy, Debug, Default)]
+struct Pinned {
+    allocated: u64,
+    registered: u64,
+}
+
+#[derive(Clone, Copy)]
+enum PinKind {
+    Allocated,
+    Registered,
+}
+
+fn count_pinned(ordinal: usize, kind: PinKind, bytes: u64, add: bool) {
     let mut v = PINNED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if v.len() <= ordinal {
-        v.resize(ordinal + 1, 0);
+        v.resize(ordinal + 1, Pinned::default());
     }
-    v[ordinal] = if add {
-        v[ordinal].saturating_add(bytes)
+    let slot = match kind {
+        PinKind::Allocated => &mut v[ordinal].allocated,
+        PinKind::Registered => &mut v[ordinal].registered,
+    };
+    *slot = if add {
+        slot.saturating_add(bytes)
     } else {
-        v[ordinal].saturating_sub(bytes)
+        slot.saturating_sub(bytes)
     };
 }
 
-/// Page-locked host bytes this process holds now for device `ordinal` (ranges
-/// registered with [`HostRegistration`], staging buffers of [`PinnedBuffer`]).
-pub fn pinned_bytes(ordinal: usize) -> u64 {
+fn read_pinned(ordinal: usize) -> Pinned {
     PINNED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(ordinal)
         .copied()
-        .unwrap_or(0)
+        .unwrap_or_default()
+}
+
+/// Page-locked host bytes this process allocated for device `ordinal` (the
+/// staging buffers of [`PinnedBuffer`]): memory that exists only because of the
+/// backend, which a host memory budget must leave room for.
+pub fn pinned_bytes(ordinal: usize) -> u64 {
+    read_pinned(ordinal).allocated
+}
+
+/// Caller memory page-locked in place for device `ordinal` now (ranges registered
+/// with [`HostRegistration`]: staged `a, b, c`). Not new memory: whoever allocated
+/// the ranges already counts them, so a budget that added these would count them
+/// twice (it did, on the H200: ~12.5 GB a staged 32 GiB-sector partition).
+pub fn registered_bytes(ordinal: usize) -> u64 {
+    read_pinned(ordinal).registered
 }
 
 /// How many CUDA devices the driver sees: 0 without a driver library or device.
@@ -141,7 +172,7 @@ pub fn device_count() -> u32 {
 #[derive(Debug)]
 pub struct HostRegistration {
     ptr: *mut std::ffi::c_void,
-    /// Bytes registered (counted in [`pinned_bytes`] while the guard lives).
+    /// Bytes registered (counted in [`registered_bytes`] while the guard lives).
     len: usize,
     /// The context it was registered in (the unregister runs there: with several
     /// devices the dropping thread's current context may be another one).
@@ -164,7 +195,7 @@ impl HostRegistration {
         let r = unsafe { sys::cuMemHostRegister_v2(ptr, bytes.len(), 0) };
         match r {
             sys::CUresult::CUDA_SUCCESS => {
-                count_pinned(ctx.ordinal(), bytes.len() as u64, true);
+                count_pinned(ctx.ordinal(), PinKind::Registered, bytes.len() as u64, true);
                 Ok(Some(Self {
                     ptr,
                     len: bytes.len(),
@@ -186,7 +217,7 @@ impl Drop for HostRegistration {
         let _ = self.ctx.bind_to_thread();
         // SAFETY: `ptr` was registered by `new` and not unregistered since.
         let _ = unsafe { sys::cuMemHostUnregister(self.ptr) };
-        count_pinned(self.ctx.ordinal(), self.len as u64, false);
+        count_pinned(self.ctx.ordinal(), PinKind::Registered, self.len as u64, false);
     }
 }
 
@@ -224,7 +255,7 @@ impl PinnedBuffer {
             call: "cuMemHostAlloc",
             source: result::DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY),
         })?;
-        count_pinned(ctx.ordinal(), len as u64, true);
+        count_pinned(ctx.ordinal(), PinKind::Allocated, len as u64, true);
         Ok(Self {
             ptr,
             len,
@@ -270,6 +301,6 @@ impl Drop for PinnedBuffer {
                 self.len
             );
         }
-        count_pinned(self.ctx.ordinal(), self.len as u64, false);
+        count_pinned(self.ctx.ordinal(), PinKind::Allocated, self.len as u64, false);
     }
 }

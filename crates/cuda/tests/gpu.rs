@@ -93,7 +93,8 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
 
 /// The backend reports the driver's device count (0 exactly when it cannot open
 /// a device) and the host memory it holds page-locked: `a, b, c` it staged count
-/// until the guard is dropped.
+/// as registered (the caller's memory) until the guard is dropped, not as memory the
+/// backend allocated.
 #[test]
 fn device_count_and_pinned_bytes_are_reported_or_no_device() {
     let count = cuzk_cuda::raw::device_count();
@@ -109,6 +110,7 @@ fn device_count_and_pinned_bytes_are_reported_or_no_device() {
     assert!(count >= 1);
     assert_eq!(backend.device_count(), count);
     let before = backend.pinned_host_bytes();
+    let registered_before = cuzk_cuda::raw::registered_bytes(0);
     // Long enough to be page-locked by `stage` (1 << 15 scalars each).
     let mut r = ChaCha20Rng::seed_from_u64(11);
     let n = 1 << 15;
@@ -121,8 +123,15 @@ fn device_count_and_pinned_bytes_are_reported_or_no_device() {
         })
         .unwrap();
     assert!(staged.is_staged());
-    assert_eq!(backend.pinned_host_bytes(), before + 3 * 32 * n as u64);
+    // Registered in place, counted apart: the caller's memory, not the backend's.
+    let ordinal = 0;
+    assert_eq!(
+        cuzk_cuda::raw::registered_bytes(ordinal),
+        registered_before + 3 * 32 * n as u64
+    );
+    assert_eq!(backend.pinned_host_bytes(), before);
     drop(staged);
+    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered_before);
     assert_eq!(backend.pinned_host_bytes(), before);
 }
 

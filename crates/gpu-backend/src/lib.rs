@@ -281,9 +281,11 @@ pub trait GpuBackend: Send + Sync {
         self.prove_partition(job.to_owned_job())
     }
 
-    /// Host memory the backend holds page-locked now (staging buffers for streamed
-    /// bases, `a, b, c` it pinned in [`GpuBackend::stage`]). The pipelined engine's
-    /// memory budget leaves room for it; the default holds none.
+    /// Host memory the backend allocated page-locked and holds now (staging
+    /// buffers for streamed bases): memory that exists only because of the backend.
+    /// The pipelined engine's memory budget leaves room for it. Caller memory the
+    /// backend page-locks in place (`a, b, c` registered by [`GpuBackend::stage`])
+    /// is not included: the caller's budget already holds it. The default holds none.
     fn pinned_host_bytes(&self) -> u64 {
         0
     }
