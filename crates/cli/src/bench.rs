@@ -242,6 +242,8 @@ pub struct RunResult {
     pub analysis: Analysis,
     pub dir: PathBuf,
     pub verified: bool,
+    /// Whether the backend evaluated `a, b, c` from the witness.
+    pub abc_on_backend: bool,
 }
 
 fn peak_rss() -> Option<u64> {
@@ -399,6 +401,7 @@ fn finish_run(
     timeline_path: &Path,
 ) -> Result<RunResult> {
     let w = &prep.w;
+    let abc_on_backend = engine.abc_on_backend();
     drop(engine);
     recorder.flush()?;
     let events = recorder.events();
@@ -420,6 +423,7 @@ fn finish_run(
         analysis,
         dir: dir.to_path_buf(),
         verified: verified && !prep.timing_only && cfg.engine.verify,
+        abc_on_backend,
     };
     write_manifest(
         dir,
@@ -513,6 +517,7 @@ fn write_manifest(
             "check_witness": e.check_witness, "b_g2_on_backend": e.b_g2_on_backend,
             "critical_reserve": e.critical_reserve, "critical_synth_slots": e.critical_synth_slots,
             "b_g2_on_backend_resolved": cuzk_scheduler::b_g2_on_backend(e.b_g2_on_backend, caps),
+            "abc_on_backend": e.abc_on_backend, "abc_on_backend_resolved": r.abc_on_backend,
         },
         "plugins": plugins,
         "workload": {
@@ -588,6 +593,14 @@ fn print_result(label: &str, prep: &Prepared, r: &RunResult) {
             "verified"
         } else {
             "NOT verified"
+        }
+    );
+    println!(
+        "  a, b, c evaluated {}",
+        if r.abc_on_backend {
+            "by the backend from the witness (no spmv stage)"
+        } else {
+            "by the engine's spmv stage"
         }
     );
     for d in &r.analysis.gpu_busy {

@@ -53,6 +53,11 @@ pub struct RunArgs {
     /// --synth-jobs (0: none; default 1).
     #[arg(long)]
     pub critical_synth_slots: Option<usize>,
+    /// a, b, c evaluated by the backend from the witness (true) or by the engine's
+    /// spmv stage (false); default: on the backend where it evaluates them on its
+    /// device.
+    #[arg(long)]
+    pub abc_on_backend: Option<bool>,
     /// Do not verify proofs before returning them (for benchmarks).
     #[arg(long)]
     pub no_verify: bool,
@@ -101,6 +106,7 @@ impl RunArgs {
         e.memory_budget_gib = self.memory_budget_gib.or(e.memory_budget_gib);
         e.critical_reserve_gib = self.critical_reserve_gib.or(e.critical_reserve_gib);
         e.critical_synth_slots = self.critical_synth_slots.or(e.critical_synth_slots);
+        e.abc_on_backend = self.abc_on_backend.or(e.abc_on_backend);
         if self.no_verify {
             e.verify = Some(false);
         }
@@ -148,6 +154,7 @@ mod tests {
             gpu_threads: Some(3),
             critical_reserve_gib: Some(0.25),
             critical_synth_slots: Some(0),
+            abc_on_backend: Some(true),
             no_verify: true,
             ..RunArgs::default()
         }
@@ -165,6 +172,7 @@ mod tests {
         assert!(!cfg.engine.verify);
         assert_eq!(cfg.engine.critical_reserve, Some(1 << 28));
         assert_eq!(cfg.engine.critical_synth_slots, 0);
+        assert_eq!(cfg.engine.abc_on_backend, Some(true));
         // Recorded in the manifest with the rest of cuzk.toml.
         assert_eq!(cfg.config.engine.critical_reserve_gib, Some(0.25));
     }

@@ -41,6 +41,12 @@ pub struct EngineSection {
     /// B in G2 on the backend (unset: where a device backend offers it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_g2_on_backend: Option<bool>,
+    /// `a, b, c` evaluated by the backend from the witness instead of the engine's
+    /// spmv stage (unset: where the backend evaluates them on its device, as the
+    /// CUDA backend does, unless `check_witness` is set). A partition then holds its
+    /// witness instead of `a, b, c` (a third of their size) until its GPU stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abc_on_backend: Option<bool>,
     /// GiB of the memory budget held back for critical-priority work (a
     /// WinningPoSt): other partitions are admitted against the budget less this,
     /// critical ones against the whole budget. 0: none. Unset: learned, the largest
@@ -69,6 +75,7 @@ impl EngineSection {
             verify: self.verify.unwrap_or(d.verify),
             check_witness: self.check_witness.unwrap_or(d.check_witness),
             b_g2_on_backend: self.b_g2_on_backend.or(d.b_g2_on_backend),
+            abc_on_backend: self.abc_on_backend.or(d.abc_on_backend),
             critical_reserve: self
                 .critical_reserve_gib
                 .map(gib_to_bytes)

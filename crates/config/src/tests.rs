@@ -73,7 +73,8 @@ fn engine_knobs_reach_the_pipeline_config() {
     let c = Config::from_toml(
         "[engine]\nsynth_jobs = 3\nsynth_threads = 4\ngpu_workers_per_device = 1\n\
          gpu_threads = 5\nmemory_budget_gib = 1.5\nverify = false\ncheck_witness = true\n\
-         b_g2_on_backend = false\ncritical_reserve_gib = 0.5\ncritical_synth_slots = 2\n",
+         b_g2_on_backend = false\ncritical_reserve_gib = 0.5\ncritical_synth_slots = 2\n\
+         abc_on_backend = true\n",
         "t",
     )
     .unwrap();
@@ -87,6 +88,7 @@ fn engine_knobs_reach_the_pipeline_config() {
     assert_eq!(p.b_g2_on_backend, Some(false));
     assert_eq!(p.critical_reserve, Some(1 << 29));
     assert_eq!(p.critical_synth_slots, 2);
+    assert_eq!(p.abc_on_backend, Some(true));
     // Left out: the defaults.
     let d = Config::from_toml("", "empty").unwrap();
     assert_eq!(d, Config::default());

@@ -217,7 +217,12 @@ impl Drop for HostRegistration {
         let _ = self.ctx.bind_to_thread();
         // SAFETY: `ptr` was registered by `new` and not unregistered since.
         let _ = unsafe { sys::cuMemHostUnregister(self.ptr) };
-        count_pinned(self.ctx.ordinal(), PinKind::Registered, self.len as u64, false);
+        count_pinned(
+            self.ctx.ordinal(),
+            PinKind::Registered,
+            self.len as u64,
+            false,
+        );
     }
 }
 
@@ -301,6 +306,11 @@ impl Drop for PinnedBuffer {
                 self.len
             );
         }
-        count_pinned(self.ctx.ordinal(), PinKind::Allocated, self.len as u64, false);
+        count_pinned(
+            self.ctx.ordinal(),
+            PinKind::Allocated,
+            self.len as u64,
+            false,
+        );
     }
 }

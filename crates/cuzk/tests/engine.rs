@@ -20,8 +20,8 @@ use cuzk_alloc::InlineDealloc;
 use cuzk_circuits::MulChain;
 use cuzk_gpu_backend::{
     lock::{GpuLock, LockGuard, NoLock, Region, SingleLock, SplitLock},
-    AbcRef, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob, PartitionJobRef,
-    PartitionResult, Staged,
+    AbcEval, AbcRef, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob,
+    PartitionJobRef, PartitionResult, Staged, WitnessJobRef,
 };
 use cuzk_plugin_host::{PluginSpec, SearchPath};
 use cuzk_scheduler::{
@@ -468,6 +468,7 @@ impl GpuLock for NotingLock {
 enum Call {
     Stage { locked: bool },
     ProveRef { locked: bool, staged: bool },
+    ProveWitness { locked: bool, staged: bool },
     ProveOwned,
     Unstage { locked: bool },
 }
@@ -481,6 +482,9 @@ struct Staging {
     /// Addresses of the `a` vectors staged now.
     staged: Arc<Mutex<HashSet<usize>>>,
     fail: Option<&'static str>,
+    /// What it says of evaluating a, b, c from the witness (the CPU backend does,
+    /// on the host): `Device` makes the engine hand it witnesses by default.
+    abc_eval: AbcEval,
 }
 
 impl Staging {
@@ -491,7 +495,33 @@ impl Staging {
             calls: Arc::default(),
             staged: Arc::default(),
             fail,
+            abc_eval: AbcEval::No,
         }
+    }
+
+    /// Records `addr` staged, and a guard that unstages it (noted, with whether
+    /// the dropping thread holds the lock).
+    fn stage_at(&self, addr: usize) -> Result<Staged, BackendError> {
+        match self.fail {
+            Some("error") => return Err(BackendError::Device("could not pin".into())),
+            Some(_) => panic!("the backend panicked while staging"),
+            None => {}
+        }
+        self.note(Call::Stage {
+            locked: Self::locked(&self.holder),
+        });
+        self.staged.lock().unwrap().insert(addr);
+        let (holder, calls, staged) = (
+            Arc::clone(&self.holder),
+            Arc::clone(&self.calls),
+            Arc::clone(&self.staged),
+        );
+        Ok(Staged::new(move || {
+            staged.lock().unwrap().remove(&addr);
+            let locked = Self::locked(&holder);
+            let me = std::thread::current().id();
+            calls.lock().unwrap().push((me, Call::Unstage { locked }));
+        }))
     }
 
     fn locked(holder: &Mutex<Option<std::thread::ThreadId>>) -> bool {
@@ -510,27 +540,31 @@ impl GpuBackend for Staging {
     }
 
     fn stage(&self, abc: AbcRef<'_>) -> Result<Staged, BackendError> {
-        match self.fail {
-            Some("error") => return Err(BackendError::Device("could not pin".into())),
-            Some(_) => panic!("the backend panicked while staging"),
-            None => {}
-        }
-        self.note(Call::Stage {
+        self.stage_at(abc.a.as_ptr() as usize)
+    }
+
+    fn abc_eval(&self) -> AbcEval {
+        self.abc_eval
+    }
+
+    fn stage_witness(&self, _input: &[Scalar], aux: &[Scalar]) -> Result<Staged, BackendError> {
+        self.stage_at(aux.as_ptr() as usize)
+    }
+
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        let staged = self
+            .staged
+            .lock()
+            .unwrap()
+            .contains(&(job.aux.as_ptr() as usize));
+        self.note(Call::ProveWitness {
             locked: Self::locked(&self.holder),
+            staged,
         });
-        let a = abc.a.as_ptr() as usize;
-        self.staged.lock().unwrap().insert(a);
-        let (holder, calls, staged) = (
-            Arc::clone(&self.holder),
-            Arc::clone(&self.calls),
-            Arc::clone(&self.staged),
-        );
-        Ok(Staged::new(move || {
-            staged.lock().unwrap().remove(&a);
-            let locked = Self::locked(&holder);
-            let me = std::thread::current().id();
-            calls.lock().unwrap().push((me, Call::Unstage { locked }));
-        }))
+        self.inner.prove_partition_witness(job)
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
@@ -776,11 +810,117 @@ fn the_charge_for_splits_is_learned_from_the_shape() {
     let splits = of(EventKind::PrepEnd, 1);
     assert_eq!(
         second,
-        cuzk_scheduler::partition_bytes_for(&r1cs, true, Some(splits + splits / 4)),
+        cuzk_scheduler::partition_bytes_for(
+            &r1cs,
+            cuzk_scheduler::Held::Abc { host_h: true },
+            Some(splits + splits / 4),
+        ),
         "second: the first's splits and a quarter"
     );
     assert!(
         second < first,
         "bits make small splits: {second} charged after {first}"
     );
+}
+
+/// A backend that evaluates a, b, c on its device gets each partition's witness
+/// (staged before the lock, proven under it, unstaged after), the engine runs no
+/// spmv stage, and the proofs are the same bytes as with the engine's spmv. Asked
+/// for explicitly, a backend that does not offer it, or `check_witness` (which
+/// reads a, b, c on the host), is a configuration error at start.
+#[test]
+fn a_backend_that_evaluates_a_b_c_gets_the_witness_and_proves_the_same() {
+    let backend = Arc::new(Staging {
+        abc_eval: AbcEval::Device,
+        ..Staging::new(None)
+    });
+    let holder = Arc::clone(&backend.holder);
+    let policies = Policies {
+        backend: backend.clone(),
+        lock: Arc::new(NotingLock {
+            inner: SingleLock::new(),
+            holder,
+        }),
+        ..in_process(Arc::new(NoLock))
+    };
+    let rec = recorder();
+    // Unset: on the backend, since it says it evaluates them on its device.
+    let engine = PipelineEngine::start(small_config(), policies, rec.clone()).unwrap();
+    assert!(engine.abc_on_backend());
+    let witness_proofs = proofs_of(&engine, 3, 2);
+    drop(engine);
+    let calls = backend.calls.lock().unwrap().clone();
+    let threads: HashSet<_> = calls.iter().map(|(t, _)| *t).collect();
+    let mut partitions = 0;
+    for t in threads {
+        let mine: Vec<Call> = calls
+            .iter()
+            .filter(|(u, _)| *u == t)
+            .map(|(_, c)| *c)
+            .collect();
+        for c in mine.chunks(3) {
+            assert_eq!(
+                c,
+                [
+                    Call::Stage { locked: false },
+                    Call::ProveWitness {
+                        locked: true,
+                        staged: true
+                    },
+                    Call::Unstage { locked: false },
+                ],
+                "{mine:?}"
+            );
+            partitions += 1;
+        }
+    }
+    assert_eq!(partitions, 6);
+    let events = rec.events();
+    assert!(events.iter().all(|e| e.event != EventKind::SpmvStart));
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.event == EventKind::GpuEnd)
+            .count(),
+        6
+    );
+
+    // The CPU backend evaluates them on the host: unset, the engine's spmv runs;
+    // asked for, the backend's. The same proofs, byte for byte, all three ways.
+    let host = PipelineEngine::start(
+        small_config(),
+        in_process(Arc::new(SingleLock::new())),
+        recorder(),
+    )
+    .unwrap();
+    assert!(!host.abc_on_backend());
+    assert_eq!(proofs_of(&host, 3, 2), witness_proofs);
+    drop(host);
+    let asked = PipelineConfig {
+        abc_on_backend: Some(true),
+        ..small_config()
+    };
+    let cpu = PipelineEngine::start(
+        asked.clone(),
+        in_process(Arc::new(SingleLock::new())),
+        recorder(),
+    )
+    .unwrap();
+    assert!(cpu.abc_on_backend());
+    assert_eq!(proofs_of(&cpu, 3, 2), witness_proofs);
+    drop(cpu);
+
+    // Refused at start: a backend that does not offer it; with check_witness.
+    let plain = Policies {
+        backend: Arc::new(Staging::new(None)),
+        ..in_process(Arc::new(NoLock))
+    };
+    let e = PipelineEngine::start(asked.clone(), plain, recorder()).unwrap_err();
+    assert!(e.to_string().contains("does not evaluate"), "{e}");
+    let checking = PipelineConfig {
+        check_witness: true,
+        ..asked
+    };
+    let e = PipelineEngine::start(checking, in_process(Arc::new(NoLock)), recorder()).unwrap_err();
+    assert!(e.to_string().contains("check_witness"), "{e}");
 }

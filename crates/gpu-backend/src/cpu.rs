@@ -8,8 +8,8 @@ use blstrs::{G1Affine, G2Affine};
 use cuzk_msm_cpu::{msm_g1, split_msm_g1, split_msm_g2};
 
 use crate::{
-    compute_h, log_domain, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionResult,
-    SplitMsm,
+    compute_h, log_domain, AbcEval, BackendError, Capabilities, GpuBackend, PartitionJob,
+    PartitionResult, SplitMsm, WitnessJobRef,
 };
 
 /// [`GpuBackend`] on the CPU, on a pool the scheduler owns.
@@ -56,6 +56,34 @@ impl GpuBackend for CpuBackend {
             g2: true,
             devices: Vec::new(),
         }
+    }
+
+    fn abc_eval(&self) -> AbcEval {
+        AbcEval::Host
+    }
+
+    /// The engine's own mat-vec on this backend's pool, then the partition as
+    /// [`GpuBackend::prove_partition`] proves it (the NTT pads `a, b, c` in place).
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        let abc = cuzk_synth::spmv_slices(
+            job.r1cs,
+            job.input,
+            job.aux,
+            &self.pool,
+            &cuzk_synth::NoThrottle,
+        )
+        .map_err(|e| BackendError::Rejected(e.to_string()))?;
+        self.prove_partition(PartitionJob {
+            abc,
+            h_bases: job.h_bases,
+            l: job.l,
+            a: job.a,
+            b_g1: job.b_g1,
+            b_g2: job.b_g2,
+        })
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {

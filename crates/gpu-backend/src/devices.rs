@@ -9,9 +9,11 @@
 
 use std::sync::Arc;
 
+use blstrs::Scalar;
+
 use crate::{
-    AbcRef, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionJobRef, PartitionResult,
-    Staged,
+    AbcEval, AbcRef, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionJobRef,
+    PartitionResult, Staged, WitnessJobRef,
 };
 
 /// One device's backend and the ordinal it was opened on.
@@ -118,6 +120,21 @@ impl GpuBackend for DeviceSet {
         job: PartitionJobRef<'_>,
     ) -> Result<PartitionResult, BackendError> {
         self.first().prove_partition_ref(job)
+    }
+
+    fn abc_eval(&self) -> AbcEval {
+        self.first().abc_eval()
+    }
+
+    fn stage_witness(&self, input: &[Scalar], aux: &[Scalar]) -> Result<Staged, BackendError> {
+        self.first().stage_witness(input, aux)
+    }
+
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        self.first().prove_partition_witness(job)
     }
 
     fn pinned_host_bytes(&self) -> u64 {

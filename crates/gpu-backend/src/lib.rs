@@ -16,6 +16,7 @@
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 pub use cuzk_alloc::Abc;
 pub use cuzk_alloc::SplitScalars;
+pub use cuzk_synth::{CsrRef, R1csRef, Term};
 
 mod cpu;
 mod devices;
@@ -133,6 +134,53 @@ impl<'a> PartitionJobRef<'a> {
                 b: copy(self.abc.b),
                 c: copy(self.abc.c),
             },
+            h_bases: self.h_bases,
+            l: self.l,
+            a: self.a,
+            b_g1: self.b_g1,
+            b_g2: self.b_g2,
+        }
+    }
+}
+
+/// Where a backend can evaluate `a = A·w, b = B·w, c = C·w` itself, from the
+/// witness and the compiled matrices ([`GpuBackend::prove_partition_witness`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AbcEval {
+    /// Not offered: the engine evaluates `a, b, c` (its spmv stage) and hands them
+    /// over.
+    #[default]
+    No,
+    /// On the host, as the engine's spmv would (the CPU backend): no gain, but the
+    /// same call, so the witness path runs on any machine.
+    Host,
+    /// On the device, from a device copy of the matrices kept per compiled shape:
+    /// the host never holds `a, b, c` (12.5 GB less a 32 GiB-sector partition, and
+    /// the spmv's CPU time) and uploads the witness (a third of their size) instead.
+    Device,
+}
+
+/// A partition handed over as its witness: the backend evaluates `a, b, c` from
+/// `r1cs` and `input, aux` (columns `[input, aux]`), then proves as
+/// [`GpuBackend::prove_partition_ref`] would. The MSM queries are those of
+/// [`PartitionJobRef`].
+#[derive(Clone, Copy, Debug)]
+pub struct WitnessJobRef<'a> {
+    pub r1cs: R1csRef<'a>,
+    pub input: &'a [Scalar],
+    pub aux: &'a [Scalar],
+    pub h_bases: &'a [G1Affine],
+    pub l: SplitMsm<'a, G1Affine>,
+    pub a: SplitMsm<'a, G1Affine>,
+    pub b_g1: SplitMsm<'a, G1Affine>,
+    pub b_g2: Option<SplitMsm<'a, G2Affine>>,
+}
+
+impl<'a> WitnessJobRef<'a> {
+    /// The job with `a, b, c` evaluated elsewhere (on the host, say).
+    pub fn with_abc(&self, abc: AbcRef<'a>) -> PartitionJobRef<'a> {
+        PartitionJobRef {
+            abc,
             h_bases: self.h_bases,
             l: self.l,
             a: self.a,
@@ -279,6 +327,35 @@ pub trait GpuBackend: Send + Sync {
         job: PartitionJobRef<'_>,
     ) -> Result<PartitionResult, BackendError> {
         self.prove_partition(job.to_owned_job())
+    }
+
+    /// Where this backend evaluates `a, b, c` from a witness, if it does
+    /// ([`GpuBackend::prove_partition_witness`]); the default does not.
+    fn abc_eval(&self) -> AbcEval {
+        AbcEval::No
+    }
+
+    /// [`GpuBackend::stage`] for a partition that will be proven from its witness
+    /// ([`GpuBackend::prove_partition_witness`]): prepares `input, aux` (a GPU
+    /// backend page-locks them) before the caller takes its GPU lock, on the same
+    /// contract. The default stages nothing.
+    fn stage_witness(&self, input: &[Scalar], aux: &[Scalar]) -> Result<Staged, BackendError> {
+        let _ = (input, aux);
+        Ok(Staged::none())
+    }
+
+    /// Evaluates `a, b, c` from the witness and proves the partition
+    /// ([`WitnessJobRef`]); offered where [`GpuBackend::abc_eval`] is not
+    /// [`AbcEval::No`]. A malformed `r1cs` or a witness of another shape is
+    /// [`BackendError::Rejected`]. The default refuses: [`BackendError::Unsupported`].
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        let _ = job;
+        Err(BackendError::Unsupported(
+            "evaluating a, b, c from the witness",
+        ))
     }
 
     /// Host memory the backend allocated page-locked and holds now (staging

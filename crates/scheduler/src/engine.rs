@@ -54,8 +54,9 @@ use crate::{
     budget::{BudgetError, CriticalReserve, MemoryBudget, Permit},
     srs::{Srs, SrsError},
     stages::{
-        assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, panic_message, prep_stage, query_bases,
-        spmv_stage, stage_abc, ProveError, Splits, StageTimes,
+        assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, gpu_stage_witness, panic_message,
+        prep_stage, query_bases, spmv_stage, stage_abc, stage_witness, ProveError, Splits,
+        StageTimes,
     },
 };
 use cuzk_synth::R1cs;
@@ -100,6 +101,12 @@ pub struct PipelineConfig {
     /// backend offers it, `Some(false)` never, `None` by the backend's capabilities
     /// ([`b_g2_on_backend`](crate::b_g2_on_backend)).
     pub b_g2_on_backend: Option<bool>,
+    /// `a, b, c` evaluated by the backend from the witness instead of the spmv
+    /// stage: `Some(true)` where the backend offers it, `Some(false)` never, `None`
+    /// where it evaluates them on its device
+    /// ([`abc_on_backend`](crate::abc_on_backend)). A partition then holds its
+    /// witness, not `a, b, c`, until its GPU stage ends.
+    pub abc_on_backend: Option<bool>,
     /// Bytes of the memory budget held back for [`Priority::Critical`] partitions
     /// (a WinningPoSt, due within an epoch): others are admitted against the budget
     /// less this, critical ones against the whole budget. `None`: learned, the
@@ -123,6 +130,7 @@ impl Default for PipelineConfig {
             verify: true,
             check_witness: false,
             b_g2_on_backend: None,
+            abc_on_backend: None,
             critical_reserve: None,
             critical_synth_slots: 1,
         }
@@ -279,37 +287,58 @@ impl JobHandle {
 /// Bytes a partition of `r1cs` holds at its peak, at worst: [`partition_bytes_for`]
 /// with H on the host and every variable in each split's tail.
 pub fn partition_bytes(r1cs: &R1cs) -> u64 {
-    partition_bytes_for(r1cs, true, None)
+    partition_bytes_for(r1cs, Held::Abc { host_h: true }, None)
+}
+
+/// What a partition holds on the host between prep_msm and the end of its GPU
+/// stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// `a, b, c` from the spmv stage, and where the backend computes H on the host
+    /// (`host_h`: a backend without devices), the H evaluations padded to the
+    /// domain. The witness is freed after prep_msm.
+    Abc { host_h: bool },
+    /// The witness, which the backend evaluates `a, b, c` from
+    /// ([`PipelineConfig::abc_on_backend`]): no `a, b, c` on the host.
+    Witness,
 }
 
 /// Bytes a partition of `r1cs` holds at its peak. The phases: synthesis (a split
 /// witness is held twice while its parts are appended), then the witness with
-/// `a, b, c` and the splits, then ([`partition_bytes_after_prep`]) `a, b, c`, the
-/// splits and, where the backend computes H on the host (`host_h`), the H
-/// evaluations padded to the domain. `splits`: the bytes the
-/// three splits are known to take for this shape (bitmaps and tails; see
+/// `a, b, c` (where the engine evaluates them) and the splits, then
+/// ([`partition_bytes_after_prep`]) what it keeps for the GPU stage (`held`).
+/// `splits`: the bytes the three splits are known to take for this shape
+/// (bitmaps and tails; see
 /// [`SplitScalars::heap_size`](cuzk_alloc::SplitScalars::heap_size)), else the
 /// worst case, every variable in each tail. A PoRep witness is 97-98% zeros and
 /// ones: at 32 GiB, 0.2 GB of splits where the worst case is 14 GB.
-pub fn partition_bytes_for(r1cs: &R1cs, host_h: bool, splits: Option<u64>) -> u64 {
+pub fn partition_bytes_for(r1cs: &R1cs, held: Held, splits: Option<u64>) -> u64 {
     let vars = (r1cs.num_inputs() + r1cs.num_aux()) as u64;
     let witness = vars * 32;
-    let abc = 3 * r1cs.num_constraints() as u64 * 32;
+    let abc = match held {
+        Held::Abc { .. } => 3 * r1cs.num_constraints() as u64 * 32,
+        Held::Witness => 0,
+    };
     // Each split: a bitmap and, at worst, every variable in the tail (index + limbs).
     let worst = 3 * (vars.div_ceil(8) + vars * (4 + 32));
     let splits = splits.map_or(worst, |s| s.min(worst));
     (2 * witness)
         .max(witness + abc + splits)
-        .max(partition_bytes_after_prep(r1cs, host_h, splits))
+        .max(partition_bytes_after_prep(r1cs, held, splits))
 }
 
-/// What a partition holds once its witness is freed (after prep_msm): `a, b, c`,
-/// its `splits` (bytes) and, where the backend computes H on the host, H.
-pub fn partition_bytes_after_prep(r1cs: &R1cs, host_h: bool, splits: u64) -> u64 {
-    let n = r1cs.num_constraints() as u64;
-    let domain = n.max(1).next_power_of_two();
-    let h = if host_h { 3 * domain * 32 } else { 0 };
-    3 * n * 32 + splits + h
+/// What a partition holds after prep_msm, until its GPU stage ends: its `splits`
+/// (bytes) and what `held` says (`a, b, c` and H on the host, or the witness).
+pub fn partition_bytes_after_prep(r1cs: &R1cs, held: Held, splits: u64) -> u64 {
+    match held {
+        Held::Abc { host_h } => {
+            let n = r1cs.num_constraints() as u64;
+            let domain = n.max(1).next_power_of_two();
+            let h = if host_h { 3 * domain * 32 } else { 0 };
+            3 * n * 32 + splits + h
+        }
+        Held::Witness => (r1cs.num_inputs() + r1cs.num_aux()) as u64 * 32 + splits,
+    }
 }
 
 /// A circuit shape's key for what the engine learns about its partitions.
@@ -470,13 +499,31 @@ struct Carry {
 }
 
 struct GpuItem {
-    abc: Abc,
+    input: GpuInput,
     carry: Carry,
     /// The lanes (indexes into `Shared::lanes`) this partition failed on with a
     /// device error; it is not given to them again.
     failed_on: Vec<usize>,
     /// Its `b_g2_msm`, once queued (a retried partition keeps the first).
     b_g2: Option<Receiver<(BG2Result, Duration)>>,
+}
+
+/// What a partition hands its GPU stage.
+enum GpuInput {
+    /// `a, b, c` from the spmv stage.
+    Abc(Abc),
+    /// The witness: the backend evaluates `a, b, c` ([`Held::Witness`]).
+    Witness(Witness),
+}
+
+impl GpuInput {
+    /// The buffers, for the dealloc policy to free.
+    fn released(self) -> Released {
+        match self {
+            GpuInput::Abc(abc) => Released::of(abc, "abc"),
+            GpuInput::Witness(w) => Released::of(w, "witness"),
+        }
+    }
 }
 
 type BG2Result = Result<G2Projective, ProveError>;
@@ -693,8 +740,9 @@ struct Shared {
     /// once a set is gone (its `Weak` dead) the backends may still hold device
     /// copies of it, which [`PipelineEngine::forget_dropped_params`] frees.
     srs_seen: Mutex<Vec<SeenSrs>>,
-    /// Whether the backend computes H on the host (a backend without devices).
-    host_h: bool,
+    /// What a partition holds for its GPU stage: `a, b, c` (H on the host for a
+    /// backend without devices), or its witness where the backend evaluates them.
+    held: Held,
     /// The largest splits seen per circuit shape (inputs, aux, constraints): what
     /// the next partition of that shape is charged for its splits, with a margin.
     splits_seen: Mutex<HashMap<(usize, usize, usize), u64>>,
@@ -843,7 +891,7 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&shape_key(r1cs))
             .copied();
-        partition_bytes_for(r1cs, self.host_h, seen.map(|s| s + s / 4))
+        partition_bytes_for(r1cs, self.held, seen.map(|s| s + s / 4))
     }
 
     /// Records a partition's real splits, and returns what it holds at its peak
@@ -855,7 +903,7 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner);
         let e = seen.entry(shape_key(r1cs)).or_insert(0);
         *e = (*e).max(splits);
-        partition_bytes_for(r1cs, self.host_h, Some(splits))
+        partition_bytes_for(r1cs, self.held, Some(splits))
     }
 
     /// Bytes of `job`'s parameters that its next partition must bring into the
@@ -992,8 +1040,34 @@ impl PipelineEngine {
         let backend = policies.backend.clone();
         budget.count_external(move || backend.pinned_host_bytes());
         // A backend that drives devices computes H there; the CPU backend pads
-        // a, b, c to the domain on the host.
-        let host_h = policies.backend.capabilities().devices.is_empty();
+        // a, b, c to the domain on the host. A backend may evaluate a, b, c itself.
+        let backend = policies.backend.as_ref();
+        // check_witness reads a, b, c on the host: left unset, it keeps them there.
+        let setting = match (cfg.abc_on_backend, cfg.check_witness) {
+            (Some(true), true) => {
+                return Err(PipelineError::Config(
+                    "check_witness reads a, b, c on the host: it cannot be combined with \
+                     abc_on_backend = true"
+                        .into(),
+                ))
+            }
+            (None, true) => Some(false),
+            (setting, _) => setting,
+        };
+        let held = if crate::abc_on_backend(setting, backend) {
+            Held::Witness
+        } else {
+            Held::Abc {
+                host_h: backend.capabilities().devices.is_empty(),
+            }
+        };
+        if cfg.abc_on_backend == Some(true) && held != Held::Witness {
+            return Err(PipelineError::Config(format!(
+                "abc_on_backend = true, but the backend `{}` does not evaluate a, b, c \
+                 from the witness",
+                backend.capabilities().name
+            )));
+        }
         let shared = Arc::new(Shared {
             budget,
             synth_q: SynthQueue::new(cores, cfg.synth_jobs, cfg.critical_synth_slots),
@@ -1011,7 +1085,7 @@ impl PipelineEngine {
             broken: Mutex::new(None),
             srs_held: Mutex::new(HashMap::new()),
             srs_seen: Mutex::new(Vec::new()),
-            host_h,
+            held,
             splits_seen: Mutex::new(HashMap::new()),
         });
         let (finish_tx, finish_rx) = unbounded::<FinishItem>();
@@ -1072,6 +1146,12 @@ impl PipelineEngine {
 
     pub fn recorder(&self) -> &Arc<Recorder> {
         &self.shared.recorder
+    }
+
+    /// Whether the backend evaluates `a, b, c` from the witness (the resolved
+    /// [`PipelineConfig::abc_on_backend`]).
+    pub fn abc_on_backend(&self) -> bool {
+        self.shared.held == Held::Witness
     }
 
     pub fn budget(&self) -> &MemoryBudget {
@@ -1388,27 +1468,27 @@ fn synth_partition(
     times.synthesis = t.elapsed();
     sh.rec(Ev::SynthEnd, job.id, p, wk, None, None, "");
 
-    sh.rec(Ev::SpmvStart, job.id, p, wk, None, None, "");
-    let t = Instant::now();
-    let abc = catch("spmv", || {
-        spmv_stage(
-            &job.r1cs,
-            &witness,
-            &sh.synth_pool,
-            sh.policies.throttle.as_ref(),
-            sh.cfg.check_witness,
-        )
-    })??;
-    times.spmv = t.elapsed();
-    sh.rec(
-        Ev::SpmvEnd,
-        job.id,
-        p,
-        wk,
-        None,
-        Some(cuzk_alloc::HeapSize::heap_size(&abc) as u64),
-        "",
-    );
+    let abc = match sh.held {
+        Held::Abc { .. } => {
+            sh.rec(Ev::SpmvStart, job.id, p, wk, None, None, "");
+            let t = Instant::now();
+            let abc = catch("spmv", || {
+                spmv_stage(
+                    &job.r1cs,
+                    &witness,
+                    &sh.synth_pool,
+                    sh.policies.throttle.as_ref(),
+                    sh.cfg.check_witness,
+                )
+            })??;
+            times.spmv = t.elapsed();
+            let bytes = cuzk_alloc::HeapSize::heap_size(&abc) as u64;
+            sh.rec(Ev::SpmvEnd, job.id, p, wk, None, Some(bytes), "");
+            Some(abc)
+        }
+        // The backend evaluates a, b, c in its GPU stage.
+        Held::Witness => None,
+    };
 
     sh.rec(Ev::PrepStart, job.id, p, wk, None, None, "");
     let t = Instant::now();
@@ -1425,18 +1505,28 @@ fn synth_partition(
         permit.grow(peak - permit.bytes());
     }
     let t = Instant::now();
-    // From here on the partition holds a, b, c and the splits (and H, on the host):
-    // the rest of its permit goes back with the witness, when the dealloc policy
-    // really frees it, so that the next partition starts while this one waits for
-    // and runs on the GPU.
-    let after = partition_bytes_after_prep(&job.r1cs, sh.host_h, split_bytes);
+    // From here on the partition holds a, b, c (or its witness, where the backend
+    // evaluates them) and the splits (and H, on the host): the rest of its permit
+    // goes back, with the witness where it is freed, when the dealloc policy really
+    // frees it, so that the next partition starts while this one waits for and runs
+    // on the GPU.
+    let after = partition_bytes_after_prep(&job.r1cs, sh.held, split_bytes);
     let back = permit.split_off(permit.bytes().saturating_sub(after));
-    let bytes = cuzk_alloc::HeapSize::heap_size(&witness);
-    sh.dealloc(job.id, p, Released::new((witness, back), bytes, "witness"));
+    let input = match abc {
+        Some(abc) => {
+            let bytes = cuzk_alloc::HeapSize::heap_size(&witness);
+            sh.dealloc(job.id, p, Released::new((witness, back), bytes, "witness"));
+            GpuInput::Abc(abc)
+        }
+        None => {
+            drop(back);
+            GpuInput::Witness(witness)
+        }
+    };
     times.dealloc += t.elapsed();
 
     Ok(GpuItem {
-        abc,
+        input,
         failed_on: Vec::new(),
         b_g2: None,
         carry: Carry {
@@ -1485,7 +1575,7 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
     };
     while let Some(item) = sh.gpu_q.pop_where(|i| !i.failed_on.contains(&lane)) {
         let GpuItem {
-            abc,
+            input,
             mut carry,
             mut failed_on,
             b_g2,
@@ -1496,7 +1586,7 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             if critical {
                 sh.critical_gpu.leave();
             }
-            sh.dealloc(job.id, p, Released::of(abc, "abc"));
+            sh.dealloc(job.id, p, input.released());
             let bytes = Some(carry.permit.bytes());
             sh.rec(Ev::BudgetReleased, job.id, p, None, None, bytes, "");
             drop(carry);
@@ -1512,10 +1602,14 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         let b_g2 =
             b_g2.or_else(|| (!g2_on_backend).then(|| queue_b_g2(sh, &job, p, &carry.splits)));
 
-        // Staging (the CUDA backend pins a, b, c) runs before the lock is waited for,
-        // so it overlaps another partition's GPU work instead of holding the device.
+        // Staging (the CUDA backend pins a, b, c or the witness) runs before the lock
+        // is waited for, so it overlaps another partition's GPU work instead of
+        // holding the device.
         let t = Instant::now();
-        let (staged, stage_result) = stage_abc(backend, &abc);
+        let (staged, stage_result) = match &input {
+            GpuInput::Abc(abc) => stage_abc(backend, abc),
+            GpuInput::Witness(w) => stage_witness(backend, w),
+        };
         let took = t.elapsed().as_secs_f64() * 1e3;
         match &stage_result {
             Ok(()) if staged.is_staged() => {
@@ -1530,9 +1624,12 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         }
         // A staged partition lends a, b, c to the backend (`prove_partition_ref`)
         // and keeps them until the guard is gone; so does one that another device
-        // may have to retry. Otherwise they are handed over.
-        let mut abc = Some(abc);
-        let keep = staged.is_staged() || failed_on.len() + 1 < lanes;
+        // may have to retry. Otherwise they are handed over. A witness is always
+        // lent.
+        let keep = staged.is_staged()
+            || failed_on.len() + 1 < lanes
+            || matches!(input, GpuInput::Witness(_));
+        let mut input = Some(input);
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
         // A panicking lock policy holds nothing: the guard says it failed.
@@ -1571,11 +1668,11 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
                 drop(staged);
                 let detail = "gave way to a critical partition";
                 sh.rec(Ev::GpuQueue, job.id, p, None, None, None, detail);
-                match abc {
-                    Some(abc) => sh.gpu_q.push(
+                match input {
+                    Some(input) => sh.gpu_q.push(
                         key(&job, p),
                         GpuItem {
-                            abc,
+                            input,
                             carry,
                             failed_on,
                             b_g2,
@@ -1605,8 +1702,8 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             )));
             drop(guard);
             drop(staged);
-            if let Some(abc) = abc {
-                sh.dealloc(job.id, p, Released::of(abc, "abc"));
+            if let Some(input) = input {
+                sh.dealloc(job.id, p, input.released());
             }
             send(Err(err), b_g2, carry);
             continue;
@@ -1624,19 +1721,33 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             let compute = catch("gpu_lock", || {
                 sh.policies.lock.region(device as usize, Region::Compute)
             });
-            let owned = if keep { None } else { abc.take() };
+            let owned = match input.take() {
+                Some(GpuInput::Abc(abc)) if !keep => Some(abc),
+                other => {
+                    input = other;
+                    None
+                }
+            };
             // The compute guard lives until the backend call returns.
             compute.and_then(|_compute| {
                 query_bases(&job.srs, &job.r1cs)
                     .map_err(ProveError::from)
                     .and_then(|bases| {
-                        catch("gpu", || match (owned, &abc) {
+                        catch("gpu", || match (owned, &input) {
                             (Some(owned), _) => {
                                 gpu_stage(backend, owned, &bases, &carry.splits, g2_on_backend)
                             }
-                            (None, Some(lent)) => {
+                            (None, Some(GpuInput::Abc(lent))) => {
                                 gpu_stage_ref(backend, lent, &bases, &carry.splits, g2_on_backend)
                             }
+                            (None, Some(GpuInput::Witness(w))) => gpu_stage_witness(
+                                backend,
+                                &job.r1cs,
+                                w,
+                                &bases,
+                                &carry.splits,
+                                g2_on_backend,
+                            ),
                             // Not reachable: `abc` is taken only when it is handed over.
                             (None, None) => Err(cuzk_gpu_backend::BackendError::Device(
                                 "internal: the partition's a, b, c were already handed over".into(),
@@ -1652,7 +1763,7 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         drop(staged);
         // The device's fault, with a, b, c still here and a device left that has
         // not failed this partition: another device takes it.
-        let retry = match (&gpu, &abc) {
+        let retry = match (&gpu, &input) {
             (Err(ProveError::Backend(e)), Some(_)) if e.is_device() => failed_on.len() + 1 < lanes,
             _ => false,
         };
@@ -1666,12 +1777,12 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, &detail);
             tracing::warn!(target: "cuzk::engine", job = job.id, partition = p, device, error = %why, "device error; the partition goes to another device");
             failed_on.push(lane);
-            if let Some(abc) = abc {
+            if let Some(input) = input {
                 sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "retry");
                 push_gpu(
                     sh,
                     GpuItem {
-                        abc,
+                        input,
                         carry,
                         failed_on,
                         b_g2,
@@ -1681,8 +1792,8 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
             continue;
         }
         sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, "");
-        if let Some(abc) = abc {
-            sh.dealloc(job.id, p, Released::of(abc, "abc"));
+        if let Some(input) = input {
+            sh.dealloc(job.id, p, input.released());
         }
         send(gpu, b_g2, carry);
     }

@@ -20,14 +20,14 @@ mod stages;
 
 pub use budget::{BudgetError, CriticalReserve, MemoryBudget, Permit};
 pub use engine::{
-    partition_bytes, partition_bytes_after_prep, partition_bytes_for, JobError, JobHandle,
+    partition_bytes, partition_bytes_after_prep, partition_bytes_for, Held, JobError, JobHandle,
     JobOutput, JobSpec, PartitionSpec, PipelineConfig, PipelineEngine, PipelineError, Policies,
     Priority, ProofVerifier, SplitWitness, ThrottlePolicy, Unthrottled, WitnessSource,
 };
 
 pub use srs::{Bases, Srs, SrsError};
 pub use stages::{
-    assembly_stage, b_g2_msm, b_g2_on_backend, gpu_stage, gpu_stage_ref, prep_stage, query_bases,
-    spmv_stage, stage_abc, ProveError, Proved, Prover, ProverConfig, QueryBases, Splits,
-    StageTimes,
+    abc_on_backend, assembly_stage, b_g2_msm, b_g2_on_backend, gpu_stage, gpu_stage_ref,
+    gpu_stage_witness, prep_stage, query_bases, spmv_stage, stage_abc, stage_witness, ProveError,
+    Proved, Prover, ProverConfig, QueryBases, Splits, StageTimes,
 };

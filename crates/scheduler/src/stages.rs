@@ -10,8 +10,8 @@ use blstrs::{G1Affine, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::{Abc, Witness};
 use cuzk_assembly::{assemble, AssemblyError, AssemblyKey, MsmSums, ProofPoints};
 use cuzk_gpu_backend::{
-    AbcRef, BackendError, GpuBackend, PartitionJob, PartitionJobRef, PartitionResult, SplitMsm,
-    Staged,
+    AbcEval, AbcRef, BackendError, GpuBackend, PartitionJob, PartitionJobRef, PartitionResult,
+    SplitMsm, Staged, WitnessJobRef,
 };
 use cuzk_msm_cpu::{prep_msm, split_msm_g2, MsmError, SplitScalars};
 use cuzk_synth::{check_shape, check_witness, spmv_parallel, R1cs, SynthError, Throttle};
@@ -311,10 +311,16 @@ pub fn gpu_stage_ref(
 /// the partition goes on unstaged, reported as `Err(message)` next to the empty
 /// guard so the caller can record it.
 pub fn stage_abc(backend: &dyn GpuBackend, abc: &Abc) -> (Staged, Result<(), String>) {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        backend.stage(AbcRef::new(abc))
-    }));
-    let why = match r {
+    staging(backend, "a, b, c", || backend.stage(AbcRef::new(abc)))
+}
+
+/// A staging call with a panic contained and a failure logged (see [`stage_abc`]).
+fn staging(
+    backend: &dyn GpuBackend,
+    what: &str,
+    stage: impl FnOnce() -> Result<Staged, BackendError>,
+) -> (Staged, Result<(), String>) {
+    let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(stage)) {
         Ok(Ok(staged)) => return (staged, Ok(())),
         Ok(Err(e)) => e.to_string(),
         Err(_) => "the backend panicked while staging".to_string(),
@@ -322,9 +328,65 @@ pub fn stage_abc(backend: &dyn GpuBackend, abc: &Abc) -> (Staged, Result<(), Str
     tracing::warn!(
         backend = %backend.capabilities().name,
         error = %why,
-        "staging a, b, c failed; the partition goes on unstaged"
+        "staging {what} failed; the partition goes on unstaged"
     );
     (Staged::none(), Err(why))
+}
+
+/// Whether the backend evaluates `a, b, c` from the witness
+/// ([`GpuBackend::prove_partition_witness`]) instead of the engine's spmv stage, for
+/// the setting `setting`: `Some(true)` where the backend offers it at all,
+/// `Some(false)` never, `None` where it evaluates them on its device
+/// ([`AbcEval::Device`]: the host then never holds `a, b, c`).
+pub fn abc_on_backend(setting: Option<bool>, backend: &dyn GpuBackend) -> bool {
+    let eval = backend.abc_eval();
+    match setting {
+        Some(want) => want && eval != AbcEval::No,
+        None => eval == AbcEval::Device,
+    }
+}
+
+/// The backend's partition call from the witness: the backend evaluates `a, b, c`
+/// itself ([`GpuBackend::prove_partition_witness`]).
+pub fn gpu_stage_witness(
+    backend: &dyn GpuBackend,
+    r1cs: &R1cs,
+    witness: &Witness,
+    bases: &QueryBases<'_>,
+    splits: &Splits,
+    b_g2_on_backend: bool,
+) -> Result<PartitionResult, BackendError> {
+    let empty = AbcRef {
+        a: &[],
+        b: &[],
+        c: &[],
+    };
+    let PartitionJobRef {
+        h_bases,
+        l,
+        a,
+        b_g1,
+        b_g2,
+        ..
+    } = job_ref(empty, bases, splits, b_g2_on_backend);
+    backend.prove_partition_witness(WitnessJobRef {
+        r1cs: r1cs.view(),
+        input: &witness.input,
+        aux: &witness.aux,
+        h_bases,
+        l,
+        a,
+        b_g1,
+        b_g2,
+    })
+}
+
+/// [`stage_abc`] for a partition proven from its witness
+/// ([`GpuBackend::stage_witness`]).
+pub fn stage_witness(backend: &dyn GpuBackend, witness: &Witness) -> (Staged, Result<(), String>) {
+    staging(backend, "the witness", || {
+        backend.stage_witness(&witness.input, &witness.aux)
+    })
 }
 
 /// The `b_g2_msm` stage: the B query in G2 on the CPU pool given.

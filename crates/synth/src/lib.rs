@@ -43,9 +43,9 @@ use blstrs::Scalar;
 use ff::Field;
 
 pub use cuzk_alloc::{Abc, Density, Witness};
-pub use r1cs::R1cs;
+pub use r1cs::{CsrRef, R1cs, R1csRef, Term, COEFF_MINUS_ONE, COEFF_ONE, COEFF_TWO};
 pub use split::{synthesize_witness_split, SplitCircuit};
-pub use spmv::{check_witness, spmv_parallel, NoThrottle, Throttle};
+pub use spmv::{check_witness, spmv_parallel, spmv_slices, NoThrottle, Throttle};
 
 /// The errors of synthesis.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +86,10 @@ pub enum SynthError {
         "During synthesis, a part of a split circuit did not begin with the prefix's variables"
     )]
     SplitPrefix,
+    /// A borrowed R1CS ([`R1csRef`]) whose indices are out of bounds (one that did
+    /// not come from a compiled [`R1cs`]: a plugin's caller, say).
+    #[error("malformed R1CS: {0}")]
+    MalformedR1cs(String),
 }
 
 /// An error noticed inside `enforce` or `extend`, which cannot return one; kept in

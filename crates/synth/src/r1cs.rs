@@ -10,19 +10,21 @@ use ff::{Field, PrimeField};
 use crate::{Deferred, SynthError};
 
 /// Coefficient-table index of `1`: the term is added without a multiplication.
-pub(crate) const COEFF_ONE: u32 = 0;
+pub const COEFF_ONE: u32 = 0;
 /// Coefficient-table index of `-1`: the term is subtracted without a multiplication.
-pub(crate) const COEFF_MINUS_ONE: u32 = 1;
+pub const COEFF_MINUS_ONE: u32 = 1;
 /// Coefficient-table index of `2`: the term is doubled, not multiplied. Boolean gadgets
 /// (`xor`, `and` of bits) put a 2 in A: in a SHA-256 circuit, 31k of A's 122k terms,
 /// a third of all the terms that would otherwise need a multiplication.
-pub(crate) const COEFF_TWO: u32 = 2;
+pub const COEFF_TWO: u32 = 2;
 
 /// One non-zero entry of a matrix: a witness column and the index of its coefficient
 /// in the shared table. Column and coefficient sit side by side so that the mat-vec
-/// reads one sequential stream per matrix.
+/// reads one sequential stream per matrix. `repr(C)`: two `u32`s, as a device kernel
+/// or a plugin reads them.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Term {
+pub struct Term {
     pub col: u32,
     pub coeff: u32,
 }
@@ -45,13 +47,15 @@ impl Default for Csr {
 }
 
 impl Csr {
-    pub fn num_rows(&self) -> usize {
-        self.row_ptr.len() - 1
+    pub fn view(&self) -> CsrRef<'_> {
+        CsrRef {
+            row_ptr: &self.row_ptr,
+            terms: &self.terms,
+        }
     }
 
-    #[inline]
-    pub fn row(&self, r: usize) -> &[Term] {
-        &self.terms[self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize]
+    pub fn num_rows(&self) -> usize {
+        self.row_ptr.len() - 1
     }
 
     /// Closes the current row after its terms were pushed.
@@ -233,6 +237,17 @@ impl R1cs {
         self.a.num_rows()
     }
 
+    /// The matrices and coefficient table as borrowed slices: what a backend that
+    /// evaluates `a, b, c` itself (on a device, or behind the plugin boundary) reads.
+    pub fn view(&self) -> R1csRef<'_> {
+        R1csRef {
+            num_inputs: self.num_inputs,
+            num_aux: self.num_aux,
+            matrices: [self.a.view(), self.b.view(), self.c.view()],
+            coeffs: &self.coeffs,
+        }
+    }
+
     /// Number of public inputs, ONE included.
     pub fn num_inputs(&self) -> usize {
         self.num_inputs
@@ -283,5 +298,116 @@ impl R1cs {
 impl HeapSize for R1cs {
     fn heap_size(&self) -> usize {
         R1cs::heap_size(self)
+    }
+}
+
+/// A borrowed compressed-sparse-row matrix: row `r` is
+/// `terms[row_ptr[r]..row_ptr[r + 1]]`.
+#[derive(Clone, Copy, Debug)]
+pub struct CsrRef<'a> {
+    pub row_ptr: &'a [u32],
+    pub terms: &'a [Term],
+}
+
+impl CsrRef<'_> {
+    /// Rows (0 for a malformed empty `row_ptr`).
+    pub fn num_rows(&self) -> usize {
+        self.row_ptr.len().saturating_sub(1)
+    }
+
+    #[inline]
+    pub(crate) fn row(&self, r: usize) -> &[Term] {
+        &self.terms[self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize]
+    }
+}
+
+/// A compiled R1CS as plain slices ([`R1cs::view`]), or as a backend behind the
+/// plugin boundary receives it. Columns are `[inputs, then aux]`; each term's
+/// `coeff` indexes `coeffs`, whose first three entries are `1`, `-1` and `2`
+/// ([`COEFF_ONE`], [`COEFF_MINUS_ONE`], [`COEFF_TWO`]), which an evaluator may apply
+/// without a multiplication.
+///
+/// A view that did not come from [`R1cs::view`] must pass [`R1csRef::validate`]
+/// before its terms index anything: a device kernel reads out of bounds otherwise.
+#[derive(Clone, Copy, Debug)]
+pub struct R1csRef<'a> {
+    pub num_inputs: usize,
+    pub num_aux: usize,
+    /// A, B, C.
+    pub matrices: [CsrRef<'a>; 3],
+    pub coeffs: &'a [Scalar],
+}
+
+impl R1csRef<'_> {
+    pub fn num_constraints(&self) -> usize {
+        self.matrices[0].num_rows()
+    }
+
+    /// Where the matrices live, for a backend that keeps a device copy per compiled
+    /// shape: the address and length of A's terms, which no other live R1CS shares
+    /// (a compiled shape is immutable and lives as long as it is referenced).
+    pub fn identity(&self) -> (usize, usize) {
+        let a = self.matrices[0].terms;
+        (a.as_ptr() as usize, a.len())
+    }
+
+    /// Bytes of the matrices and table (what a device copy costs).
+    pub fn bytes(&self) -> usize {
+        let m: usize = self
+            .matrices
+            .iter()
+            .map(|m| std::mem::size_of_val(m.row_ptr) + std::mem::size_of_val(m.terms))
+            .sum();
+        m + std::mem::size_of_val(self.coeffs)
+    }
+
+    /// Checks that every index is in bounds: three matrices of the same number of
+    /// rows, each `row_ptr` starting at 0, never decreasing and ending at its
+    /// number of terms, every column below `num_inputs + num_aux`, every
+    /// coefficient index inside `coeffs`, and the table starting with `1, -1, 2`.
+    /// Runs on the caller's rayon pool (a 32 GiB PoRep partition has ~670 million
+    /// terms).
+    pub fn validate(&self) -> Result<(), SynthError> {
+        use rayon::prelude::*;
+        let bad = |why: String| Err(SynthError::MalformedR1cs(why));
+        let rows = self.num_constraints();
+        if self.coeffs.len() < 3
+            || self.coeffs[COEFF_ONE as usize] != Scalar::ONE
+            || self.coeffs[COEFF_MINUS_ONE as usize] != -Scalar::ONE
+            || self.coeffs[COEFF_TWO as usize] != Scalar::ONE.double()
+        {
+            return bad("the coefficient table does not start with 1, -1, 2".into());
+        }
+        let vars = self.num_inputs.saturating_add(self.num_aux);
+        if u32::try_from(vars).is_err() {
+            return bad(format!("{vars} variables outgrow 32-bit columns"));
+        }
+        let n_coeffs = self.coeffs.len();
+        for (name, m) in ["A", "B", "C"].iter().zip(&self.matrices) {
+            if m.row_ptr.is_empty() || m.num_rows() != rows {
+                return bad(format!("{name} has {} rows, A {rows}", m.num_rows()));
+            }
+            if m.row_ptr[0] != 0 || m.row_ptr[rows] as usize != m.terms.len() {
+                return bad(format!(
+                    "{name}'s row pointers span {}..{}, its terms 0..{}",
+                    m.row_ptr[0],
+                    m.row_ptr[rows],
+                    m.terms.len()
+                ));
+            }
+            if m.row_ptr.par_windows(2).any(|w| w[0] > w[1]) {
+                return bad(format!("{name}'s row pointers decrease"));
+            }
+            let out = m
+                .terms
+                .par_iter()
+                .any(|t| t.col as usize >= vars || t.coeff as usize >= n_coeffs);
+            if out {
+                return bad(format!(
+                    "{name} has a term outside {vars} columns or {n_coeffs} coefficients"
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@ use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-use crate::r1cs::{Csr, R1cs, COEFF_MINUS_ONE, COEFF_ONE, COEFF_TWO};
+use crate::r1cs::{CsrRef, R1cs, R1csRef, COEFF_MINUS_ONE, COEFF_ONE, COEFF_TWO};
 use crate::{check_shape, Abc, SynthError, Witness};
 
 /// Where a stage that shares the machine can slow the mat-vec down: every worker calls
@@ -54,7 +54,7 @@ impl Eval<'_> {
     /// instead of being added to zero: most rows have one to three terms (B is often a
     /// single variable or ONE), so that saves up to a third of the additions.
     #[inline(always)]
-    fn row(&self, m: &Csr, r: usize) -> Scalar {
+    fn row(&self, m: &CsrRef<'_>, r: usize) -> Scalar {
         let Some((first, rest)) = m.row(r).split_first() else {
             return Scalar::ZERO;
         };
@@ -115,12 +115,57 @@ pub fn spmv_parallel(
     throttle: &dyn Throttle,
 ) -> Result<Abc, SynthError> {
     check_shape(r1cs, witness)?;
+    Ok(eval(
+        r1cs.view(),
+        &witness.input,
+        &witness.aux,
+        pool,
+        throttle,
+    ))
+}
+
+/// [`spmv_parallel`] on a borrowed R1CS and witness slices (what a backend that
+/// evaluates `a, b, c` itself receives). The view is validated first
+/// ([`R1csRef::validate`]); a witness of another shape is
+/// [`SynthError::ShapeMismatch`].
+pub fn spmv_slices(
+    r1cs: R1csRef<'_>,
+    input: &[Scalar],
+    aux: &[Scalar],
+    pool: &rayon::ThreadPool,
+    throttle: &dyn Throttle,
+) -> Result<Abc, SynthError> {
+    pool.install(|| r1cs.validate())?;
+    for (what, compiled, actual) in [
+        ("inputs", r1cs.num_inputs, input.len()),
+        ("aux variables", r1cs.num_aux, aux.len()),
+    ] {
+        if compiled != actual {
+            return Err(SynthError::ShapeMismatch {
+                what,
+                compiled,
+                actual,
+            });
+        }
+    }
+    Ok(eval(r1cs, input, aux, pool, throttle))
+}
+
+/// The mat-vec itself, on a view whose indices are in bounds for these slices.
+fn eval(
+    r1cs: R1csRef<'_>,
+    input: &[Scalar],
+    aux: &[Scalar],
+    pool: &rayon::ThreadPool,
+    throttle: &dyn Throttle,
+) -> Abc {
     let ev = Eval {
         ni: r1cs.num_inputs,
-        input: &witness.input,
-        aux: &witness.aux,
-        coeffs: &r1cs.coeffs,
+        input,
+        aux,
+        coeffs: r1cs.coeffs,
     };
+    let [ma, mb, mc] = &r1cs.matrices;
     let n = r1cs.num_constraints();
     // Sized exactly up front: `par_extend` of an indexed iterator then writes each row's
     // results in place (no zero fill, no growth, no spare capacity).
@@ -137,12 +182,12 @@ pub fn spmv_parallel(
             },
             |ticker, r| {
                 ticker.tick();
-                (ev.row(&r1cs.a, r), (ev.row(&r1cs.b, r), ev.row(&r1cs.c, r)))
+                (ev.row(ma, r), (ev.row(mb, r), ev.row(mc, r)))
             },
         ))
     });
     let (a, (b, c)) = out;
-    Ok(Abc { a, b, c })
+    Abc { a, b, c }
 }
 
 /// Checks `a[i] · b[i] = c[i]` for every constraint, in order; the first that fails

@@ -10,8 +10,9 @@ use blstrs::Scalar;
 use common::{reference, Extending, MulChain, Sha};
 use cuzk_alloc::HeapSize;
 use cuzk_synth::{
-    check_shape, check_witness, compile, compile_shape, spmv_parallel, synthesize_witness,
-    synthesize_witness_for, Abc, NoThrottle, SynthError, Throttle,
+    check_shape, check_witness, compile, compile_shape, spmv_parallel, spmv_slices,
+    synthesize_witness, synthesize_witness_for, Abc, CsrRef, NoThrottle, R1csRef, SynthError, Term,
+    Throttle,
 };
 use ff::Field;
 use rand_chacha::ChaCha8Rng;
@@ -47,6 +48,16 @@ fn check_against_reference<C: Circuit<Scalar>>(make: impl Fn() -> C, pool: &rayo
         3 * abc.len() * std::mem::size_of::<Scalar>()
     );
     check_witness(r1cs, &abc).unwrap();
+    // The borrowed view (what a backend evaluating a, b, c itself receives) validates
+    // and gives the same a, b, c.
+    let view = r1cs.view();
+    view.validate().unwrap();
+    assert_eq!(view.num_constraints(), r1cs.num_constraints());
+    let w = &compiled.witness;
+    assert_eq!(
+        spmv_slices(view, &w.input, &w.aux, pool, &NoThrottle).unwrap(),
+        abc
+    );
 
     assert_eq!(compiled.witness.aux.capacity(), compiled.witness.aux.len());
     let w = synthesize_witness(make()).unwrap();
@@ -433,4 +444,55 @@ fn a_blank_circuit_compiles_to_the_shape_of_a_full_one() {
     .unwrap();
     let abc = spmv_parallel(&blank, &w, &pool(2), &NoThrottle).unwrap();
     check_witness(&blank, &abc).unwrap();
+}
+
+/// A view with any index out of bounds is refused before anything is read through
+/// it, and a witness of another shape is a shape mismatch.
+#[test]
+fn malformed_views_and_witnesses_are_refused() {
+    let compiled = compile(MulChain::new(20, 2, 3)).unwrap();
+    let good = compiled.r1cs.view();
+    let w = &compiled.witness;
+    let pool = pool(2);
+    let malformed = |v: R1csRef<'_>| match spmv_slices(v, &w.input, &w.aux, &pool, &NoThrottle) {
+        Err(SynthError::MalformedR1cs(why)) => why,
+        other => panic!("expected MalformedR1cs, got {other:?}"),
+    };
+    // A column past the variables.
+    let mut terms: Vec<Term> = good.matrices[1].terms.to_vec();
+    terms[0].col = (good.num_inputs + good.num_aux) as u32;
+    let mut v = good;
+    v.matrices[1] = CsrRef {
+        row_ptr: good.matrices[1].row_ptr,
+        terms: &terms,
+    };
+    assert!(malformed(v).contains("outside"), "{}", malformed(v));
+    // A coefficient index past the table.
+    let mut terms: Vec<Term> = good.matrices[0].terms.to_vec();
+    terms[0].coeff = good.coeffs.len() as u32;
+    let mut v = good;
+    v.matrices[0].terms = &terms;
+    malformed(v);
+    // Row pointers that decrease, or do not end at the terms' count.
+    let mut ptr: Vec<u32> = good.matrices[2].row_ptr.to_vec();
+    let last = ptr.len() - 1;
+    ptr.swap(1, last);
+    let mut v = good;
+    v.matrices[2].row_ptr = &ptr;
+    malformed(v);
+    let mut v = good;
+    v.matrices[2].terms = &good.matrices[2].terms[1..];
+    malformed(v);
+    // Matrices of different row counts; a table without 1, -1, 2 first.
+    let mut v = good;
+    v.matrices[1].row_ptr = &good.matrices[1].row_ptr[..2];
+    malformed(v);
+    let mut v = good;
+    v.coeffs = &good.coeffs[..2];
+    malformed(v);
+    // A witness of another shape.
+    match spmv_slices(good, &w.input, &w.aux[1..], &pool, &NoThrottle) {
+        Err(SynthError::ShapeMismatch { what, .. }) => assert_eq!(what, "aux variables"),
+        other => panic!("expected ShapeMismatch, got {other:?}"),
+    }
 }
