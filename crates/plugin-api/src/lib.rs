@@ -53,12 +53,14 @@ pub mod pending;
 pub mod repr;
 #[cfg(feature = "stages")]
 pub mod stages;
+pub mod witness;
 
 pub use error::{AbiError, ErrorCode};
 pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, StageGuard, ThrottlePlugin};
 pub use module::*;
 pub use params::{Param, ParamDoc, Params};
 pub use repr::*;
+pub use witness::*;
 
 /// Re-exported so that plugins and the host use the exact abi_stable this ABI was
 /// built with.
