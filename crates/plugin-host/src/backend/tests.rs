@@ -1,8 +1,10 @@
 //! A plugin built before `prove_partition_ref`, `stage` and `unstage` were
 //! appended to `BackendMod` hands the host a module with six fields; one built
-//! before `device_count` and `pinned_host_bytes`, nine. Built here
+//! before `device_count` and `pinned_host_bytes`, nine; one built before
+//! `abc_eval`, `stage_witness` and `prove_partition_witness`, twelve. Built here
 //! in-process from the same functions, declared with the old layout, it must
-//! load and prove through the old calls, staging nothing.
+//! load and prove through the old calls, staging nothing, and never be asked to
+//! prove from a witness.
 
 // The old module's derived accessors go unused: the host reads it as the new one.
 #![allow(non_camel_case_types, dead_code)]
@@ -11,15 +13,24 @@ use super::*;
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::{RString, RVec};
 use abi_stable::StableAbi;
+use cuzk_gpu_backend::{CsrRef, R1csRef, Term};
 use cuzk_plugin_api::{AbiError, BackendCaps, BackendPlugin, Param, ParamDoc, Params, StageGuard};
 
 /// Records which call reached it through the error it returns.
-struct Rec;
+struct Rec {
+    abc_eval: u32,
+}
 
 impl BackendPlugin for Rec {
-    const PARAMS: &'static [ParamDoc] = &[];
-    fn new(_: &Params<'_>) -> Result<Self, AbiError> {
-        Ok(Rec)
+    const PARAMS: &'static [ParamDoc] = &[ParamDoc::new(
+        "abc_eval",
+        "2",
+        "what abc_eval answers (2: on the device)",
+    )];
+    fn new(p: &Params<'_>) -> Result<Self, AbiError> {
+        Ok(Rec {
+            abc_eval: p.get("abc_eval")?,
+        })
     }
     fn capabilities(&self) -> Result<BackendCaps, AbiError> {
         Ok(BackendCaps {
@@ -49,6 +60,31 @@ impl BackendPlugin for Rec {
     /// "Frees" the bytes of the ranges it is given, so the test sees them cross.
     fn forget_bases(&self, host: &[cuzk_plugin_api::HostRangeC]) -> Result<u64, AbiError> {
         Ok(host.iter().map(|r| r.end - r.start).sum())
+    }
+    fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
+        Ok(AbcEvalC(self.abc_eval))
+    }
+    fn stage_witness(
+        &self,
+        _: &[cuzk_plugin_api::ScalarRepr],
+        _: &[cuzk_plugin_api::ScalarRepr],
+    ) -> Result<Option<StageGuard>, AbiError> {
+        Ok(Some(Box::new(())))
+    }
+    /// Refuses the shape (so the host's mapping to `Rejected` shows), saying
+    /// what crossed.
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRefC<'_>,
+    ) -> Result<PartitionResultC, AbiError> {
+        Err(AbiError::shape(format!(
+            "witness rows={} inputs={}+{} aux={}+{}",
+            job.r1cs.a.row_ptr.len() - 1,
+            job.r1cs.num_inputs,
+            job.input.len(),
+            job.r1cs.num_aux,
+            job.aux.len()
+        )))
     }
 }
 
@@ -106,6 +142,69 @@ struct StagingBackendMod {
     stage: extern "C" fn(instance: &Instance, abc: AbcRefC<'_>) -> RResult<u64, AbiError>,
     #[sabi(missing_field(option))]
     unstage: extern "C" fn(instance: &Instance, token: u64) -> RResult<(), AbiError>,
+}
+
+/// `BackendMod` before `abc_eval`, `stage_witness` and
+/// `prove_partition_witness` were appended (the cuda plugin as first deployed).
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PreWitnessBackendMod_Ref, prefix_fields = PreWitnessBackendMod_Prefix)))]
+#[sabi(missing_field(panic))]
+struct PreWitnessBackendMod {
+    instantiate: extern "C" fn(params: RSlice<'_, Param<'_>>) -> RResult<Instance, AbiError>,
+    destroy: extern "C" fn(instance: Instance),
+    capabilities: extern "C" fn(instance: &Instance) -> RResult<BackendCaps, AbiError>,
+    prove_partition: extern "C" fn(
+        instance: &Instance,
+        job: PartitionJobC<'_>,
+    ) -> RResult<PartitionResultC, AbiError>,
+    upload_bases: extern "C" fn(
+        instance: &Instance,
+        id: u64,
+        query: BaseQuery,
+        bases: BasesC<'_>,
+    ) -> RResult<(), AbiError>,
+    #[sabi(last_prefix_field)]
+    release_bases: extern "C" fn(instance: &Instance, id: u64) -> RResult<(), AbiError>,
+    #[sabi(missing_field(option))]
+    prove_partition_ref: extern "C" fn(
+        instance: &Instance,
+        job: PartitionJobRefC<'_>,
+    ) -> RResult<PartitionResultC, AbiError>,
+    #[sabi(missing_field(option))]
+    stage: extern "C" fn(instance: &Instance, abc: AbcRefC<'_>) -> RResult<u64, AbiError>,
+    #[sabi(missing_field(option))]
+    unstage: extern "C" fn(instance: &Instance, token: u64) -> RResult<(), AbiError>,
+    #[sabi(missing_field(option))]
+    device_count: extern "C" fn(instance: &Instance) -> RResult<u32, AbiError>,
+    #[sabi(missing_field(option))]
+    pinned_host_bytes: extern "C" fn(instance: &Instance) -> RResult<u64, AbiError>,
+    #[sabi(missing_field(option))]
+    forget_bases: extern "C" fn(
+        instance: &Instance,
+        host: RSlice<'_, cuzk_plugin_api::HostRangeC>,
+    ) -> RResult<u64, AbiError>,
+}
+
+fn pre_witness_module() -> BackendMod_Ref {
+    let m = new_module();
+    let old = PreWitnessBackendMod {
+        instantiate: m.instantiate(),
+        destroy: m.destroy(),
+        capabilities: m.capabilities(),
+        prove_partition: m.prove_partition(),
+        upload_bases: m.upload_bases(),
+        release_bases: m.release_bases(),
+        prove_partition_ref: m.prove_partition_ref().unwrap(),
+        stage: m.stage().unwrap(),
+        unstage: m.unstage().unwrap(),
+        device_count: m.device_count().unwrap(),
+        pinned_host_bytes: m.pinned_host_bytes().unwrap(),
+        forget_bases: m.forget_bases().unwrap(),
+    }
+    .leak_into_prefix();
+    // SAFETY: as in `old_module`: the same prefix, twelve fields accessible.
+    unsafe { std::mem::transmute::<PreWitnessBackendMod_Ref, BackendMod_Ref>(old) }
 }
 
 fn staging_module() -> BackendMod_Ref {
@@ -197,6 +296,146 @@ fn a_plugin_without_the_staging_fields_loads_proves_and_stages_nothing() {
     assert!(error(old.prove_partition_ref(job)).contains("owned n=3"));
     assert!(error(old.prove_partition(job.to_owned_job())).contains("owned n=3"));
     assert_eq!((old.device_count(), old.pinned_host_bytes()), (1, 0));
+    assert_no_witness_calls(&old);
+}
+
+/// A one-row R1CS (`x · 1 = x`) over one input and `aux` aux variables.
+struct TinyR1cs {
+    row_ptr: [u32; 2],
+    terms: [Term; 1],
+    coeffs: [Scalar; 3],
+}
+
+impl TinyR1cs {
+    fn new() -> Self {
+        Self {
+            row_ptr: [0, 1],
+            terms: [Term { col: 1, coeff: 0 }],
+            coeffs: [Scalar::from(1u64), -Scalar::from(1u64), Scalar::from(2u64)],
+        }
+    }
+
+    fn view(&self, aux: usize) -> R1csRef<'_> {
+        let m = CsrRef {
+            row_ptr: &self.row_ptr,
+            terms: &self.terms,
+        };
+        R1csRef {
+            num_inputs: 1,
+            num_aux: aux,
+            matrices: [m, m, m],
+            coeffs: &self.coeffs,
+        }
+    }
+}
+
+/// What a plugin without the witness calls answers: not offered, nothing staged,
+/// the call refused before it reaches the plugin.
+fn assert_no_witness_calls(b: &PluginBackend) {
+    assert!(b.module.abc_eval().is_none());
+    assert!(b.module.stage_witness().is_none());
+    assert!(b.module.prove_partition_witness().is_none());
+    assert_eq!(b.abc_eval(), AbcEval::No);
+    let w = vec![Scalar::from(5u64); 2];
+    assert!(!b.stage_witness(&w[..1], &w).unwrap().is_staged());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
+    let none = SplitMsm {
+        bases: &[][..],
+        split: &split,
+    };
+    let r1cs = TinyR1cs::new();
+    let job = WitnessJobRef {
+        r1cs: r1cs.view(2),
+        input: &w[..1],
+        aux: &w,
+        h_bases: &[],
+        l: none,
+        a: none,
+        b_g1: none,
+        b_g2: None,
+    };
+    match b.prove_partition_witness(job) {
+        Err(BackendError::Unsupported(what)) => assert!(what.contains("witness"), "{what}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+/// The witness calls cross: `abc_eval` as the plugin answers it (a value this host
+/// does not know reads as `No`), `stage_witness` staged and undone through
+/// `unstage`, `prove_partition_witness` with the R1CS and witness it was given
+/// (its SHAPE error the input's fault: `Rejected`). A plugin built before them
+/// (twelve fields, the last three calls before these present) answers as one
+/// without them.
+#[test]
+fn witness_calls_cross_and_default_for_older_plugins() {
+    let new = PluginBackend::from_module("rec".into(), new_module(), &[]).unwrap();
+    assert_eq!(new.abc_eval(), AbcEval::Device);
+    for (answer, want) in [
+        ("0", AbcEval::No),
+        ("1", AbcEval::Host),
+        ("2", AbcEval::Device),
+        ("7", AbcEval::No),
+    ] {
+        let p = [Param::new("abc_eval", answer)];
+        let b = PluginBackend::from_module("rec".into(), new_module(), &p).unwrap();
+        assert_eq!(b.abc_eval(), want, "abc_eval answered {answer}");
+    }
+    let w = [Scalar::from(5u64); 4];
+    let staged = new.stage_witness(&w[..1], &w[1..]).unwrap();
+    assert!(staged.is_staged());
+    drop(staged);
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
+    let none = SplitMsm {
+        bases: &[][..],
+        split: &split,
+    };
+    let r1cs = TinyR1cs::new();
+    let job = WitnessJobRef {
+        r1cs: r1cs.view(3),
+        input: &w[..1],
+        aux: &w[1..],
+        h_bases: &[],
+        l: none,
+        a: none,
+        b_g1: none,
+        b_g2: None,
+    };
+    match new.prove_partition_witness(job) {
+        Err(BackendError::Rejected(m)) => {
+            assert!(m.contains("failed in prove_partition_witness"), "{m}");
+            assert!(m.contains("witness rows=1 inputs=1+1 aux=3+3"), "{m}");
+        }
+        other => panic!("expected the recorder's rejection, got {other:?}"),
+    }
+    // It offers no G2: asking is refused before the plugin is called.
+    let g2 = WitnessJobRef {
+        b_g2: Some(SplitMsm {
+            bases: &[][..],
+            split: &split,
+        }),
+        ..job
+    };
+    assert!(matches!(
+        new.prove_partition_witness(g2),
+        Err(BackendError::Unsupported("the G2 MSM"))
+    ));
+
+    let older = PluginBackend::from_module("rec".into(), pre_witness_module(), &[]).unwrap();
+    assert!(older.offers_staging());
+    assert_eq!(
+        (older.device_count(), older.forget_bases(&[0..8, 16..24])),
+        (3, 16)
+    );
+    assert_no_witness_calls(&older);
 }
 
 /// The newest calls are forwarded; a plugin built before `device_count` and
@@ -223,4 +462,5 @@ fn device_count_and_pinned_bytes_cross_and_default_for_older_plugins() {
     // Nor has it `forget_bases`: nothing is freed through it.
     assert!(older.module.forget_bases().is_none());
     assert_eq!(older.forget_bases(&[16..48, 64..80]), 0);
+    assert_no_witness_calls(&older);
 }
