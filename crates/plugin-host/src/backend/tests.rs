@@ -15,10 +15,22 @@ use abi_stable::std_types::{RString, RVec};
 use abi_stable::StableAbi;
 use cuzk_gpu_backend::{CsrRef, R1csRef, Term};
 use cuzk_plugin_api::{AbiError, BackendCaps, BackendPlugin, Param, ParamDoc, Params, StageGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Records which call reached it through the error it returns.
 struct Rec {
     abc_eval: u32,
+    /// Witness stagings not yet undone.
+    staged: Arc<AtomicUsize>,
+}
+
+/// Undoes a `Rec` witness staging.
+struct Unstage(Arc<AtomicUsize>);
+
+impl Drop for Unstage {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl BackendPlugin for Rec {
@@ -30,6 +42,7 @@ impl BackendPlugin for Rec {
     fn new(p: &Params<'_>) -> Result<Self, AbiError> {
         Ok(Rec {
             abc_eval: p.get("abc_eval")?,
+            staged: Arc::new(AtomicUsize::new(0)),
         })
     }
     fn capabilities(&self) -> Result<BackendCaps, AbiError> {
@@ -69,21 +82,23 @@ impl BackendPlugin for Rec {
         _: &[cuzk_plugin_api::ScalarRepr],
         _: &[cuzk_plugin_api::ScalarRepr],
     ) -> Result<Option<StageGuard>, AbiError> {
-        Ok(Some(Box::new(())))
+        self.staged.fetch_add(1, Ordering::SeqCst);
+        Ok(Some(Box::new(Unstage(Arc::clone(&self.staged)))))
     }
     /// Refuses the shape (so the host's mapping to `Rejected` shows), saying
-    /// what crossed.
+    /// what crossed and how many witness stagings are outstanding.
     fn prove_partition_witness(
         &self,
         job: WitnessJobRefC<'_>,
     ) -> Result<PartitionResultC, AbiError> {
         Err(AbiError::shape(format!(
-            "witness rows={} inputs={}+{} aux={}+{}",
+            "witness rows={} inputs={}+{} aux={}+{} staged={}",
             job.r1cs.a.row_ptr.len() - 1,
             job.r1cs.num_inputs,
             job.input.len(),
             job.r1cs.num_aux,
-            job.aux.len()
+            job.aux.len(),
+            self.staged.load(Ordering::SeqCst)
         )))
     }
 }
@@ -387,7 +402,6 @@ fn witness_calls_cross_and_default_for_older_plugins() {
     let w = [Scalar::from(5u64); 4];
     let staged = new.stage_witness(&w[..1], &w[1..]).unwrap();
     assert!(staged.is_staged());
-    drop(staged);
 
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
@@ -409,13 +423,22 @@ fn witness_calls_cross_and_default_for_older_plugins() {
         b_g1: none,
         b_g2: None,
     };
-    match new.prove_partition_witness(job) {
+    let rejected = |job| match new.prove_partition_witness(job) {
         Err(BackendError::Rejected(m)) => {
             assert!(m.contains("failed in prove_partition_witness"), "{m}");
-            assert!(m.contains("witness rows=1 inputs=1+1 aux=3+3"), "{m}");
+            m
         }
         other => panic!("expected the recorder's rejection, got {other:?}"),
-    }
+    };
+    let m = rejected(job);
+    assert!(
+        m.contains("witness rows=1 inputs=1+1 aux=3+3 staged=1"),
+        "{m}"
+    );
+    // Dropping the guard reaches the plugin's `unstage`, through the token map
+    // `stage` uses.
+    drop(staged);
+    assert!(rejected(job).contains("staged=0"));
     // It offers no G2: asking is refused before the plugin is called.
     let g2 = WitnessJobRef {
         b_g2: Some(SplitMsm {
