@@ -516,6 +516,7 @@ fn write_manifest(
             "memory_budget": e.memory_budget, "verify": e.verify,
             "check_witness": e.check_witness, "b_g2_on_backend": e.b_g2_on_backend,
             "critical_reserve": e.critical_reserve, "critical_synth_slots": e.critical_synth_slots,
+            "critical_lane": e.critical_lane,
             "b_g2_on_backend_resolved": cuzk_scheduler::b_g2_on_backend(e.b_g2_on_backend, caps),
             "abc_on_backend": e.abc_on_backend, "abc_on_backend_resolved": r.abc_on_backend,
         },

@@ -449,6 +449,7 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
     }
     let wall = start.elapsed();
     let reserve_at_end = engine.budget().reserve();
+    let critical_lanes = engine.critical_lanes();
     drop(engine);
 
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -469,14 +470,15 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
             .join(" ")
     );
     println!(
-        "mix critical reserve: {} ({:.2} GiB held back at the end), {} critical synthesis slot(s)",
+        "mix critical reserve: {} ({:.2} GiB held back at the end), {} critical synthesis slot(s), {} critical lane(s)",
         match cfg.engine.critical_reserve {
             None => "learned".to_string(),
             Some(0) => "off".to_string(),
             Some(b) => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
         },
         reserve_at_end as f64 / (1u64 << 30) as f64,
-        cfg.engine.critical_synth_slots
+        cfg.engine.critical_synth_slots,
+        critical_lanes
     );
     println!(
         "{:>8} {:>5} {:>10} {:>10} {:>10}  (submission to verified proof)",
@@ -516,6 +518,8 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
         "engine": {
             "critical_reserve": cfg.engine.critical_reserve,
             "critical_synth_slots": cfg.engine.critical_synth_slots,
+            "critical_lane": cfg.engine.critical_lane,
+            "critical_lanes": critical_lanes,
             "critical_reserve_at_end": reserve_at_end,
         },
         "inputs": { "snap": args.snap_input, "window": args.window_input, "winning": args.winning_input },

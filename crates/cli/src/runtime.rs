@@ -53,6 +53,11 @@ pub struct RunArgs {
     /// --synth-jobs (0: none; default 1).
     #[arg(long)]
     pub critical_synth_slots: Option<usize>,
+    /// A GPU worker per device on a second backend instance, outside the GPU lock,
+    /// for critical-priority partitions only (true/false; default: where the
+    /// backend drives devices).
+    #[arg(long)]
+    pub critical_lane: Option<bool>,
     /// a, b, c evaluated by the backend from the witness (true) or by the engine's
     /// spmv stage (false); default: on the backend where it evaluates them on its
     /// device.
@@ -107,6 +112,7 @@ impl RunArgs {
         e.critical_reserve_gib = self.critical_reserve_gib.or(e.critical_reserve_gib);
         e.critical_synth_slots = self.critical_synth_slots.or(e.critical_synth_slots);
         e.abc_on_backend = self.abc_on_backend.or(e.abc_on_backend);
+        e.critical_lane = self.critical_lane.or(e.critical_lane);
         if self.no_verify {
             e.verify = Some(false);
         }
@@ -155,6 +161,7 @@ mod tests {
             critical_reserve_gib: Some(0.25),
             critical_synth_slots: Some(0),
             abc_on_backend: Some(true),
+            critical_lane: Some(false),
             no_verify: true,
             ..RunArgs::default()
         }
@@ -173,6 +180,7 @@ mod tests {
         assert_eq!(cfg.engine.critical_reserve, Some(1 << 28));
         assert_eq!(cfg.engine.critical_synth_slots, 0);
         assert_eq!(cfg.engine.abc_on_backend, Some(true));
+        assert_eq!(cfg.engine.critical_lane, Some(false));
         // Recorded in the manifest with the rest of cuzk.toml.
         assert_eq!(cfg.config.engine.critical_reserve_gib, Some(0.25));
     }

@@ -58,6 +58,12 @@ pub struct EngineSection {
     /// `synth_jobs` (0: none; unset: 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub critical_synth_slots: Option<usize>,
+    /// One more GPU worker per device, on a second instance of the backend and
+    /// outside the GPU lock, for critical-priority partitions only: a WinningPoSt
+    /// does not wait for the partition already on the GPU (unset: where the
+    /// backend drives devices and offers a second instance; true: required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critical_lane: Option<bool>,
 }
 
 impl EngineSection {
@@ -81,6 +87,7 @@ impl EngineSection {
                 .map(gib_to_bytes)
                 .or(d.critical_reserve),
             critical_synth_slots: self.critical_synth_slots.unwrap_or(d.critical_synth_slots),
+            critical_lane: self.critical_lane.or(d.critical_lane),
         }
     }
 }

@@ -74,7 +74,7 @@ fn engine_knobs_reach_the_pipeline_config() {
         "[engine]\nsynth_jobs = 3\nsynth_threads = 4\ngpu_workers_per_device = 1\n\
          gpu_threads = 5\nmemory_budget_gib = 1.5\nverify = false\ncheck_witness = true\n\
          b_g2_on_backend = false\ncritical_reserve_gib = 0.5\ncritical_synth_slots = 2\n\
-         abc_on_backend = true\n",
+         abc_on_backend = true\ncritical_lane = false\n",
         "t",
     )
     .unwrap();
@@ -89,6 +89,7 @@ fn engine_knobs_reach_the_pipeline_config() {
     assert_eq!(p.critical_reserve, Some(1 << 29));
     assert_eq!(p.critical_synth_slots, 2);
     assert_eq!(p.abc_on_backend, Some(true));
+    assert_eq!(p.critical_lane, Some(false));
     // Left out: the defaults.
     let d = Config::from_toml("", "empty").unwrap();
     assert_eq!(d, Config::default());

@@ -523,6 +523,81 @@ impl GpuBackend for GatedBackend {
         }
         self.inner.prove_partition(job)
     }
+
+    /// Without a gate.
+    fn open_sibling(&self) -> Result<Option<Arc<dyn GpuBackend>>, cuzk_gpu_backend::BackendError> {
+        Ok(Some(Arc::new(GatedBackend {
+            inner: self.inner.clone(),
+            gate: std::sync::Mutex::new(None),
+        })))
+    }
+}
+
+/// With a critical lane, a Critical job is proven while a Normal partition holds
+/// the device's lock (its backend call held by a gate that opens only after the
+/// Critical job returned): the critical lane's worker runs beside it, on the
+/// second backend instance. Asked for with a backend that has no second
+/// instance, the lane is a configuration error at start.
+#[test]
+fn a_critical_lane_proves_beside_the_partition_holding_the_device() {
+    let (go, gate) = channel();
+    let mut p = policies();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    p.backend = Arc::new(GatedBackend {
+        inner: CpuBackend::new(Arc::new(pool)),
+        gate: std::sync::Mutex::new(Some(gate)),
+    });
+    let mut cfg = config(2);
+    cfg.critical_lane = Some(true);
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(cfg.clone(), p, rec.clone()).unwrap();
+    assert_eq!(engine.critical_lanes(), 1);
+    let on_gpu = engine.submit(make_job(95, 1, Priority::Normal));
+    wait_for(&rec, EventKind::GpuStart, on_gpu.id());
+    let critical = engine.submit(make_job(96, 2, Priority::Critical));
+    let critical_id = critical.id();
+    // Returns while the gate is still closed: it never waited for the lock.
+    let out = critical.wait().unwrap();
+    assert!(out.verified);
+    assert_eq!(out.proofs.len(), 2);
+    let events = rec.events();
+    assert!(!events
+        .iter()
+        .any(|e| e.event == EventKind::GpuEnd && e.job == on_gpu.id()));
+    // On the critical lane's worker (numbered after the device's one worker).
+    assert!(events
+        .iter()
+        .filter(|e| e.event == EventKind::GpuStart && e.job == critical_id)
+        .all(|e| e.worker == Some(1)));
+    go.send(()).unwrap();
+    assert!(on_gpu.wait().unwrap().verified);
+    drop(engine);
+
+    // The CPU backend itself offers a second instance; a backend without one
+    // (the default) does not, and asking for the lane is then refused.
+    struct Plain(CpuBackend);
+    impl GpuBackend for Plain {
+        fn capabilities(&self) -> cuzk_gpu_backend::Capabilities {
+            self.0.capabilities()
+        }
+        fn prove_partition(
+            &self,
+            job: cuzk_gpu_backend::PartitionJob<'_>,
+        ) -> Result<cuzk_gpu_backend::PartitionResult, cuzk_gpu_backend::BackendError> {
+            self.0.prove_partition(job)
+        }
+    }
+    let mut p = policies();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    p.backend = Arc::new(Plain(CpuBackend::new(Arc::new(pool))));
+    let e = PipelineEngine::start(cfg, p, Arc::new(Recorder::new(Instant::now()))).unwrap_err();
+    assert!(e.to_string().contains("no second instance"), "{e}");
 }
 
 /// One Normal partition on the device (its call held by a gate), a second one

@@ -203,8 +203,8 @@ fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snap::{with_snap_partitions, SnapPartitionsUser, UpdatePublic};
     use crate::shape::Partition;
+    use crate::snap::{with_snap_partitions, SnapPartitionsUser, UpdatePublic};
 
     /// Synthesizes the first partition's witness (the circuit's own checks run, and
     /// storage-proofs-update asserts a partition's shape as it synthesizes).

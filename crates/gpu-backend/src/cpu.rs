@@ -62,6 +62,11 @@ impl GpuBackend for CpuBackend {
         AbcEval::Host
     }
 
+    /// The same pool: a CPU "device" runs calls side by side anyway.
+    fn open_sibling(&self) -> Result<Option<Arc<dyn GpuBackend>>, BackendError> {
+        Ok(Some(Arc::new(self.clone())))
+    }
+
     /// The engine's own mat-vec on this backend's pool, then the partition as
     /// [`GpuBackend::prove_partition`] proves it (the NTT pads `a, b, c` in place).
     fn prove_partition_witness(

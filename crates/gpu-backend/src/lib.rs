@@ -375,6 +375,14 @@ pub trait GpuBackend: Send + Sync {
         Vec::new()
     }
 
+    /// Another instance of this backend on the same device, with its own streams,
+    /// buffers and caches, so that work given to it does not wait behind this
+    /// one's calls (the engine's critical lane: a WinningPoSt beside a PoRep
+    /// partition already on the GPU). `None`: not offered (the default).
+    fn open_sibling(&self) -> Result<Option<std::sync::Arc<dyn GpuBackend>>, BackendError> {
+        Ok(None)
+    }
+
     /// How many devices this kind of backend can drive on this machine (a CUDA
     /// backend: the driver's device count). With `[engine] devices` unset, the
     /// configuration opens one instance per device when this is more than one, so

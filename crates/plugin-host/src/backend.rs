@@ -43,6 +43,8 @@ pub struct PluginBackend {
     live: Arc<Live>,
     caps: Capabilities,
     resident_bases: bool,
+    /// The checked parameters it was instantiated with (a sibling gets the same).
+    params: Vec<(String, String)>,
 }
 
 /// A plugin instance, destroyed on drop.
@@ -95,6 +97,10 @@ impl PluginBackend {
             RResult::RErr(e) => return Err(crate::rejected("backend", &name, e)),
         };
         let mut this = Self {
+            params: pairs
+                .iter()
+                .map(|p| (p.key.as_str().to_owned(), p.value.as_str().to_owned()))
+                .collect(),
             name,
             module,
             live: Arc::new(Live {
@@ -400,6 +406,19 @@ where
 impl GpuBackend for PluginBackend {
     fn capabilities(&self) -> Capabilities {
         self.caps.clone()
+    }
+
+    /// A second instance of the plugin with the same parameters (the same device):
+    /// its own state inside the plugin, so its calls do not wait behind this one's.
+    fn open_sibling(&self) -> Result<Option<std::sync::Arc<dyn GpuBackend>>, BackendError> {
+        let pairs: Vec<cuzk_plugin_api::Param<'_>> = self
+            .params
+            .iter()
+            .map(|(k, v)| cuzk_plugin_api::Param::new(k, v))
+            .collect();
+        let sibling = Self::from_module(self.name.clone(), self.module, &pairs)
+            .map_err(|e| BackendError::Device(format!("a second instance: {e}")))?;
+        Ok(Some(std::sync::Arc::new(sibling)))
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {

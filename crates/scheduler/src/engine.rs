@@ -117,6 +117,14 @@ pub struct PipelineConfig {
     /// the others share (0: none), so a critical partition starts synthesis at once
     /// even while every other slot is busy.
     pub critical_synth_slots: usize,
+    /// One more GPU worker per device, on a second instance of the backend
+    /// ([`GpuBackend::open_sibling`]) and outside the device's GPU lock, that takes
+    /// only [`Priority::Critical`] partitions: a WinningPoSt starts on the GPU at
+    /// once instead of waiting for the partition already there (3-4 s at 32 GiB),
+    /// its kernels sharing the device with that partition's. `Some(true)`:
+    /// required (an error where the backend offers no second instance);
+    /// `Some(false)`: none; `None`: where the backend drives devices and offers one.
+    pub critical_lane: Option<bool>,
 }
 
 impl Default for PipelineConfig {
@@ -133,6 +141,7 @@ impl Default for PipelineConfig {
             abc_on_backend: None,
             critical_reserve: None,
             critical_synth_slots: 1,
+            critical_lane: None,
         }
     }
 }
@@ -718,6 +727,11 @@ struct FinishItem {
 struct Shared {
     cfg: PipelineConfig,
     policies: Policies,
+    /// The critical lanes ([`PipelineConfig::critical_lane`]): a second backend
+    /// instance per device, each driven by one worker that takes only critical
+    /// partitions, outside the GPU lock. Their indices (in a partition's
+    /// `failed_on`) follow `lanes`'.
+    critical_lanes: Vec<DeviceLane>,
     /// The devices the GPU workers run on: the backend's lanes, or the backend
     /// itself as one lane (ordinal 0).
     lanes: Vec<DeviceLane>,
@@ -1068,6 +1082,7 @@ impl PipelineEngine {
                 backend.capabilities().name
             )));
         }
+        let critical_lanes = critical_lanes(cfg.critical_lane, backend, &lanes)?;
         let shared = Arc::new(Shared {
             budget,
             synth_q: SynthQueue::new(cores, cfg.synth_jobs, cfg.critical_synth_slots),
@@ -1076,6 +1091,7 @@ impl PipelineEngine {
             cfg,
             policies,
             lanes,
+            critical_lanes,
             recorder,
             gpu_q: WorkQueue::new(),
             critical_gpu: CriticalGpu::new(),
@@ -1131,6 +1147,18 @@ impl PipelineEngine {
                 engine.threads.push(("gpu", h));
             }
         }
+        // One worker per critical lane, numbered after the lane's own workers.
+        for (i, l) in shared.critical_lanes.iter().enumerate() {
+            let sh = shared.clone();
+            let tx = finish_tx.clone();
+            let lane = shared.lanes.len() + i;
+            let w = shared.cfg.gpu_workers_per_device as u32;
+            let h = spawn(
+                format!("cuzk-gpu-{}-critical", l.ordinal),
+                Box::new(move || gpu_worker(&sh, lane, w, &tx)),
+            )?;
+            engine.threads.push(("gpu", h));
+        }
         drop(finish_tx);
         let sh = shared.clone();
         let h = spawn("cuzk-b-g2".into(), Box::new(move || b_g2_worker(&sh)))?;
@@ -1146,6 +1174,12 @@ impl PipelineEngine {
 
     pub fn recorder(&self) -> &Arc<Recorder> {
         &self.shared.recorder
+    }
+
+    /// How many critical lanes run (the resolved [`PipelineConfig::critical_lane`]:
+    /// one per device, or none).
+    pub fn critical_lanes(&self) -> usize {
+        self.shared.critical_lanes.len()
     }
 
     /// Whether the backend evaluates `a, b, c` from the witness (the resolved
@@ -1543,6 +1577,46 @@ fn synth_partition(
     })
 }
 
+/// The critical lanes for the setting `setting` (see
+/// [`PipelineConfig::critical_lane`]): a second instance of each lane's backend.
+fn critical_lanes(
+    setting: Option<bool>,
+    backend: &dyn GpuBackend,
+    lanes: &[DeviceLane],
+) -> Result<Vec<DeviceLane>, PipelineError> {
+    let want = match setting {
+        Some(want) => want,
+        None => !backend.capabilities().devices.is_empty(),
+    };
+    if !want {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::with_capacity(lanes.len());
+    for l in lanes {
+        let sibling = l.backend.open_sibling().map_err(|e| {
+            PipelineError::Config(format!(
+                "critical lane on device {}: the backend's second instance failed: {e}",
+                l.ordinal
+            ))
+        })?;
+        match sibling {
+            Some(b) => out.push(DeviceLane {
+                ordinal: l.ordinal,
+                backend: b,
+            }),
+            // Unset: a backend without a second instance simply has no lane.
+            None if setting.is_none() => return Ok(Vec::new()),
+            None => {
+                return Err(PipelineError::Config(format!(
+                    "critical_lane = true, but the backend `{}` offers no second instance",
+                    l.backend.capabilities().name
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Queues a partition for the GPU workers (a critical one counted in
 /// `Shared::critical_gpu` until its worker holds a lock).
 fn push_gpu(sh: &Shared, item: GpuItem) {
@@ -1563,17 +1637,36 @@ fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError>
 /// the lane's backend. A device error (the device's fault, not the input's) sends
 /// the partition back to the queue for another device while one is left.
 fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
-    let device = sh.lanes[lane].ordinal;
-    let backend = sh.lanes[lane].backend.clone();
+    // Lanes past `sh.lanes` are critical lanes: critical partitions only, no lock.
+    let critical_lane = lane >= sh.lanes.len();
+    let this = match lane.checked_sub(sh.lanes.len()) {
+        Some(i) => &sh.critical_lanes[i],
+        None => &sh.lanes[lane],
+    };
+    let device = this.ordinal;
+    let backend = this.backend.clone();
     let backend = backend.as_ref();
     let (wk, dev) = (Some(w), Some(device));
-    let lanes = sh.lanes.len();
+    let critical_lanes = sh.lanes.len()..sh.lanes.len() + sh.critical_lanes.len();
+    // How many lanes may take a partition: critical ones also go to critical lanes.
+    let eligible =
+        |critical: bool| sh.lanes.len() + if critical { critical_lanes.len() } else { 0 };
+    let takes = |i: &GpuItem| {
+        let critical = i.carry.job.priority == Priority::Critical;
+        !i.failed_on.contains(&lane)
+            && if critical_lane {
+                critical
+            } else {
+                // A critical partition is the critical lanes' until each failed it.
+                !critical || critical_lanes.clone().all(|c| i.failed_on.contains(&c))
+            }
+    };
     // The finisher outlives the GPU workers (it is joined last), so a send fails only
     // during a panic elsewhere; the item is then dropped, freeing its buffers.
     let send = |gpu, b_g2, carry| {
         let _ = finish.send(FinishItem { gpu, b_g2, carry });
     };
-    while let Some(item) = sh.gpu_q.pop_where(|i| !i.failed_on.contains(&lane)) {
+    while let Some(item) = sh.gpu_q.pop_where(takes) {
         let GpuItem {
             input,
             mut carry,
@@ -1627,7 +1720,7 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         // may have to retry. Otherwise they are handed over. A witness is always
         // lent.
         let keep = staged.is_staged()
-            || failed_on.len() + 1 < lanes
+            || failed_on.len() + 1 < eligible(critical)
             || matches!(input, GpuInput::Witness(_));
         let mut input = Some(input);
 
@@ -1647,7 +1740,12 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
                 )
             })
         };
-        let mut guard = take_lock();
+        // A critical lane runs beside the device's lock holder: no lock.
+        let mut guard = if critical_lane {
+            LockGuard::free()
+        } else {
+            take_lock()
+        };
         if critical {
             sh.critical_gpu.leave();
         }
@@ -1656,7 +1754,9 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         // worker puts its own partition back and takes it; else (another worker
         // holds it, waiting for a lock) this one waits until it has a lock.
         let mut gave_way = false;
-        if !critical && guard.failure().is_none() && sh.critical_gpu.any() {
+        // With critical lanes, critical partitions do not need this device.
+        let yields = !critical && sh.critical_lanes.is_empty();
+        if yields && guard.failure().is_none() && sh.critical_gpu.any() {
             let critical_first =
                 |k: &Key, i: &GpuItem| k.0 .0 == Priority::Critical && !i.failed_on.contains(&lane);
             if sh.gpu_q.head_is(critical_first) {
@@ -1719,7 +1819,11 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         let t = Instant::now();
         let gpu = {
             let compute = catch("gpu_lock", || {
-                sh.policies.lock.region(device as usize, Region::Compute)
+                if critical_lane {
+                    LockGuard::free()
+                } else {
+                    sh.policies.lock.region(device as usize, Region::Compute)
+                }
             });
             let owned = match input.take() {
                 Some(GpuInput::Abc(abc)) if !keep => Some(abc),
@@ -1764,7 +1868,9 @@ fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<FinishItem>) {
         // The device's fault, with a, b, c still here and a device left that has
         // not failed this partition: another device takes it.
         let retry = match (&gpu, &input) {
-            (Err(ProveError::Backend(e)), Some(_)) if e.is_device() => failed_on.len() + 1 < lanes,
+            (Err(ProveError::Backend(e)), Some(_)) if e.is_device() => {
+                failed_on.len() + 1 < eligible(critical)
+            }
             _ => false,
         };
         if retry {
