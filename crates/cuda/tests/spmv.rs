@@ -20,6 +20,13 @@ use group::{Curve, Group};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
+/// The tests of this binary run one at a time: the staging test counts the
+/// process's registered bytes, which the others' witness uploads change.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn open(config: CudaConfig) -> Option<CudaBackend> {
     match CudaBackend::new(config) {
         Ok(b) => Some(b),
@@ -182,6 +189,7 @@ fn check_spmv(backend: &CudaBackend, view: R1csRef<'_>, input: &[Scalar], aux: &
 /// bit-packing powers of two and the hashing constants of the table.
 #[test]
 fn spmv_matches_the_cpu_on_a_compiled_sha256_circuit_or_no_device() {
+    let _turn = one_at_a_time();
     let Some(backend) = open(CudaConfig::default()) else {
         return;
     };
@@ -201,6 +209,7 @@ fn spmv_matches_the_cpu_on_a_compiled_sha256_circuit_or_no_device() {
 /// from 1 to a power of two and one past it (no padding, full padding).
 #[test]
 fn spmv_matches_the_cpu_on_empty_and_long_rows_or_no_device() {
+    let _turn = one_at_a_time();
     let Some(backend) = open(CudaConfig::default()) else {
         return;
     };
@@ -289,6 +298,7 @@ fn check_prove(
 
 #[test]
 fn prove_partition_witness_matches_host_abc_and_the_cpu_backend_or_no_device() {
+    let _turn = one_at_a_time();
     let Some(resident) = open(CudaConfig::default()) else {
         return;
     };
@@ -320,6 +330,7 @@ fn prove_partition_witness_matches_host_abc_and_the_cpu_backend_or_no_device() {
 /// the device, as is a witness of another shape; a good job then still proves.
 #[test]
 fn a_malformed_r1cs_or_witness_is_rejected_without_a_launch_or_no_device() {
+    let _turn = one_at_a_time();
     let Some(backend) = open(CudaConfig::default()) else {
         return;
     };
@@ -391,6 +402,7 @@ fn a_malformed_r1cs_or_witness_is_rejected_without_a_launch_or_no_device() {
 /// copy instead of being served it; evicting drops them all.
 #[test]
 fn shapes_coexist_and_a_stale_copy_is_replaced_or_no_device() {
+    let _turn = one_at_a_time();
     let Some(backend) = open(CudaConfig::default()) else {
         return;
     };
@@ -468,4 +480,36 @@ fn shapes_coexist_and_a_stale_copy_is_replaced_or_no_device() {
     backend.evict_r1cs();
     assert!(backend.resident_r1cs().is_empty());
     prove(&one, 15);
+}
+
+/// `stage_witness` page-locks the witness in place (aux; input too when long
+/// enough): counted as registered, the caller's memory, never as memory the
+/// backend allocated, and undone when the guard goes.
+#[test]
+fn staging_a_witness_registers_it_in_place_or_no_device() {
+    let _turn = one_at_a_time();
+    let Some(backend) = open(CudaConfig::default()) else {
+        return;
+    };
+    let mut r = ChaCha20Rng::seed_from_u64(21);
+    // Input below the page-locking threshold (1 << 15 scalars), aux above it.
+    let input: Vec<Scalar> = (0..3).map(|_| scalar(&mut r)).collect();
+    let aux: Vec<Scalar> = (0..1 << 16).map(|_| scalar(&mut r)).collect();
+    let ordinal = 0;
+    let registered = cuzk_cuda::raw::registered_bytes(ordinal);
+    let pinned = backend.pinned_host_bytes();
+    let staged = backend.stage_witness(&input, &aux).unwrap();
+    assert!(staged.is_staged());
+    assert_eq!(
+        cuzk_cuda::raw::registered_bytes(ordinal),
+        registered + 32 * aux.len() as u64
+    );
+    assert_eq!(backend.pinned_host_bytes(), pinned);
+    drop(staged);
+    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered);
+    // Nothing long enough: nothing staged.
+    assert!(!backend
+        .stage_witness(&input, &aux[..10])
+        .unwrap()
+        .is_staged());
 }
