@@ -70,6 +70,16 @@ pub enum BasePlacement {
 /// the host copy of one chunk, the DMA of the next and the MSM of the one before
 /// overlap.
 ///
+/// **Compiled shapes stay on the device too.** `prove_partition_witness` evaluates
+/// `a, b, c` here (`AbcEval::Device`, [`crate::spmv`]) from the partition's witness
+/// and a device copy of its R1CS's matrices, uploaded the first time the shape is
+/// seen (after `R1csRef::validate`) and kept, keyed by where the host matrices live
+/// and their shape ([`R1csKey`]), so a shape freed and another compiled at its
+/// address is uploaded anew. The copies count with the bases against the device
+/// budget: a new shape that does not fit evicts the other shapes' copies first,
+/// then the base sets (which the partition then streams where they no longer fit);
+/// a shape that does not fit alone with a partition is a device error.
+///
 /// One partition at a time runs on the device (an internal mutex); the scheduler's
 /// GPU lock decides who calls.
 #[derive(Debug)]
