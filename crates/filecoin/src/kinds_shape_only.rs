@@ -103,6 +103,10 @@ fn snap_vanilla<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     for k in 0..pp.partition_count {
         let root_r_old: TreeRDomain = fr(rng).into();
         let root_r_new: TreeRDomain = fr(rng).into();
+        // A partition's challenges lie in one subtree of the data tree: their
+        // paths share its top `partition_bit_len` levels, which the circuit checks
+        // (storage-proofs-update asserts it at synthesis). Random below it.
+        let top = path(rng, 2, pp.partition_bit_len);
         let challenge_proofs = Challenges::new(nodes, comm_r_new, k)
             .map(|c| {
                 let old = fr(rng);
@@ -110,10 +114,12 @@ fn snap_vanilla<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
                 let new = old + d_new * rho(&phi, c >> high_shift);
                 let proof_r_old = tree_proof_with_leaf::<Tree>(rng, nodes, old.into(), root_r_old);
                 let proof_r_new = tree_proof_with_leaf::<Tree>(rng, nodes, new.into(), root_r_new);
+                let mut path_d = path(rng, 2, pp.challenge_bit_len - pp.partition_bit_len);
+                path_d.extend(top.iter().cloned());
                 let proof_d_new = MerkleProof::<TreeDHasher, TreeDArity>::from_parts(
                     d_new.into(),
                     comm_d_new,
-                    path(rng, 2, pp.challenge_bit_len),
+                    path_d,
                 );
                 ChallengeProof::<Tree> {
                     proof_r_old,
@@ -192,4 +198,51 @@ fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
         out.push(bincode::serialize(&p).map_err(bincode_err(&kind.name))?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snap::{with_snap_partitions, SnapPartitionsUser, UpdatePublic};
+    use crate::shape::Partition;
+
+    /// Synthesizes the first partition's witness (the circuit's own checks run, and
+    /// storage-proofs-update asserts a partition's shape as it synthesizes).
+    struct FirstWitness;
+
+    impl SnapPartitionsUser for FirstWitness {
+        type Out = (usize, Result<usize, String>);
+        fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+            self,
+            mut partitions: Vec<Partition<C>>,
+        ) -> Self::Out {
+            let n = partitions.len();
+            let first = partitions.swap_remove(0).circuit;
+            let w = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                cuzk_synth::synthesize_witness(first)
+            }));
+            let aux = match w {
+                Ok(Ok(w)) => Ok(w.aux.len()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("the circuit panicked at synthesis".into()),
+            };
+            (n, aux)
+        }
+    }
+
+    /// A shape-only update of a size with several partitions (8 MiB: 4) gives
+    /// circuits that synthesize: each partition's challenges share the top of the
+    /// data-tree path, as storage-proofs-update asserts (the 32 GiB shape panicked
+    /// there on the H200 before the paths shared it).
+    #[test]
+    fn a_shape_only_update_of_several_partitions_synthesizes() {
+        let proof = RegisteredUpdateProof::StackedDrg8MiBV1;
+        let request = shape_only_snap(proof, 7).unwrap();
+        let kind = UpdateKind::new(proof).unwrap();
+        let public = UpdatePublic::new(&request).unwrap();
+        let (n, aux) =
+            with_snap_partitions(&kind, &public, &request.vanilla_proofs, FirstWitness).unwrap();
+        assert_eq!(n, 4);
+        assert!(aux.unwrap() > 0);
+    }
 }

@@ -12,7 +12,8 @@ use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::{RNone, ROption, RResult, RSlice, RSome, RVec};
 
 use crate::module::*;
-use crate::{AbiError, ErrorCode, Param, ParamDoc, Params, ABI_VERSION};
+use crate::WitnessJobRefC;
+use crate::{AbcEvalC, AbiError, ErrorCode, Param, ParamDoc, Params, ScalarRepr, ABI_VERSION};
 
 /// A GPU backend (see [`BackendMod`]).
 pub trait BackendPlugin: Sized + Send + Sync + 'static {
@@ -84,6 +85,35 @@ pub trait BackendPlugin: Sized + Send + Sync + 'static {
     fn forget_bases(&self, _host: &[HostRangeC]) -> Result<u64, AbiError> {
         Ok(0)
     }
+    /// Where this backend evaluates `a, b, c` from a witness (see
+    /// [`BackendMod::abc_eval`]). Default: it does not ([`AbcEvalC::NO`]).
+    fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
+        Ok(AbcEvalC::NO)
+    }
+    /// [`BackendPlugin::stage`] for a partition that will be proven from its
+    /// witness (see [`BackendMod::stage_witness`]); the guard is kept until the
+    /// host's `unstage`, as `stage`'s. Default: nothing staged.
+    fn stage_witness(
+        &self,
+        _input: &[ScalarRepr],
+        _aux: &[ScalarRepr],
+    ) -> Result<Option<StageGuard>, AbiError> {
+        Ok(None)
+    }
+    /// Evaluates `a, b, c` from the witness and proves (see
+    /// [`BackendMod::prove_partition_witness`]). The R1CS is the host's and not
+    /// to be trusted: the backend validates it before it uses an index from it
+    /// (`cuzk_synth::R1csRef::validate`; the CPU backend does in `spmv_slices`,
+    /// a device backend once per shape it uploads). Default: refused as
+    /// [`ErrorCode::UNSUPPORTED`].
+    fn prove_partition_witness(
+        &self,
+        _job: WitnessJobRefC<'_>,
+    ) -> Result<PartitionResultC, AbiError> {
+        Err(AbiError::unsupported(
+            "this backend does not evaluate a, b, c from the witness",
+        ))
+    }
 }
 
 /// What [`BackendPlugin::stage`] returns: anything whose drop undoes the staging.
@@ -97,6 +127,22 @@ struct Hosted<T> {
     staged: Mutex<HashMap<u64, StageGuard>>,
     next_token: AtomicU64,
     plugin: T,
+}
+
+impl<T> Hosted<T> {
+    /// Keeps a staging's guard until the host's `unstage`; its token (0: nothing
+    /// staged, nothing kept).
+    fn keep(&self, guard: Option<StageGuard>) -> u64 {
+        let Some(g) = guard else {
+            return 0;
+        };
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        self.staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token, g);
+        token
+    }
 }
 
 /// A deallocation policy (see [`DeallocMod`]).
@@ -241,15 +287,35 @@ mod backend {
         guard(|| {
             // SAFETY: as above.
             let h = unsafe { hosted::<T>(i) };
-            let Some(g) = h.plugin.stage(abc)? else {
-                return Ok(0);
-            };
-            let token = h.next_token.fetch_add(1, Ordering::Relaxed);
-            h.staged
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(token, g);
-            Ok(token)
+            let g = h.plugin.stage(abc)?;
+            Ok(h.keep(g))
+        })
+    }
+    pub extern "C" fn stage_witness<T: BackendPlugin>(
+        i: &Instance,
+        input: RSlice<'_, ScalarRepr>,
+        aux: RSlice<'_, ScalarRepr>,
+    ) -> RResult<u64, AbiError> {
+        guard(|| {
+            // SAFETY: as above.
+            let h = unsafe { hosted::<T>(i) };
+            let g = h.plugin.stage_witness(input.as_slice(), aux.as_slice())?;
+            Ok(h.keep(g))
+        })
+    }
+    pub extern "C" fn abc_eval<T: BackendPlugin>(i: &Instance) -> RResult<AbcEvalC, AbiError> {
+        // SAFETY: as above.
+        guard(|| unsafe { hosted::<T>(i) }.plugin.abc_eval())
+    }
+    pub extern "C" fn prove_partition_witness<T: BackendPlugin>(
+        i: &Instance,
+        job: WitnessJobRefC<'_>,
+    ) -> RResult<PartitionResultC, AbiError> {
+        // SAFETY: as above.
+        guard(|| {
+            unsafe { hosted::<T>(i) }
+                .plugin
+                .prove_partition_witness(job)
         })
     }
     pub extern "C" fn device_count<T: BackendPlugin>(i: &Instance) -> RResult<u32, AbiError> {
@@ -425,6 +491,9 @@ pub fn backend_root<T: BackendPlugin>(
         device_count: backend::device_count::<T>,
         pinned_host_bytes: backend::pinned_host_bytes::<T>,
         forget_bases: backend::forget_bases::<T>,
+        abc_eval: backend::abc_eval::<T>,
+        stage_witness: backend::stage_witness::<T>,
+        prove_partition_witness: backend::prove_partition_witness::<T>,
     }
     .leak_into_prefix();
     let c = Common {

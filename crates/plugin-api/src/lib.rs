@@ -38,7 +38,9 @@
 //! scalars cross as borrowed slices (no copy), and the `a, b, c` evaluations as
 //! host-owned [`RVec`](abi_stable::std_types::RVec)s that the backend may drop (that
 //! is, free on the host's allocator) as soon as it no longer needs them, or lent as
-//! slices (`prove_partition_ref`, for a partition the host staged beforehand).
+//! slices (`prove_partition_ref`, for a partition the host staged beforehand). A
+//! backend that evaluates `a, b, c` itself is lent the witness and the compiled
+//! R1CS instead ([`witness`]: `prove_partition_witness`).
 //!
 //! Architecture invariant: this crate holds types and the glue to export them; no
 //! policy, no arithmetic. It is an API boundary: changing a prefix field or a type
@@ -53,12 +55,14 @@ pub mod pending;
 pub mod repr;
 #[cfg(feature = "stages")]
 pub mod stages;
+pub mod witness;
 
 pub use error::{AbiError, ErrorCode};
 pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, StageGuard, ThrottlePlugin};
 pub use module::*;
 pub use params::{Param, ParamDoc, Params};
 pub use repr::*;
+pub use witness::*;
 
 /// Re-exported so that plugins and the host use the exact abi_stable this ABI was
 /// built with.
@@ -74,6 +78,12 @@ pub use abi_stable;
 /// - `BackendMod::{prove_partition_ref, stage, unstage}` (pre-staging: a backend
 ///   pins `a, b, c` before the host's GPU lock; `a, b, c` are then lent to the
 ///   call instead of handed over).
+/// - `BackendMod::{device_count, pinned_host_bytes}` (all devices by default, the
+///   backend's page-locked memory in the host's budget) and
+///   `BackendMod::forget_bases` (freeing device copies of evicted bases).
+/// - `BackendMod::{abc_eval, stage_witness, prove_partition_witness}` (proving
+///   from the witness: the backend evaluates `a, b, c` from the lent witness and
+///   compiled R1CS, [`witness`]; an older plugin reads as not offering it).
 ///
 /// Several devices did not change it either: a backend instance drives one
 /// device (the CUDA plugin's `device` parameter), and the host opens one instance

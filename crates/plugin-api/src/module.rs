@@ -10,8 +10,8 @@ use abi_stable::sabi_types::VersionStrings;
 use abi_stable::std_types::{ROption, RResult, RSlice, RStr, RString, RVec};
 use abi_stable::StableAbi;
 
+use crate::{AbcEvalC, Param, ParamDoc, ScalarRepr, WitnessJobRefC};
 use crate::{AbiError, G1AffineRepr, G1ProjectiveRepr, G2AffineRepr, G2ProjectiveRepr};
-use crate::{Param, ParamDoc, ScalarRepr};
 
 // ---------------------------------------------------------------------------------
 // Header and root module
@@ -215,6 +215,35 @@ pub struct BackendMod {
     #[sabi(missing_field(option))]
     pub forget_bases:
         extern "C" fn(instance: &Instance, host: RSlice<'_, HostRangeC>) -> RResult<u64, AbiError>,
+
+    // Appended in ABI 1 without changing it (proving from the witness: the backend
+    // evaluates `a, b, c` itself, see `crate::witness`). A plugin built before
+    // lacks them: the host reads `abc_eval` as `AbcEvalC::NO` (as it does a value
+    // it does not know, or a failed call), stages nothing and never calls
+    // `prove_partition_witness` (the in-process backend answers `Unsupported`), so
+    // the engine evaluates `a, b, c` and hands them over as before.
+    /// Where the backend evaluates `a, b, c` from a witness, if it does.
+    #[sabi(missing_field(option))]
+    pub abc_eval: extern "C" fn(instance: &Instance) -> RResult<AbcEvalC, AbiError>,
+    /// `stage` for a partition that will be proven from its witness: prepares
+    /// `input, aux` (a GPU backend page-locks them) before the host's GPU lock.
+    /// Returns a token for `unstage` (the same call and contract as `stage`'s), or
+    /// 0 when nothing was staged.
+    #[sabi(missing_field(option))]
+    pub stage_witness: extern "C" fn(
+        instance: &Instance,
+        input: RSlice<'_, ScalarRepr>,
+        aux: RSlice<'_, ScalarRepr>,
+    ) -> RResult<u64, AbiError>,
+    /// Evaluates `a, b, c` from the witness and the lent R1CS, then proves as
+    /// `prove_partition_ref`. The backend validates the R1CS before using an index
+    /// from it; a malformed one or a witness of another shape is
+    /// `ErrorCode::SHAPE`.
+    #[sabi(missing_field(option))]
+    pub prove_partition_witness: extern "C" fn(
+        instance: &Instance,
+        job: WitnessJobRefC<'_>,
+    ) -> RResult<PartitionResultC, AbiError>,
 }
 
 /// A range of host addresses, `start..end` (bytes).

@@ -1,6 +1,7 @@
 //! Glue for plugins that wrap one of cuzk's in-process backends (feature `stages`):
-//! a [`PartitionJobC`] turned into a `cuzk_gpu_backend::PartitionJob`, and the
-//! result and errors turned back.
+//! a [`PartitionJobC`] turned into a `cuzk_gpu_backend::PartitionJob` (a
+//! [`WitnessJobRefC`] into a `WitnessJobRef`), and the result and errors turned
+//! back.
 //!
 //! `a, b, c` are handed to the backend as borrowed slices of the host's vectors
 //! (`GpuBackend::prove_partition_ref`): a GPU backend uploads them without a copy;
@@ -9,17 +10,18 @@
 //! its raw parts (checked: a malformed split from a buggy host is an error, not
 //! undefined behaviour); the parts are small next to the evaluations.
 
-use abi_stable::std_types::{RSome, RString};
+use abi_stable::std_types::{ROption, RSlice, RSome, RString};
 use blstrs::{G1Affine, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::Density;
 use cuzk_gpu_backend::{
-    AbcRef, BackendError, Capabilities, GpuBackend, PartitionJobRef, PartitionResult, SplitMsm,
-    SplitScalars,
+    AbcEval, AbcRef, BackendError, Capabilities, GpuBackend, PartitionJobRef, PartitionResult,
+    SplitMsm, SplitScalars, WitnessJobRef,
 };
 
 use crate::{
-    AbcC, AbcRefC, AbiError, BackendCaps, DeviceInfoC, ErrorCode, PartitionJobC, PartitionJobRefC,
-    PartitionResultC, Repr, SplitMsmC, StageGuard, CURVE,
+    AbcC, AbcEvalC, AbcRefC, AbiError, BackendCaps, DeviceInfoC, ErrorCode, G1AffineRepr,
+    G2AffineRepr, PartitionJobC, PartitionJobRefC, PartitionResultC, Repr, ScalarRepr, SplitMsmC,
+    StageGuard, WitnessJobRefC, CURVE,
 };
 
 /// `a, b, c` of a job: handed over by the host (`prove_partition`, freed when the
@@ -46,20 +48,117 @@ pub fn stage(backend: &dyn GpuBackend, abc: AbcRefC<'_>) -> Result<Option<StageG
     Ok(staged.is_staged().then(|| Box::new(staged) as StageGuard))
 }
 
+/// `BackendPlugin::stage_witness` for a plugin wrapping an in-process backend: its
+/// `GpuBackend::stage_witness`, boxed as [`stage`]'s.
+pub fn stage_witness(
+    backend: &dyn GpuBackend,
+    input: &[ScalarRepr],
+    aux: &[ScalarRepr],
+) -> Result<Option<StageGuard>, AbiError> {
+    let staged = backend
+        .stage_witness(Scalar::slice_from_repr(input), Scalar::slice_from_repr(aux))
+        .map_err(backend_error)?;
+    Ok(staged.is_staged().then(|| Box::new(staged) as StageGuard))
+}
+
+/// `BackendPlugin::abc_eval` for a plugin wrapping an in-process backend.
+pub fn abc_eval(backend: &dyn GpuBackend) -> AbcEvalC {
+    match backend.abc_eval() {
+        AbcEval::No => AbcEvalC::NO,
+        AbcEval::Host => AbcEvalC::HOST,
+        AbcEval::Device => AbcEvalC::DEVICE,
+    }
+}
+
+/// `BackendPlugin::prove_partition_witness` for a plugin wrapping an in-process
+/// backend: the job in cuzk's types (the splits checked as [`InProcessJob`]
+/// checks them), handed to `prove` (the backend's `prove_partition_witness`).
+///
+/// The R1CS is not validated here: every in-process backend that evaluates `a, b,
+/// c` validates it itself before it uses an index (the CPU backend in
+/// `spmv_slices`, on every call; the CUDA backend once per shape it uploads), so
+/// validating here too would be a second pass over the matrices for every
+/// partition (~670 million terms for a 32 GiB PoRep partition).
+pub fn prove_partition_witness(
+    job: WitnessJobRefC<'_>,
+    prove: impl FnOnce(WitnessJobRef<'_>) -> Result<PartitionResult, BackendError>,
+) -> Result<PartitionResultC, AbiError> {
+    let WitnessJobRefC {
+        r1cs,
+        input,
+        aux,
+        h_bases,
+        l,
+        a,
+        b_g1,
+        b_g2,
+        resident: _,
+    } = job;
+    let r1cs = r1cs.to_ref()?;
+    let msms = Msms::new(h_bases, l, a, b_g1, b_g2)?;
+    let r = prove(WitnessJobRef {
+        r1cs,
+        input: Scalar::slice_from_repr(input.as_slice()),
+        aux: Scalar::slice_from_repr(aux.as_slice()),
+        h_bases: msms.h_bases,
+        l: msms.l.view(),
+        a: msms.a.view(),
+        b_g1: msms.b_g1.view(),
+        b_g2: msms.b_g2.as_ref().map(Owned::view),
+    })
+    .map_err(backend_error)?;
+    Ok(result_c(r))
+}
+
 /// A split MSM with its split owned.
 struct Owned<'a, G> {
     bases: &'a [G],
     split: SplitScalars,
 }
 
-/// A [`PartitionJobC`] in cuzk's in-process types.
-pub struct InProcessJob<'a> {
-    abc: AbcIn<'a>,
+impl<G> Owned<'_, G> {
+    fn view(&self) -> SplitMsm<'_, G> {
+        SplitMsm {
+            bases: self.bases,
+            split: &self.split,
+        }
+    }
+}
+
+/// The MSM queries of a job in cuzk's in-process types, splits checked.
+struct Msms<'a> {
     h_bases: &'a [G1Affine],
     l: Owned<'a, G1Affine>,
     a: Owned<'a, G1Affine>,
     b_g1: Owned<'a, G1Affine>,
     b_g2: Option<Owned<'a, G2Affine>>,
+}
+
+impl<'a> Msms<'a> {
+    fn new(
+        h_bases: RSlice<'a, G1AffineRepr>,
+        l: SplitMsmC<'a, G1AffineRepr>,
+        a: SplitMsmC<'a, G1AffineRepr>,
+        b_g1: SplitMsmC<'a, G1AffineRepr>,
+        b_g2: ROption<SplitMsmC<'a, G2AffineRepr>>,
+    ) -> Result<Self, AbiError> {
+        Ok(Self {
+            h_bases: G1Affine::slice_from_repr(h_bases.as_slice()),
+            l: owned(&l, G1Affine::slice_from_repr)?,
+            a: owned(&a, G1Affine::slice_from_repr)?,
+            b_g1: owned(&b_g1, G1Affine::slice_from_repr)?,
+            b_g2: match &b_g2 {
+                RSome(m) => Some(owned(m, G2Affine::slice_from_repr)?),
+                _ => None,
+            },
+        })
+    }
+}
+
+/// A [`PartitionJobC`] in cuzk's in-process types.
+pub struct InProcessJob<'a> {
+    abc: AbcIn<'a>,
+    msms: Msms<'a>,
 }
 
 impl<'a> InProcessJob<'a> {
@@ -95,26 +194,15 @@ impl<'a> InProcessJob<'a> {
 
     fn new(
         abc: AbcIn<'a>,
-        h_bases: abi_stable::std_types::RSlice<'a, crate::G1AffineRepr>,
-        l: SplitMsmC<'a, crate::G1AffineRepr>,
-        a: SplitMsmC<'a, crate::G1AffineRepr>,
-        b_g1: SplitMsmC<'a, crate::G1AffineRepr>,
-        b_g2: abi_stable::std_types::ROption<SplitMsmC<'a, crate::G2AffineRepr>>,
+        h_bases: RSlice<'a, G1AffineRepr>,
+        l: SplitMsmC<'a, G1AffineRepr>,
+        a: SplitMsmC<'a, G1AffineRepr>,
+        b_g1: SplitMsmC<'a, G1AffineRepr>,
+        b_g2: ROption<SplitMsmC<'a, G2AffineRepr>>,
     ) -> Result<Self, AbiError> {
-        let l = owned(&l, G1Affine::slice_from_repr)?;
-        let a = owned(&a, G1Affine::slice_from_repr)?;
-        let b_g1 = owned(&b_g1, G1Affine::slice_from_repr)?;
-        let b_g2 = match &b_g2 {
-            RSome(m) => Some(owned(m, G2Affine::slice_from_repr)?),
-            _ => None,
-        };
         Ok(Self {
             abc,
-            h_bases: G1Affine::slice_from_repr(h_bases.as_slice()),
-            l,
-            a,
-            b_g1,
-            b_g2,
+            msms: Msms::new(h_bases, l, a, b_g1, b_g2)?,
         })
     }
 
@@ -133,34 +221,27 @@ impl<'a> InProcessJob<'a> {
             },
             AbcIn::Lent(abc) => abc_ref(abc),
         };
+        let m = &self.msms;
         let job = PartitionJobRef {
             abc,
-            h_bases: self.h_bases,
-            l: SplitMsm {
-                bases: self.l.bases,
-                split: &self.l.split,
-            },
-            a: SplitMsm {
-                bases: self.a.bases,
-                split: &self.a.split,
-            },
-            b_g1: SplitMsm {
-                bases: self.b_g1.bases,
-                split: &self.b_g1.split,
-            },
-            b_g2: self.b_g2.as_ref().map(|m| SplitMsm {
-                bases: m.bases,
-                split: &m.split,
-            }),
+            h_bases: m.h_bases,
+            l: m.l.view(),
+            a: m.a.view(),
+            b_g1: m.b_g1.view(),
+            b_g2: m.b_g2.as_ref().map(Owned::view),
         };
         let r = prove(job).map_err(backend_error)?;
-        Ok(PartitionResultC {
-            h: r.h.to_repr(),
-            l: r.l.to_repr(),
-            a: r.a.to_repr(),
-            b_g1: r.b_g1.to_repr(),
-            b_g2: r.b_g2.map(G2Projective::to_repr).into(),
-        })
+        Ok(result_c(r))
+    }
+}
+
+fn result_c(r: PartitionResult) -> PartitionResultC {
+    PartitionResultC {
+        h: r.h.to_repr(),
+        l: r.l.to_repr(),
+        a: r.a.to_repr(),
+        b_g1: r.b_g1.to_repr(),
+        b_g2: r.b_g2.map(G2Projective::to_repr).into(),
     }
 }
 

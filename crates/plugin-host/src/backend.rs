@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu_backend::{
-    AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
-    PartitionResult, SplitMsm, Staged,
+    AbcEval, AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob,
+    PartitionJobRef, PartitionResult, SplitMsm, Staged, WitnessJobRef,
 };
 use cuzk_plugin_api::abi_stable::std_types::{RResult, RSlice};
 use cuzk_plugin_api::{
-    AbcC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, ErrorCode, Instance, PartitionJobC,
-    PartitionJobRefC, PartitionResultC, Repr, SplitMsmC, CURVE,
+    r1cs_to_c, AbcC, AbcEvalC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, ErrorCode, Instance,
+    PartitionJobC, PartitionJobRefC, PartitionResultC, Repr, SplitMsmC, WitnessJobRefC, CURVE,
 };
 
 use crate::load::Library;
@@ -294,6 +294,60 @@ impl PluginBackend {
         self.result("prove_partition_ref", call(self.instance(), c_job))
     }
 
+    /// [`GpuBackend::prove_partition_witness`] with `resident` as in
+    /// [`PluginBackend::prove_partition_resident`]: the witness and the compiled
+    /// R1CS are lent to the plugin, which evaluates `a, b, c` itself. A plugin
+    /// built before the call existed refuses it as `Unsupported` (its
+    /// [`GpuBackend::abc_eval`] says `No`, so the engine does not ask).
+    pub fn prove_partition_witness_resident(
+        &self,
+        job: WitnessJobRef<'_>,
+        resident: Option<u64>,
+    ) -> Result<PartitionResult, BackendError> {
+        let Some(call) = self.module.prove_partition_witness() else {
+            return Err(BackendError::Unsupported(
+                "evaluating a, b, c from the witness (the plugin predates it)",
+            ));
+        };
+        if job.b_g2.is_some() && !self.caps.g2 {
+            return Err(BackendError::Unsupported("the G2 MSM"));
+        }
+        let c_job = WitnessJobRefC {
+            r1cs: r1cs_to_c(&job.r1cs),
+            input: Scalar::slice_to_repr(job.input).into(),
+            aux: Scalar::slice_to_repr(job.aux).into(),
+            h_bases: G1Affine::slice_to_repr(job.h_bases).into(),
+            l: split_c(&job.l),
+            a: split_c(&job.a),
+            b_g1: split_c(&job.b_g1),
+            b_g2: job.b_g2.as_ref().map(split_c).into(),
+            resident: resident.into(),
+        };
+        self.result("prove_partition_witness", call(self.instance(), c_job))
+    }
+
+    /// A guard that calls the plugin's `unstage` on `token` when dropped (none for
+    /// token 0, nothing staged).
+    fn staged(&self, token: u64) -> Staged {
+        let Some(unstage) = self.module.unstage() else {
+            return Staged::none();
+        };
+        if token == 0 {
+            return Staged::none();
+        }
+        let live = Arc::clone(&self.live);
+        let name = self.name.clone();
+        Staged::new(move || {
+            if let RResult::RErr(e) = unstage(live.instance(), token) {
+                tracing::warn!(
+                    target: "cuzk::plugin",
+                    "{}",
+                    PluginError::from_abi(&name, "unstage", e)
+                );
+            }
+        })
+    }
+
     fn result(
         &self,
         call: &'static str,
@@ -427,7 +481,7 @@ impl GpuBackend for PluginBackend {
     /// staged buffers are the ones the call reads); the guard calls `unstage`.
     /// A plugin built before these calls existed stages nothing.
     fn stage(&self, abc: AbcRef<'_>) -> Result<Staged, BackendError> {
-        let (Some(stage), Some(unstage)) = (self.module.stage(), self.module.unstage()) else {
+        let (Some(stage), Some(_)) = (self.module.stage(), self.module.unstage()) else {
             return Ok(Staged::none());
         };
         if self.module.prove_partition_ref().is_none() {
@@ -438,20 +492,70 @@ impl GpuBackend for PluginBackend {
             .map_err(|e| {
                 BackendError::Device(PluginError::from_abi(&self.name, "stage", e).to_string())
             })?;
-        if token == 0 {
-            return Ok(Staged::none());
-        }
-        let live = Arc::clone(&self.live);
-        let name = self.name.clone();
-        Ok(Staged::new(move || {
-            if let RResult::RErr(e) = unstage(live.instance(), token) {
+        Ok(self.staged(token))
+    }
+
+    /// The plugin's; `No` for a plugin built before `abc_eval` existed, one that
+    /// lacks `prove_partition_witness`, one whose call fails, or one that answers
+    /// a value this host does not know (a newer plugin's; the last two logged).
+    fn abc_eval(&self) -> AbcEval {
+        let (Some(call), Some(_)) = (
+            self.module.abc_eval(),
+            self.module.prove_partition_witness(),
+        ) else {
+            return AbcEval::No;
+        };
+        match call(self.instance()).into_result() {
+            Ok(AbcEvalC::NO) => AbcEval::No,
+            Ok(AbcEvalC::HOST) => AbcEval::Host,
+            Ok(AbcEvalC::DEVICE) => AbcEval::Device,
+            Ok(AbcEvalC(other)) => {
+                tracing::warn!(
+                    target: "cuzk::plugin",
+                    "plugin `{}` evaluates a, b, c in a way this host does not know ({other}); \
+                     the host evaluates them",
+                    self.name
+                );
+                AbcEval::No
+            }
+            Err(e) => {
                 tracing::warn!(
                     target: "cuzk::plugin",
                     "{}",
-                    PluginError::from_abi(&name, "unstage", e)
+                    PluginError::from_abi(&self.name, "abc_eval", e)
                 );
+                AbcEval::No
             }
-        }))
+        }
+    }
+
+    /// The plugin's `stage_witness`, when it offers it with `unstage` and
+    /// `prove_partition_witness`; the guard calls `unstage`. A plugin built before
+    /// these calls existed stages nothing.
+    fn stage_witness(&self, input: &[Scalar], aux: &[Scalar]) -> Result<Staged, BackendError> {
+        let (Some(stage), Some(_), Some(_)) = (
+            self.module.stage_witness(),
+            self.module.unstage(),
+            self.module.prove_partition_witness(),
+        ) else {
+            return Ok(Staged::none());
+        };
+        let input = Scalar::slice_to_repr(input).into();
+        let aux = Scalar::slice_to_repr(aux).into();
+        let token = stage(self.instance(), input, aux)
+            .into_result()
+            .map_err(|e| {
+                let e = PluginError::from_abi(&self.name, "stage_witness", e);
+                BackendError::Device(e.to_string())
+            })?;
+        Ok(self.staged(token))
+    }
+
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        self.prove_partition_witness_resident(job, None)
     }
 }
 
@@ -465,236 +569,4 @@ impl std::fmt::Debug for PluginBackend {
 }
 
 #[cfg(test)]
-mod tests {
-    //! A plugin built before `prove_partition_ref`, `stage` and `unstage` were
-    //! appended to `BackendMod` hands the host a module with six fields; one built
-    //! before `device_count` and `pinned_host_bytes`, nine. Built here
-    //! in-process from the same functions, declared with the old layout, it must
-    //! load and prove through the old calls, staging nothing.
-
-    // The old module's derived accessors go unused: the host reads it as the new one.
-    #![allow(non_camel_case_types, dead_code)]
-
-    use super::*;
-    use abi_stable::prefix_type::PrefixTypeTrait;
-    use abi_stable::std_types::{RString, RVec};
-    use abi_stable::StableAbi;
-    use cuzk_plugin_api::{
-        AbiError, BackendCaps, BackendPlugin, Param, ParamDoc, Params, StageGuard,
-    };
-
-    /// Records which call reached it through the error it returns.
-    struct Rec;
-
-    impl BackendPlugin for Rec {
-        const PARAMS: &'static [ParamDoc] = &[];
-        fn new(_: &Params<'_>) -> Result<Self, AbiError> {
-            Ok(Rec)
-        }
-        fn capabilities(&self) -> Result<BackendCaps, AbiError> {
-            Ok(BackendCaps {
-                name: RString::from("rec"),
-                curve: RString::from(CURVE),
-                max_log_domain: 10,
-                g2: false,
-                resident_bases: false,
-                devices: RVec::new(),
-            })
-        }
-        fn prove_partition(&self, job: PartitionJobC<'_>) -> Result<PartitionResultC, AbiError> {
-            Err(AbiError::other(format!("owned n={}", job.abc.a.len())))
-        }
-        fn prove_partition_ref(
-            &self,
-            job: PartitionJobRefC<'_>,
-        ) -> Result<PartitionResultC, AbiError> {
-            Err(AbiError::other(format!("lent n={}", job.abc.a.len())))
-        }
-        fn stage(&self, _: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
-            Ok(Some(Box::new(())))
-        }
-        fn device_count(&self) -> Result<u32, AbiError> {
-            Ok(3)
-        }
-        fn pinned_host_bytes(&self) -> Result<u64, AbiError> {
-            Ok(4096)
-        }
-        /// "Frees" the bytes of the ranges it is given, so the test sees them cross.
-        fn forget_bases(&self, host: &[cuzk_plugin_api::HostRangeC]) -> Result<u64, AbiError> {
-            Ok(host.iter().map(|r| r.end - r.start).sum())
-        }
-    }
-
-    /// `BackendMod` as ABI 1 first shipped it.
-    #[repr(C)]
-    #[derive(StableAbi)]
-    #[sabi(kind(Prefix(prefix_ref = OldBackendMod_Ref, prefix_fields = OldBackendMod_Prefix)))]
-    #[sabi(missing_field(panic))]
-    struct OldBackendMod {
-        instantiate: extern "C" fn(params: RSlice<'_, Param<'_>>) -> RResult<Instance, AbiError>,
-        destroy: extern "C" fn(instance: Instance),
-        capabilities: extern "C" fn(instance: &Instance) -> RResult<BackendCaps, AbiError>,
-        prove_partition: extern "C" fn(
-            instance: &Instance,
-            job: PartitionJobC<'_>,
-        ) -> RResult<PartitionResultC, AbiError>,
-        upload_bases: extern "C" fn(
-            instance: &Instance,
-            id: u64,
-            query: BaseQuery,
-            bases: BasesC<'_>,
-        ) -> RResult<(), AbiError>,
-        #[sabi(last_prefix_field)]
-        release_bases: extern "C" fn(instance: &Instance, id: u64) -> RResult<(), AbiError>,
-    }
-
-    /// `BackendMod` with the staging calls, before `device_count` and
-    /// `pinned_host_bytes` were appended.
-    #[repr(C)]
-    #[derive(StableAbi)]
-    #[sabi(kind(Prefix(prefix_ref = StagingBackendMod_Ref, prefix_fields = StagingBackendMod_Prefix)))]
-    #[sabi(missing_field(panic))]
-    struct StagingBackendMod {
-        instantiate: extern "C" fn(params: RSlice<'_, Param<'_>>) -> RResult<Instance, AbiError>,
-        destroy: extern "C" fn(instance: Instance),
-        capabilities: extern "C" fn(instance: &Instance) -> RResult<BackendCaps, AbiError>,
-        prove_partition: extern "C" fn(
-            instance: &Instance,
-            job: PartitionJobC<'_>,
-        ) -> RResult<PartitionResultC, AbiError>,
-        upload_bases: extern "C" fn(
-            instance: &Instance,
-            id: u64,
-            query: BaseQuery,
-            bases: BasesC<'_>,
-        ) -> RResult<(), AbiError>,
-        #[sabi(last_prefix_field)]
-        release_bases: extern "C" fn(instance: &Instance, id: u64) -> RResult<(), AbiError>,
-        #[sabi(missing_field(option))]
-        prove_partition_ref: extern "C" fn(
-            instance: &Instance,
-            job: PartitionJobRefC<'_>,
-        ) -> RResult<PartitionResultC, AbiError>,
-        #[sabi(missing_field(option))]
-        stage: extern "C" fn(instance: &Instance, abc: AbcRefC<'_>) -> RResult<u64, AbiError>,
-        #[sabi(missing_field(option))]
-        unstage: extern "C" fn(instance: &Instance, token: u64) -> RResult<(), AbiError>,
-    }
-
-    fn staging_module() -> BackendMod_Ref {
-        let m = new_module();
-        let old = StagingBackendMod {
-            instantiate: m.instantiate(),
-            destroy: m.destroy(),
-            capabilities: m.capabilities(),
-            prove_partition: m.prove_partition(),
-            upload_bases: m.upload_bases(),
-            release_bases: m.release_bases(),
-            prove_partition_ref: m.prove_partition_ref().unwrap(),
-            stage: m.stage().unwrap(),
-            unstage: m.unstage().unwrap(),
-        }
-        .leak_into_prefix();
-        // SAFETY: as in `old_module`: the same prefix, nine fields accessible.
-        unsafe { std::mem::transmute::<StagingBackendMod_Ref, BackendMod_Ref>(old) }
-    }
-
-    fn new_module() -> BackendMod_Ref {
-        cuzk_plugin_api::export::backend_root::<Rec>("rec", "records")
-            .backend()
-            .unwrap()
-    }
-
-    fn old_module() -> BackendMod_Ref {
-        let m = new_module();
-        let old = OldBackendMod {
-            instantiate: m.instantiate(),
-            destroy: m.destroy(),
-            capabilities: m.capabilities(),
-            prove_partition: m.prove_partition(),
-            upload_bases: m.upload_bases(),
-            release_bases: m.release_bases(),
-        }
-        .leak_into_prefix();
-        // SAFETY: both are `PrefixRef`s (one pointer) to a `WithMetadata` whose
-        // prefix is field for field the same; the metadata says six fields are
-        // accessible, exactly what an old plugin's module says. This is the memory
-        // the host gets from a plugin built before the new fields.
-        unsafe { std::mem::transmute::<OldBackendMod_Ref, BackendMod_Ref>(old) }
-    }
-
-    fn error(r: Result<PartitionResult, BackendError>) -> String {
-        match r {
-            Err(BackendError::Device(m)) => m,
-            other => panic!("expected the recorder's error, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_plugin_without_the_staging_fields_loads_proves_and_stages_nothing() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
-        let v = vec![Scalar::from(3u64); 3];
-        let abc = AbcRef {
-            a: &v,
-            b: &v,
-            c: &v,
-        };
-        let none = SplitMsm {
-            bases: &[][..],
-            split: &split,
-        };
-        let job = PartitionJobRef {
-            abc,
-            h_bases: &[],
-            l: none,
-            a: none,
-            b_g1: none,
-            b_g2: None,
-        };
-
-        let new = PluginBackend::from_module("rec".into(), new_module(), &[]).unwrap();
-        assert!(new.offers_staging());
-        assert!(new.stage(abc).unwrap().is_staged());
-        assert!(error(new.prove_partition_ref(job)).contains("lent n=3"));
-
-        let old = PluginBackend::from_module("rec".into(), old_module(), &[]).unwrap();
-        assert!(old.module.stage().is_none() && old.module.unstage().is_none());
-        assert!(!old.offers_staging());
-        assert_eq!(old.capabilities().name, "rec");
-        assert!(!old.stage(abc).unwrap().is_staged());
-        // Lent a, b, c go through the old owned call, copied.
-        assert!(error(old.prove_partition_ref(job)).contains("owned n=3"));
-        assert!(error(old.prove_partition(job.to_owned_job())).contains("owned n=3"));
-        assert_eq!((old.device_count(), old.pinned_host_bytes()), (1, 0));
-    }
-
-    /// The newest calls are forwarded; a plugin built before `device_count` and
-    /// `pinned_host_bytes` were appended loads, stages and proves as before, and
-    /// counts as one device holding no pinned memory.
-    #[test]
-    fn device_count_and_pinned_bytes_cross_and_default_for_older_plugins() {
-        let new = PluginBackend::from_module("rec".into(), new_module(), &[]).unwrap();
-        assert_eq!((new.device_count(), new.pinned_host_bytes()), (3, 4096));
-        assert_eq!(new.forget_bases(&[16..48, 100..104]), 36);
-
-        let older = PluginBackend::from_module("rec".into(), staging_module(), &[]).unwrap();
-        assert!(older.module.device_count().is_none());
-        assert!(older.module.pinned_host_bytes().is_none());
-        assert!(older.offers_staging());
-        let v = vec![Scalar::from(3u64); 3];
-        let abc = AbcRef {
-            a: &v,
-            b: &v,
-            c: &v,
-        };
-        assert!(older.stage(abc).unwrap().is_staged());
-        assert_eq!((older.device_count(), older.pinned_host_bytes()), (1, 0));
-        // Nor has it `forget_bases`: nothing is freed through it.
-        assert!(older.module.forget_bases().is_none());
-        assert_eq!(older.forget_bases(&[16..48, 64..80]), 0);
-    }
-}
+mod tests;

@@ -7,14 +7,16 @@
 //!
 //! The crossing is `cuzk_plugin_api::stages`: the splits are rebuilt from their
 //! parts, checked, and `a, b, c` are copied once into this library's vectors (the
-//! CPU backend transforms them in place).
+//! CPU backend transforms them in place). A partition handed over as its witness
+//! (`prove_partition_witness`) has `a, b, c` evaluated here, on this plugin's pool,
+//! after `spmv_slices` validated the host's R1CS.
 
 use std::sync::Arc;
 
 use cuzk_gpu_backend::{CpuBackend, GpuBackend};
 use cuzk_plugin_api::{
-    stages, AbcRefC, AbiError, BackendCaps, BackendPlugin, ParamDoc, Params, PartitionJobC,
-    PartitionJobRefC, PartitionResultC, StageGuard,
+    stages, AbcEvalC, AbcRefC, AbiError, BackendCaps, BackendPlugin, ParamDoc, Params,
+    PartitionJobC, PartitionJobRefC, PartitionResultC, ScalarRepr, StageGuard, WitnessJobRefC,
 };
 
 pub struct Cpu {
@@ -71,6 +73,25 @@ impl BackendPlugin for Cpu {
 
     fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
         stages::stage(&self.backend, abc)
+    }
+
+    fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
+        Ok(stages::abc_eval(&self.backend))
+    }
+
+    fn stage_witness(
+        &self,
+        input: &[ScalarRepr],
+        aux: &[ScalarRepr],
+    ) -> Result<Option<StageGuard>, AbiError> {
+        stages::stage_witness(&self.backend, input, aux)
+    }
+
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRefC<'_>,
+    ) -> Result<PartitionResultC, AbiError> {
+        stages::prove_partition_witness(job, |job| self.backend.prove_partition_witness(job))
     }
 
     fn device_count(&self) -> Result<u32, AbiError> {

@@ -14,12 +14,15 @@
 //! `stage` pins the host's `a, b, c` before the host takes its GPU lock (the guard
 //! lives in the glue's token map until the host's `unstage`), and
 //! `prove_partition_ref` reads them lent, so the host frees them only afterwards.
+//! `abc_eval`, `stage_witness` and `prove_partition_witness` are the backend's own
+//! (the witness and the host's compiled R1CS lent, validated by the backend once per
+//! shape it uploads).
 
 use cuzk_cuda::{CudaBackend, CudaConfig};
 use cuzk_gpu_backend::GpuBackend;
 use cuzk_plugin_api::{
-    stages, AbcRefC, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params,
-    PartitionJobC, PartitionJobRefC, PartitionResultC, StageGuard,
+    stages, AbcEvalC, AbcRefC, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params,
+    PartitionJobC, PartitionJobRefC, PartitionResultC, ScalarRepr, StageGuard, WitnessJobRefC,
 };
 
 pub struct Cuda {
@@ -111,6 +114,25 @@ impl BackendPlugin for Cuda {
 
     fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
         stages::stage(&self.backend, abc)
+    }
+
+    fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
+        Ok(stages::abc_eval(&self.backend))
+    }
+
+    fn stage_witness(
+        &self,
+        input: &[ScalarRepr],
+        aux: &[ScalarRepr],
+    ) -> Result<Option<StageGuard>, AbiError> {
+        stages::stage_witness(&self.backend, input, aux)
+    }
+
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRefC<'_>,
+    ) -> Result<PartitionResultC, AbiError> {
+        stages::prove_partition_witness(job, |job| self.backend.prove_partition_witness(job))
     }
 
     fn device_count(&self) -> Result<u32, AbiError> {
