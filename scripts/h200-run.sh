@@ -4,7 +4,8 @@
 #      upload returns only once the copies are done), from the lib's test binary;
 #   2. the device test suite: tests/device.rs (every kernel against the CPU: fields,
 #      NTT, H, G1 and G2 MSMs, whole partitions resident and streamed) and
-#      tests/gpu.rs (the backend against the CPU backend);
+#      tests/gpu.rs (the backend against the CPU backend); tests/spmv.rs (a, b, c
+#      from the witness on the device, prove_partition_witness against the CPU);
 #   3. the benchmark table (cuzk-gpu-check --table-only), to compare with
 #      BENCHMARKS.md's GPU table;
 #   4. the demo through the cuda plugin (SKIP_DEMO=1 leaves it out);
@@ -57,6 +58,8 @@ grep -E "checks,|skipped|panicked|test result" "$work/device-tests.log" >>"$sum"
 cp -r /tmp/cuzk-device-checks "$work/device-checks" 2>/dev/null
 step gpu-tests "${TESTS_TIMEOUT:-120}" $d/tests/gpu --nocapture --test-threads=1
 grep -E "skipped|panicked|test result" "$work/gpu-tests.log" >>"$sum"
+step spmv-tests "${SPMV_TIMEOUT:-180}" $d/tests/spmv --nocapture --test-threads=1
+grep -E "spmv of|skipped|panicked|test result" "$work/spmv-tests.log" >>"$sum"
 fi
 
 # 3. The benchmark table (BENCHMARKS.md's GPU rows).

@@ -2,7 +2,8 @@
 # Builds everything a visit to the GPU machine needs and stages it in .device/run
 # (ignored): the cuzk CLI, the backend plugins, cuzk-gpu-check, the CUDA crate's
 # device test binaries (the lib's unit tests, among them the error-path test of
-# issue #12; tests/gpu.rs; tests/device.rs, every kernel against the CPU), all
+# issue #12; tests/gpu.rs; tests/device.rs, every kernel against the CPU;
+# tests/spmv.rs, a, b, c from the witness on the device), all
 # stripped, and every kernel module compiled to
 # CUBIN here by NVRTC from PyPI into .device/run/kernels (found there beside the
 # binaries and plugins, so the device spends no time compiling), and a PostgreSQL
@@ -35,9 +36,9 @@ for line in sys.stdin:
     name = "lib" if kind == "lib" else m["target"]["name"]
     print(name, m["executable"])
 ' | while read -r name exe; do
-    case "$name" in lib | gpu | device) cp "$exe" ".device/run/tests/$name" && strip ".device/run/tests/$name" ;; esac
+    case "$name" in lib | gpu | device | spmv) cp "$exe" ".device/run/tests/$name" && strip ".device/run/tests/$name" ;; esac
 done
-[ -x .device/run/tests/lib ] && [ -x .device/run/tests/gpu ] && [ -x .device/run/tests/device ] || { echo "error: test binaries not staged" >&2; exit 1; }
+[ -x .device/run/tests/lib ] && [ -x .device/run/tests/gpu ] && [ -x .device/run/tests/device ] && [ -x .device/run/tests/spmv ] || { echo "error: test binaries not staged" >&2; exit 1; }
 .device/run/cuzk-gpu-check --compile-only .device/run/kernels sm_90
 cp -r .device/run/kernels .device/run/tests/kernels   # beside the test binaries (no links: the device tool drops them)
 # PostgreSQL for scripts/h200-queue.sh: the GPU machine has none and installs nothing.

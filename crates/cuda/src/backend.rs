@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use blstrs::Scalar;
 use blstrs::{G1Affine, G2Affine};
 use cudarc::driver::{CudaContext, CudaSlice};
 use cuzk_gpu_backend::{
-    AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
-    PartitionResult, SplitMsm, SplitScalars, Staged,
+    AbcEval, AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob,
+    PartitionJobRef, PartitionResult, R1csRef, SplitMsm, SplitScalars, Staged, WitnessJobRef,
 };
 use group::Group;
 
@@ -18,11 +19,13 @@ use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
 use crate::profile::Phases;
 use crate::raw::HostRegistration;
+use crate::spmv::{self, DeviceR1cs, R1csKey, WitnessUpload};
 use crate::streamed::{BaseStream, Stager, StreamStats};
 
 #[cfg(any(test, feature = "fault-injection"))]
 mod faults;
 mod queries;
+mod r1cs;
 #[cfg(test)]
 mod tests;
 
@@ -67,6 +70,16 @@ pub enum BasePlacement {
 /// the host copy of one chunk, the DMA of the next and the MSM of the one before
 /// overlap.
 ///
+/// **Compiled shapes stay on the device too.** `prove_partition_witness` evaluates
+/// `a, b, c` here (`AbcEval::Device`, [`crate::spmv`]) from the partition's witness
+/// and a device copy of its R1CS's matrices, uploaded the first time the shape is
+/// seen (after `R1csRef::validate`) and kept, keyed by where the host matrices live
+/// and their shape ([`R1csKey`]), so a shape freed and another compiled at its
+/// address is uploaded anew. The copies count with the bases against the device
+/// budget: a new shape that does not fit evicts the other shapes' copies first,
+/// then the base sets (which the partition then streams where they no longer fit);
+/// a shape that does not fit alone with a partition is a device error.
+///
 /// One partition at a time runs on the device (an internal mutex); the scheduler's
 /// GPU lock decides who calls.
 #[derive(Debug)]
@@ -91,6 +104,10 @@ struct Inner {
     bases: HashMap<BaseKey, CudaSlice<AffineRepr>>,
     /// Resident G2 bases (b_g2), keyed the same way; 192 bytes a point.
     bases_g2: HashMap<BaseKey, CudaSlice<Affine2Repr>>,
+    /// Resident compiled shapes (CSR matrices and coefficients) for
+    /// `prove_partition_witness`, keyed by where their host matrices live and their
+    /// shape ([`R1csKey`]); counted with the bases in the memory planning.
+    r1cs: HashMap<R1csKey, DeviceR1cs>,
     /// Bytes of device memory this backend may plan with.
     budget: u64,
     placement: BasePlacement,
@@ -182,6 +199,7 @@ impl CudaBackend {
                 ntt,
                 bases: HashMap::new(),
                 bases_g2: HashMap::new(),
+                r1cs: HashMap::new(),
                 budget,
                 placement: config.bases(),
                 stager: Stager::new(config.copy_threads),
@@ -203,7 +221,23 @@ impl CudaBackend {
 
     /// Bytes of bases currently resident.
     pub fn cached_base_bytes(&self) -> u64 {
-        self.lock().cached_bytes()
+        self.lock().base_bytes()
+    }
+
+    /// Drops every resident compiled shape (`prove_partition_witness` uploads a
+    /// shape again when it next sees it).
+    pub fn evict_r1cs(&self) {
+        self.lock().r1cs.clear();
+    }
+
+    /// The compiled shapes resident now: their keys and device bytes.
+    pub fn resident_r1cs(&self) -> Vec<(R1csKey, u64)> {
+        let inner = self.lock();
+        inner
+            .r1cs
+            .iter()
+            .map(|(k, r)| (*k, r.device_bytes()))
+            .collect()
     }
 
     /// What streaming bases did since the last call (chunks, bytes, host copy and
@@ -225,7 +259,11 @@ impl CudaBackend {
     /// Device bytes `prove_partition` needs for `job` beyond the bases (H buffers, the
     /// largest MSM's scratch, the split uploads).
     pub fn working_bytes(&self, job: &PartitionJobRef<'_>) -> u64 {
-        let n = job.abc.len();
+        self.working_bytes_for(job.abc.len(), &Queries::of(job))
+    }
+
+    /// [`Self::working_bytes`] for `n` constraints and the job's queries.
+    fn working_bytes_for(&self, n: usize, job: &Queries<'_>) -> u64 {
         let big = 1usize << crate::log_domain(n);
         let h = Ntt::h_device_bytes(self.ntt_kernel, n);
         let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
@@ -261,7 +299,17 @@ impl CudaBackend {
 }
 
 impl Inner {
+    /// Device bytes kept across partitions: resident bases and compiled shapes.
     fn cached_bytes(&self) -> u64 {
+        self.base_bytes()
+            + self
+                .r1cs
+                .values()
+                .map(DeviceR1cs::device_bytes)
+                .sum::<u64>()
+    }
+
+    fn base_bytes(&self) -> u64 {
         self.bases
             .values()
             .map(|b| b.len() as u64 * G1::AFFINE_BYTES)
@@ -277,11 +325,16 @@ impl Inner {
     /// all fit next to `working` bytes (evicting sets this job does not use first),
     /// and returns the chunk size (in points) for the sets that are not: those are
     /// streamed, one chunk at a time, through what memory is left.
+    ///
+    /// The compiled shape `keep` (the job's own, for a partition proven from its
+    /// witness) stays resident; when the sets do not fit, the other shapes' device
+    /// copies go first, then the sets this job does not use.
     fn prepare_bases(
         &mut self,
         sets: &[&[G1Affine]],
         sets_g2: &[&[G2Affine]],
         working: u64,
+        keep: Option<&R1csKey>,
     ) -> Result<usize, BackendError> {
         let wanted: Vec<BaseKey> = sets.iter().map(|s| key::<G1>(s)).collect();
         let wanted_g2: Vec<BaseKey> = sets_g2.iter().map(|s| key::<G2>(s)).collect();
@@ -301,6 +354,9 @@ impl Inner {
                 .filter(|(_, k)| !self.bases_g2.contains_key(k))
                 .map(|(s, _)| s.len() as u64 * G2::AFFINE_BYTES)
                 .sum::<u64>();
+        if self.cached_bytes() + missing + working > self.budget {
+            self.r1cs.retain(|k, _| Some(k) == keep);
+        }
         if self.cached_bytes() + missing + working > self.budget {
             self.bases.retain(|k, _| wanted.contains(k));
             self.bases_g2.retain(|k, _| wanted_g2.contains(k));
@@ -347,10 +403,76 @@ impl Inner {
     }
 }
 
-/// H of a partition: its a, b, c on their way to the device, or its coefficients.
+/// H of a partition: its a, b, c on their way to the device (or its witness, for
+/// the spmv kernel to evaluate them from), or its coefficients.
 enum HStage<'a> {
     Uploading(AbcUpload<'a>),
+    Witness(WitnessUpload<'a>),
     Done(CudaSlice<FrRepr>),
+}
+
+/// A partition's MSM queries: what [`PartitionJobRef`] and [`WitnessJobRef`] share.
+#[derive(Clone, Copy)]
+struct Queries<'a> {
+    h_bases: &'a [G1Affine],
+    l: SplitMsm<'a, G1Affine>,
+    a: SplitMsm<'a, G1Affine>,
+    b_g1: SplitMsm<'a, G1Affine>,
+    b_g2: Option<SplitMsm<'a, G2Affine>>,
+}
+
+impl<'a> Queries<'a> {
+    fn of(job: &PartitionJobRef<'a>) -> Self {
+        Self {
+            h_bases: job.h_bases,
+            l: job.l,
+            a: job.a,
+            b_g1: job.b_g1,
+            b_g2: job.b_g2,
+        }
+    }
+
+    fn of_witness(job: &WitnessJobRef<'a>) -> Self {
+        Self {
+            h_bases: job.h_bases,
+            l: job.l,
+            a: job.a,
+            b_g1: job.b_g1,
+            b_g2: job.b_g2,
+        }
+    }
+}
+
+/// Where a partition's `a, b, c` come from.
+#[derive(Clone, Copy)]
+enum AbcSource<'a> {
+    /// Evaluated on the host: uploaded (copy stream).
+    Host(AbcRef<'a>),
+    /// Evaluated here from the witness (`[input, aux]`, uploaded on the copy stream)
+    /// by the spmv kernel over the resident copy of `r1cs`.
+    Witness {
+        r1cs: R1csRef<'a>,
+        input: &'a [Scalar],
+        aux: &'a [Scalar],
+    },
+}
+
+impl AbcSource<'_> {
+    /// Constraints: the length of `a, b, c`.
+    fn rows(&self) -> usize {
+        match self {
+            AbcSource::Host(abc) => abc.len(),
+            AbcSource::Witness { r1cs, .. } => r1cs.num_constraints(),
+        }
+    }
+
+    /// The host vectors the device reads (page-locked for the call).
+    fn host_vectors(&self) -> Vec<&[Scalar]> {
+        match *self {
+            AbcSource::Host(abc) => vec![abc.a, abc.b, abc.c],
+            AbcSource::Witness { input, aux, .. } => vec![input, aux],
+        }
+    }
 }
 
 fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), BackendError> {
@@ -376,16 +498,17 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// Page-locks those of `a, b, c` long enough to be worth it (`PIN_MIN_LEN`);
-    /// ranges registered already (by a `stage` guard) are skipped and not owned.
+    /// Page-locks those of `vectors` (`a, b, c`, or a witness's input and aux) long
+    /// enough to be worth it (`PIN_MIN_LEN`); ranges registered already (by a
+    /// `stage` guard) are skipped and not owned.
     ///
     /// # Safety
     ///
-    /// `abc` must stay allocated and unmoved until every returned registration is
-    /// dropped.
-    unsafe fn pin(&self, abc: AbcRef<'_>) -> Result<Vec<HostRegistration>, CudaError> {
+    /// `vectors` must stay allocated and unmoved until every returned registration
+    /// is dropped.
+    unsafe fn pin(&self, vectors: &[&[Scalar]]) -> Result<Vec<HostRegistration>, CudaError> {
         let mut pinned = Vec::new();
-        for v in [abc.a, abc.b, abc.c] {
+        for &v in vectors {
             if v.len() >= crate::ntt::PIN_MIN_LEN {
                 // SAFETY: the caller's contract.
                 if let Some(r) = unsafe { HostRegistration::new(&self.ctx, scalars_as_bytes(v)) }? {
@@ -394,6 +517,20 @@ impl CudaBackend {
             }
         }
         Ok(pinned)
+    }
+
+    /// The guard of a `stage` call: unregisters `pinned` when dropped.
+    fn staged(&self, pinned: Vec<HostRegistration>) -> Staged {
+        if pinned.is_empty() {
+            return Staged::none();
+        }
+        let ctx = Arc::clone(&self.ctx);
+        Staged::new(move || {
+            // The guard may be dropped on another thread than the one that
+            // registered: make the context current there for the unregister calls.
+            let _ = ctx.bind_to_thread();
+            drop(pinned);
+        })
     }
 }
 
@@ -459,17 +596,53 @@ impl GpuBackend for CudaBackend {
         // SAFETY: `GpuBackend::stage`'s contract: the caller keeps `a, b, c`
         // allocated and unmoved until it drops the returned guard, which owns the
         // registrations and is the only thing that unregisters them.
-        let pinned = unsafe { self.pin(abc) }.map_err(dev)?;
-        if pinned.is_empty() {
-            return Ok(Staged::none());
+        let pinned = unsafe { self.pin(&[abc.a, abc.b, abc.c]) }.map_err(dev)?;
+        Ok(self.staged(pinned))
+    }
+
+    fn abc_eval(&self) -> AbcEval {
+        AbcEval::Device
+    }
+
+    /// Page-locks the witness (`aux`, and `input` when long enough) as
+    /// [`GpuBackend::stage`] does `a, b, c`: counted as registered (the caller's
+    /// memory), undone by the guard.
+    fn stage_witness(&self, input: &[Scalar], aux: &[Scalar]) -> Result<Staged, BackendError> {
+        // SAFETY: `GpuBackend::stage_witness`'s contract, as in `stage`: the caller
+        // keeps `input, aux` allocated and unmoved until it drops the guard, which
+        // owns the registrations.
+        let pinned = unsafe { self.pin(&[input, aux]) }.map_err(dev)?;
+        Ok(self.staged(pinned))
+    }
+
+    /// Evaluates `a, b, c` on the device from the witness and the resident copy of
+    /// the compiled shape (uploaded, after [`R1csRef::validate`], the first time the
+    /// shape is seen), then proves as [`GpuBackend::prove_partition_ref`]. A
+    /// malformed shape or a witness of another shape is [`BackendError::Rejected`],
+    /// before anything is launched.
+    fn prove_partition_witness(
+        &self,
+        job: WitnessJobRef<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        let r1cs = job.r1cs;
+        for (what, compiled, actual) in [
+            ("inputs", r1cs.num_inputs, job.input.len()),
+            ("aux variables", r1cs.num_aux, job.aux.len()),
+        ] {
+            if compiled != actual {
+                return Err(BackendError::Rejected(format!(
+                    "the witness has {actual} {what} but the R1CS was compiled for {compiled}"
+                )));
+            }
         }
-        let ctx = Arc::clone(&self.ctx);
-        Ok(Staged::new(move || {
-            // The guard may be dropped on another thread than the one that
-            // registered: make the context current there for the unregister calls.
-            let _ = ctx.bind_to_thread();
-            drop(pinned);
-        }))
+        self.prove(
+            AbcSource::Witness {
+                r1cs,
+                input: job.input,
+                aux: job.aux,
+            },
+            Queries::of_witness(&job),
+        )
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
@@ -504,7 +677,18 @@ impl GpuBackend for CudaBackend {
                 c: job.abc.c.len(),
             });
         }
-        let log = crate::log_domain(job.abc.len());
+        self.prove(AbcSource::Host(job.abc), Queries::of(&job))
+    }
+}
+
+impl CudaBackend {
+    /// One partition on the device, its `a, b, c` from `src`: uploaded (host
+    /// evaluations), or evaluated here from the witness by the spmv kernel. The
+    /// flow of [`GpuBackend::prove_partition_ref`] and
+    /// [`GpuBackend::prove_partition_witness`] alike.
+    fn prove(&self, src: AbcSource<'_>, job: Queries<'_>) -> Result<PartitionResult, BackendError> {
+        let n = src.rows();
+        let log = crate::log_domain(n);
         if log > MAX_LOG_DOMAIN {
             return Err(BackendError::DomainTooLarge {
                 log,
@@ -526,36 +710,68 @@ impl GpuBackend for CudaBackend {
             check_split("b_g2", b_g2)?;
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
-        let working = self.working_bytes(&job);
-        let PartitionJobRef {
-            abc,
+        let mut working = self.working_bytes_for(n, &job);
+        if let AbcSource::Witness { r1cs, .. } = src {
+            // The witness buffer lives next to the H buffers while the kernel runs.
+            working += (r1cs.num_inputs + r1cs.num_aux).max(1) as u64 * 32;
+        }
+        let Queries {
             h_bases,
             l,
             a,
             b_g1,
             b_g2,
         } = job;
-        // Page-lock a, b, c before taking the device (phase 9 of the C2 history): the
-        // pinning of ~12 GiB overlaps another partition's GPU work, and compute_h's
-        // own registration finds the ranges registered and skips it. When the caller
-        // staged them (`stage`, before its GPU lock) they are registered already and
-        // this registers nothing.
-        // SAFETY: the borrowed `abc` outlives this call, and `pinned` is dropped
+        // Page-lock a, b, c (or the witness) before taking the device (phase 9 of the
+        // C2 history): the pinning of ~12 GiB overlaps another partition's GPU work,
+        // and the upload's own registration finds the ranges registered and skips
+        // it. When the caller staged them (`stage`, `stage_witness`, before its GPU
+        // lock) they are registered already and this registers nothing.
+        // SAFETY: the borrowed vectors outlive this call, and `pinned` is dropped
         // within it (explicitly below, or on an early return).
-        let pinned = unsafe { self.pin(abc) }.map_err(dev)?;
+        let pinned = unsafe { self.pin(&src.host_vectors()) }.map_err(dev)?;
         let mut inner = self.lock();
+        // The compiled shape first: it cannot be streamed, the bases can.
+        let shape = match src {
+            AbcSource::Host(_) => None,
+            AbcSource::Witness { r1cs, .. } => Some(inner.prepare_r1cs(r1cs, working)?),
+        };
         let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
-        let chunk =
-            inner.prepare_bases(&[h_bases, l.bases, a.bases, b_g1.bases], &g2_sets, working)?;
+        let chunk = inner.prepare_bases(
+            &[h_bases, l.bases, a.bases, b_g1.bases],
+            &g2_sets,
+            working,
+            shape.as_ref(),
+        )?;
         let Inner {
             gpu,
             ntt,
             bases,
             bases_g2,
             stager,
+            r1cs: shapes,
             ..
         } = &mut *inner;
         let gpu = &*gpu;
+        // The source, ready to start: a, b, c as they are, or the witness with the
+        // resident shape it is evaluated over.
+        let source = match (src, &shape) {
+            (AbcSource::Host(abc), _) => Source::Host(abc),
+            (AbcSource::Witness { input, aux, .. }, Some(k)) => Source::Witness {
+                r1cs: shapes.get(k).ok_or_else(|| {
+                    dev(CudaError::Shape(
+                        "the compiled shape was not resident after its upload".into(),
+                    ))
+                })?,
+                input,
+                aux,
+            },
+            (AbcSource::Witness { .. }, None) => {
+                return Err(dev(CudaError::Shape(
+                    "no compiled shape for a witness partition".into(),
+                )))
+            }
+        };
 
         let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
         // G1 sets not resident stream through one pair of chunk buffers (allocated
@@ -584,7 +800,7 @@ impl GpuBackend for CudaBackend {
                 .map(|m| upload_tail(gpu, m.split))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(dev)?;
-            let h = HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?);
+            let h = source.start(gpu).map_err(dev)?;
             self.fault_after_upload(gpu).map_err(dev)?;
             let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
             Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
@@ -600,8 +816,20 @@ impl GpuBackend for CudaBackend {
             let b_p = both(rb, 2, "B_G1")?;
             (h, l_p, a_p, b_p)
         } else {
-            let up = Ntt::upload_abc(gpu, abc.a, abc.b, abc.c).map_err(dev)?;
+            let started = source.start(gpu).map_err(dev)?;
             self.fault_after_upload(gpu).map_err(dev)?;
+            let up = match started {
+                HStage::Witness(w) => {
+                    let up = source.eval(gpu, w).map_err(dev)?;
+                    Phases::mark(&mut phases, gpu, "spmv (witness upload + a, b, c)")
+                        .map_err(dev)?;
+                    up
+                }
+                HStage::Uploading(up) => up,
+                HStage::Done(_) => {
+                    return Err(dev(CudaError::Shape("H was done before its NTTs".into())))
+                }
+            };
             let h = HStage::Done(ntt.h_from(gpu, up).map_err(dev)?);
             Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
             let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
@@ -617,6 +845,14 @@ impl GpuBackend for CudaBackend {
         };
         let h_coeffs = match h {
             HStage::Done(coeffs) => coeffs,
+            HStage::Witness(w) => {
+                let up = source.eval(gpu, w).map_err(dev)?;
+                Phases::mark(&mut phases, gpu, "spmv (witness uploaded during L, A, B)")
+                    .map_err(dev)?;
+                let coeffs = ntt.h_from(gpu, up).map_err(dev)?;
+                Phases::mark(&mut phases, gpu, "H (NTTs)").map_err(dev)?;
+                coeffs
+            }
             HStage::Uploading(up) => {
                 let coeffs = ntt.h_from(gpu, up).map_err(dev)?;
                 Phases::mark(
@@ -684,5 +920,38 @@ impl GpuBackend for CudaBackend {
             b_g1: total(gpu, b_p)?,
             b_g2: b2_p.map(|p| total(gpu, p)).transpose()?,
         })
+    }
+}
+
+/// [`AbcSource`] with the shape resolved to its resident device copy.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Host(AbcRef<'a>),
+    Witness {
+        r1cs: &'a DeviceR1cs,
+        input: &'a [Scalar],
+        aux: &'a [Scalar],
+    },
+}
+
+impl<'a> Source<'a> {
+    /// Starts the copy stream's part: a, b, c, or the witness.
+    fn start(&self, gpu: &Gpu) -> Result<HStage<'a>, CudaError> {
+        Ok(match *self {
+            Source::Host(abc) => HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c)?),
+            Source::Witness { r1cs, input, aux } => {
+                HStage::Witness(spmv::upload_witness(gpu, r1cs, input, aux)?)
+            }
+        })
+    }
+
+    /// The spmv kernel over the uploaded witness (compute stream).
+    fn eval(&self, gpu: &Gpu, w: WitnessUpload<'a>) -> Result<AbcUpload<'a>, CudaError> {
+        match *self {
+            Source::Witness { r1cs, .. } => spmv::eval_abc(gpu, r1cs, w),
+            Source::Host(_) => Err(CudaError::Shape(
+                "a witness upload for a partition with host a, b, c".into(),
+            )),
+        }
     }
 }

@@ -13,6 +13,7 @@ pub const FIELD_CU: &str = include_str!("../kernels/field.cu");
 pub const EC_CU: &str = include_str!("../kernels/ec.cu");
 pub const NTT_CU: &str = include_str!("../kernels/ntt.cu");
 pub const MSM_CU: &str = include_str!("../kernels/msm.cu");
+pub const SPMV_CU: &str = include_str!("../kernels/spmv.cu");
 
 /// One compiled unit: a name for logs and the files it is made of, in order.
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +100,15 @@ pub const MSM_G2_MODULE: ModuleSource = ModuleSource {
     ],
 };
 
-pub const MODULES: [ModuleSource; 3] = [NTT_MODULE, MSM_MODULE, MSM_G2_MODULE];
+/// The device mat-vec `a, b, c = A·w, B·w, C·w` ([`crate::spmv`]): a module of its
+/// own (Fr arithmetic only), compiled in parallel with the others.
+pub const SPMV_MODULE: ModuleSource = ModuleSource {
+    name: "spmv",
+    parts: &[FIELD_CU, SPMV_CU],
+    kernels: &["spmv_abc"],
+};
+
+pub const MODULES: [ModuleSource; 4] = [NTT_MODULE, MSM_MODULE, MSM_G2_MODULE, SPMV_MODULE];
 
 /// The NVRTC options besides the architecture (also part of the disk-cache key).
 pub(crate) const OPTIONS_TAG: &str =

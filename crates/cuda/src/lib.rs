@@ -30,6 +30,7 @@ pub mod msm;
 pub mod ntt;
 pub mod profile;
 pub mod raw;
+pub mod spmv;
 pub mod streamed;
 
 pub use backend::{BasePlacement, CudaBackend};

@@ -691,7 +691,36 @@ pub struct AbcUpload<'a> {
     _host: std::marker::PhantomData<&'a [Scalar]>,
 }
 
+impl<'a> AbcUpload<'a> {
+    /// `a, b, c` evaluated on the device ([`crate::spmv::eval_abc`]): `bufs` of the
+    /// 2^log_n domain, zero-padded, each ready at its event in `ready` (recorded on
+    /// the compute stream after the kernel, which itself waited for the witness
+    /// copy), and the witness's page-locking, held until the last event has passed.
+    pub(crate) fn evaluated(
+        gpu: &Gpu,
+        bufs: Vec<CudaSlice<FrRepr>>,
+        ready: Vec<CudaEvent>,
+        regs: Vec<HostRegistration>,
+        log_n: u32,
+    ) -> Self {
+        Self {
+            enqueued: ready.len(),
+            bufs,
+            uploaded: ready,
+            regs,
+            copy: Arc::clone(&gpu.copy),
+            log_n,
+            _host: std::marker::PhantomData,
+        }
+    }
+}
+
 impl AbcUpload<'_> {
+    /// The three device buffers (a, b, c over the whole domain), for checks.
+    pub(crate) fn buffers(&self) -> &[CudaSlice<FrRepr>] {
+        &self.bufs
+    }
+
     /// Waits (host side, on the last upload's event: never device-wide) until the
     /// copy engine has read the host vectors, then lets go of their page-locking.
     fn wait_uploads(&mut self) -> Result<(), CudaError> {

@@ -3,10 +3,10 @@
 //!
 //! ```text
 //! cuzk-gpu-check [OUT_DIR] [--quick] [--table-only] [--sweeps] [--device N]
-//!                [--skip field-bench,msm-bench,g2-bench,ntt-bench,h-bench,partition-bench]
+//!                [--skip field-bench,msm-bench,g2-bench,ntt-bench,h-bench,spmv-bench,partition-bench]
 //! cuzk-gpu-check --compile-only DIR [ARCH]   (writes staged kernels, no GPU needed)
 //! ```
-//! Times MSM, NTT and H (warm-up, median of 5, CUDA events); each timed result is
+//! Times MSM, NTT, H and the spmv (warm-up, median of 5, CUDA events); each timed result is
 //! also checked against the CPU. The correctness checks of every kernel are the
 //! libtest tests in `tests/device.rs` (run on the device from the staged test
 //! binaries). Full log in OUT_DIR/gpu-check.log, the table last on stdout and in
@@ -14,6 +14,7 @@
 //! (nothing was measured). `--seed N` replays a run's inputs.
 
 mod bench;
+mod spmv_bench;
 // Shared with tests/device.rs, which uses the check-only helpers.
 #[allow(dead_code)]
 mod common;
@@ -148,6 +149,21 @@ fn main() -> Result<()> {
             "ntt bench",
             backend.with_gpu(|gpu, ntt| bench_ntt(gpu, ntt, &log, quick, table_only, &on)),
         );
+    }
+    if on("spmv-bench") {
+        // The table's visit keeps to 2^24 (a 2^26 run makes and checks 3 GiB of
+        // matrices and 6 GiB of a, b, c on the host: tens of seconds).
+        let sizes = match (quick, table_only) {
+            (true, _) => vec![20u32],
+            (false, true) => vec![24],
+            (false, false) => vec![24, 26],
+        };
+        for lg in sizes {
+            section(
+                &format!("spmv bench 2^{lg}"),
+                backend.with_gpu(|gpu, _| spmv_bench::bench_spmv(gpu, &log, &pool, lg)),
+            );
+        }
     }
     if on("partition-bench") {
         // Streamed bases timed at the smaller size only (pageable uploads of the
