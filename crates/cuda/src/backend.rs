@@ -91,6 +91,8 @@ pub struct CudaBackend {
     caps: Capabilities,
     /// The NTT kernel the backend was configured with (its memory need).
     ntt_kernel: crate::ntt::NttKernel,
+    /// What it was opened with (a sibling is opened the same way).
+    config: CudaConfig,
     /// Failures the error-path tests inject (test builds and the `fault-injection`
     /// feature only).
     #[cfg(any(test, feature = "fault-injection"))]
@@ -206,9 +208,34 @@ impl CudaBackend {
             }),
             caps,
             ntt_kernel: config.ntt_kernel,
+            config,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: FaultInjection::default(),
         })
+    }
+
+    /// A second backend on the same device (its own streams, buffers and
+    /// resident bases), for the engine's critical lane. The device memory this one
+    /// plans with is split: the sibling gets an eighth (a 32 GiB WinningPoSt needs
+    /// well under 1 GiB; an eighth of an H200 is ~17 GiB) and this one keeps the
+    /// rest, so neither plans with memory the other may be using.
+    pub fn sibling(&self) -> Result<CudaBackend, CudaError> {
+        let sibling = CudaBackend::new(self.config.clone())?;
+        let mut inner = self.lock();
+        let share = inner.budget / 8;
+        inner.budget -= share;
+        sibling.lock().budget = share;
+        tracing::info!(
+            "cuda backend: a second instance on the device for critical work plans with {:.1} GiB, this one with {:.1} GiB",
+            share as f64 / (1u64 << 30) as f64,
+            inner.budget as f64 / (1u64 << 30) as f64
+        );
+        Ok(sibling)
+    }
+
+    /// Bytes of device memory this backend plans with (see [`CudaBackend::sibling`]).
+    pub fn device_budget(&self) -> u64 {
+        self.lock().budget
     }
 
     /// Drops every cached base vector (device memory is returned at once to the
@@ -537,6 +564,11 @@ impl CudaBackend {
 impl GpuBackend for CudaBackend {
     fn capabilities(&self) -> Capabilities {
         self.caps.clone()
+    }
+
+    /// [`CudaBackend::sibling`].
+    fn open_sibling(&self) -> Result<Option<Arc<dyn GpuBackend>>, BackendError> {
+        Ok(Some(Arc::new(self.sibling().map_err(dev)?)))
     }
 
     /// The driver's device count ([`crate::raw::device_count`]).

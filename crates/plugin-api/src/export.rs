@@ -85,6 +85,14 @@ pub trait BackendPlugin: Sized + Send + Sync + 'static {
     fn forget_bases(&self, _host: &[HostRangeC]) -> Result<u64, AbiError> {
         Ok(0)
     }
+    /// A second instance on the same device (see [`BackendMod::open_sibling`]).
+    /// Default: not offered.
+    fn open_sibling(&self) -> Result<Option<Self>, AbiError>
+    where
+        Self: Sized,
+    {
+        Ok(None)
+    }
     /// Where this backend evaluates `a, b, c` from a witness (see
     /// [`BackendMod::abc_eval`]). Default: it does not ([`AbcEvalC::NO`]).
     fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
@@ -337,6 +345,22 @@ mod backend {
                 .forget_bases(host.as_slice())
         })
     }
+    pub extern "C" fn open_sibling<T: BackendPlugin>(
+        i: &Instance,
+    ) -> RResult<ROption<Instance>, AbiError> {
+        guard(|| {
+            // SAFETY: as above.
+            let sibling = unsafe { hosted::<T>(i) }.plugin.open_sibling()?;
+            Ok(match sibling {
+                Some(plugin) => RSome(Instance::from_box(Box::new(Hosted {
+                    staged: Mutex::new(HashMap::new()),
+                    next_token: AtomicU64::new(1),
+                    plugin,
+                }))),
+                None => RNone,
+            })
+        })
+    }
     pub extern "C" fn unstage<T: BackendPlugin>(i: &Instance, token: u64) -> RResult<(), AbiError> {
         guard(|| {
             // SAFETY: as above.
@@ -494,6 +518,7 @@ pub fn backend_root<T: BackendPlugin>(
         abc_eval: backend::abc_eval::<T>,
         stage_witness: backend::stage_witness::<T>,
         prove_partition_witness: backend::prove_partition_witness::<T>,
+        open_sibling: backend::open_sibling::<T>,
     }
     .leak_into_prefix();
     let c = Common {

@@ -244,6 +244,15 @@ pub struct BackendMod {
         instance: &Instance,
         job: WitnessJobRefC<'_>,
     ) -> RResult<PartitionResultC, AbiError>,
+
+    // Appended in ABI 1 without changing it (the engine's critical lane). A plugin
+    // built before lacks it: the host opens a second instance itself, with the
+    // same parameters, which then plans with the whole device as the first does.
+    /// A second instance on the same device, made by this one (so the two can
+    /// share the device's memory between them), destroyed with `destroy`; `RNone`:
+    /// not offered.
+    #[sabi(missing_field(option))]
+    pub open_sibling: extern "C" fn(instance: &Instance) -> RResult<ROption<Instance>, AbiError>,
 }
 
 /// A range of host addresses, `start..end` (bytes).

@@ -8,7 +8,7 @@ use cuzk_gpu_backend::{
     AbcEval, AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob,
     PartitionJobRef, PartitionResult, SplitMsm, Staged, WitnessJobRef,
 };
-use cuzk_plugin_api::abi_stable::std_types::{RResult, RSlice};
+use cuzk_plugin_api::abi_stable::std_types::{ROption, RResult, RSlice};
 use cuzk_plugin_api::{
     r1cs_to_c, AbcC, AbcEvalC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, ErrorCode, Instance,
     PartitionJobC, PartitionJobRefC, PartitionResultC, Repr, SplitMsmC, WitnessJobRefC, CURVE,
@@ -96,6 +96,17 @@ impl PluginBackend {
             RResult::ROk(i) => i,
             RResult::RErr(e) => return Err(crate::rejected("backend", &name, e)),
         };
+        Self::from_instance(name, module, pairs, instance)
+    }
+
+    /// Wraps a live `instance` of `module` (destroyed with the backend), reading its
+    /// capabilities.
+    fn from_instance(
+        name: String,
+        module: BackendMod_Ref,
+        pairs: &[cuzk_plugin_api::Param<'_>],
+        instance: Instance,
+    ) -> Result<Self, PluginError> {
         let mut this = Self {
             params: pairs
                 .iter()
@@ -408,16 +419,30 @@ impl GpuBackend for PluginBackend {
         self.caps.clone()
     }
 
-    /// A second instance of the plugin with the same parameters (the same device):
-    /// its own state inside the plugin, so its calls do not wait behind this one's.
+    /// A second instance on the same device, its own state inside the plugin, so
+    /// its calls do not wait behind this one's: made by this instance where the
+    /// plugin offers `open_sibling` (it may then split the device between the two),
+    /// else instantiated again with the same parameters.
     fn open_sibling(&self) -> Result<Option<std::sync::Arc<dyn GpuBackend>>, BackendError> {
         let pairs: Vec<cuzk_plugin_api::Param<'_>> = self
             .params
             .iter()
             .map(|(k, v)| cuzk_plugin_api::Param::new(k, v))
             .collect();
-        let sibling = Self::from_module(self.name.clone(), self.module, &pairs)
-            .map_err(|e| BackendError::Device(format!("a second instance: {e}")))?;
+        let failed = |e: PluginError| BackendError::Device(format!("a second instance: {e}"));
+        let sibling = match self.module.open_sibling() {
+            Some(call) => match call(self.instance()) {
+                RResult::ROk(ROption::RSome(i)) => {
+                    Self::from_instance(self.name.clone(), self.module, &pairs, i)
+                        .map_err(failed)?
+                }
+                RResult::ROk(ROption::RNone) => return Ok(None),
+                RResult::RErr(e) => {
+                    return Err(failed(PluginError::from_abi(&self.name, "open_sibling", e)))
+                }
+            },
+            None => Self::from_module(self.name.clone(), self.module, &pairs).map_err(failed)?,
+        };
         Ok(Some(std::sync::Arc::new(sibling)))
     }
 

@@ -177,6 +177,14 @@ fn the_cpu_plugin_proves_from_the_witness_what_the_host_proves_from_abc() {
             want,
             "partition {i}"
         );
+        // A second instance, made by the plugin (the engine's critical lane),
+        // proves the same.
+        let sibling = plugin
+            .open_sibling()
+            .unwrap()
+            .expect("the cpu plugin offers one");
+        assert_eq!(sibling.capabilities(), plugin.capabilities());
+        assert_eq!(sibling.prove_partition_witness(job).unwrap(), want);
         assert_eq!(got.b_g2.is_some(), g2);
         assert!(
             !bool::from(got.h.is_identity()),

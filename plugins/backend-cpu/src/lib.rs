@@ -75,6 +75,13 @@ impl BackendPlugin for Cpu {
         stages::stage(&self.backend, abc)
     }
 
+    /// The same pool, as the in-process CPU backend's sibling.
+    fn open_sibling(&self) -> Result<Option<Self>, AbiError> {
+        Ok(Some(Self {
+            backend: self.backend.clone(),
+        }))
+    }
+
     fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
         Ok(stages::abc_eval(&self.backend))
     }

@@ -116,6 +116,15 @@ impl BackendPlugin for Cuda {
         stages::stage(&self.backend, abc)
     }
 
+    /// [`CudaBackend::sibling`]: the device's memory split between the two.
+    fn open_sibling(&self) -> Result<Option<Self>, AbiError> {
+        let backend = self
+            .backend
+            .sibling()
+            .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
+        Ok(Some(Self { backend }))
+    }
+
     fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
         Ok(stages::abc_eval(&self.backend))
     }
