@@ -13,6 +13,8 @@
 #   bash scripts/h200-filecoin.sh OUT
 #   RUNS="2:2:60 3:2:80"   jobs:synth_jobs:memory_budget_gib, space-separated
 #   PROOF=StackedDrg64GiBV1_1   another shape (default StackedDrg32GiBV1_1)
+#   CONFIG=configs/cuda-profile.toml   another engine configuration (default
+#                        configs/cuda.toml); FLAGS="--abc-on-backend false" more flags
 #
 # Reports, per run, in OUT/summary.txt: s/proof, GPU busy %, the per-stage table
 # (per-partition synthesis, spmv, prep_msm, GPU and b_g2_msm times), peak RSS (the bar:
@@ -38,12 +40,14 @@ for r in ${RUNS:-2:2:60}; do
     IFS=: read -r jobs sj budget <<<"$r"
     t=$(date +%s)
     log="$work/bench-$jobs-$sj-$budget.txt"
-    timeout "${BENCH_TIMEOUT:-560}" /usr/bin/time -v $d/cuzk bench --config configs/cuda.toml \
+    # shellcheck disable=SC2086
+    timeout "${BENCH_TIMEOUT:-560}" /usr/bin/time -v $d/cuzk bench --config "${CONFIG:-configs/cuda.toml}" \
         --plugin-dir $d --c1 "$work/c1.json" --timing-only --jobs "$jobs" \
-        --synth-jobs "$sj" --memory-budget-gib "$budget" --out "$work/runs" >"$log" 2>&1
+        --synth-jobs "$sj" --memory-budget-gib "$budget" ${FLAGS:-} --out "$work/runs" >"$log" 2>&1
     rc=$?
     say "== bench $proof ${jobs} sectors synth_jobs=$sj budget=${budget}GiB rc=$rc in $(( $(date +%s) - t )) s"
-    grep -E "compiled once|ready in|s/proof|busy|^ *(stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|assembly|queue|lock|budget)|Maximum resident|Percent of CPU|Elapsed|error" "$log" >>"$sum"
+    grep -E "compiled once|ready in|s/proof|evaluated|busy|^ *(stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|assembly|queue|lock|budget)|Maximum resident|Percent of CPU|Elapsed|error" "$log" >>"$sum"
+    grep -E "profile" "$log" | tail -6 >>"$sum"
 done
 tar czf "$out/all.tgz" -C "$work" . 2>/dev/null
 say "== done $(date -u +%FT%TZ)"
