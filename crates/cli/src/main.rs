@@ -130,6 +130,10 @@ fn parse_builtin(s: &str) -> Result<Builtin, String> {
 }
 
 fn main() -> std::process::ExitCode {
+    // The engine's and backends' warnings (a staging that failed, a device error a
+    // partition was retried after); `RUST_LOG=cuzk_cuda::profile=info` adds the CUDA
+    // backend's per-phase device times where its `profile` is set.
+    cuzk_plugin_api::log_to_stderr();
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

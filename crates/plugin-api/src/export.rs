@@ -196,11 +196,29 @@ pub fn guard<T>(f: impl FnOnce() -> Result<T, AbiError>) -> RResult<T, AbiError>
     }
 }
 
+/// `tracing` events to stderr, filtered by `RUST_LOG` (default: warnings), once per
+/// copy of `tracing`. The host calls it at start; a plugin, which links its own copy
+/// whose events the host's subscriber never sees, calls it at its first instance.
+/// Where a subscriber is already set (a plugin linked into a test binary, say),
+/// that one stays.
+pub fn log_to_stderr() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    });
+}
+
 fn instantiate<T: Send + Sync + 'static>(
     params: RSlice<'_, Param<'_>>,
     declared: &'static [ParamDoc],
     new: impl FnOnce(&Params<'_>) -> Result<T, AbiError>,
 ) -> RResult<Instance, AbiError> {
+    log_to_stderr();
     guard(|| {
         let params = Params::new(params.as_slice(), declared)?;
         Ok(Instance::from_box(Box::new(new(&params)?)))

@@ -58,7 +58,9 @@ pub mod stages;
 pub mod witness;
 
 pub use error::{AbiError, ErrorCode};
-pub use export::{BackendPlugin, DeallocPlugin, GpuLockPlugin, StageGuard, ThrottlePlugin};
+pub use export::{
+    log_to_stderr, BackendPlugin, DeallocPlugin, GpuLockPlugin, StageGuard, ThrottlePlugin,
+};
 pub use module::*;
 pub use params::{Param, ParamDoc, Params};
 pub use repr::*;
