@@ -64,8 +64,8 @@ use cuzk_synth::R1cs;
 mod queues;
 mod workers;
 
-use queues::{key, CriticalGpu, SynthQueue, WorkQueue};
-use workers::{b_g2_worker, catch, critical_lanes, finisher, gpu_worker, synth_worker};
+use queues::{key, CriticalGpu, Key, SynthQueue, WorkQueue};
+use workers::{b_g2_worker, critical_lanes, finisher, gpu_worker, synth_worker};
 
 /// A throttle: the read side (`spmv_parallel` checks it) and the raise side
 /// (`b_g2_msm` raises it while it runs).

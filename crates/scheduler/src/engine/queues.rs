@@ -111,7 +111,6 @@ impl<T> WorkQueue<T> {
     }
 }
 
-
 /// The synthesis queue and its slots under one lock: a worker takes the queue's
 /// head only when a slot is free for it, so the queue's order is the order
 /// synthesis starts in and a worker never holds an item it may not start. The
@@ -151,7 +150,7 @@ impl SynthQueue {
         }
     }
 
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, SynthState> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SynthState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -170,7 +169,7 @@ impl SynthQueue {
     }
 
     /// The slots a partition of `priority` may take from.
-    pub(super) fn limit(&self, st: &SynthState, priority: Priority) -> usize {
+    fn limit(&self, st: &SynthState, priority: Priority) -> usize {
         let shared = self
             .fixed
             .unwrap_or_else(|| Self::auto_limit(self.cores, st.largest_job));

@@ -225,7 +225,7 @@ fn push_gpu(sh: &Shared, item: GpuItem) {
 }
 
 /// Runs `f`, turning a panic into [`ProveError::Panicked`] with its message.
-pub(super) fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError> {
+fn catch<T>(stage: &'static str, f: impl FnOnce() -> T) -> Result<T, ProveError> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| ProveError::panicked(stage, p.as_ref()))
 }
 
