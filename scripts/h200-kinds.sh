@@ -5,7 +5,9 @@
 # (configs/cuda.toml). Nothing verifies (random values, random points): these are
 # timings only. Three parts, each under 9 minutes, chosen by the second argument:
 #
-#   kinds    each kind alone (its 32 GiB shape): bytes, time, per-stage table.
+#   kinds    each kind alone (its 32 GiB shape), proved REPEAT times (default 2) on
+#            one engine: bytes, time, per-stage table of each run (the first
+#            uploads; KIND_TIMEOUT=300 fits a WindowPoSt's two).
 #   latency  the WinningPoSt latency from submission to proof with ten 32 GiB-shape
 #            PoRep sectors queued and one partition on the GPU: `cuzk bench --mix
 #            porep:10,winning:1 --submit-on-gpu winning:2 --stop-after winning`
@@ -54,8 +56,10 @@ if [ "$part" = kinds ]; then
         IFS=: read -r cmd input <<<"$k"
         t=$(date +%s)
         # shellcheck disable=SC2086
+        # Twice on one engine: the first run uploads the circuit and parameters to
+        # the device; the second is the warm partition the per-constraint bar is about.
         timeout "${KIND_TIMEOUT:-170}" /usr/bin/time -v $d/cuzk $cmd -i "$work/$input.json" \
-            --timing-only "${engine[@]}" >"$work/$input.txt" 2>&1
+            --timing-only --repeat "${REPEAT:-2}" "${engine[@]}" >"$work/$input.txt" 2>&1
         say "== $cmd (32 GiB shape) rc=$? in $(( $(date +%s) - t )) s"
         grep -E "constraints|ready in|bytes in|^ *(stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|assembly|total)|Maximum resident|error" \
             "$work/$input.txt" >>"$sum"

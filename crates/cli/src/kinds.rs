@@ -180,6 +180,11 @@ pub struct KindProveArgs {
     /// and print the ratio.
     #[arg(long, conflicts_with = "timing_only")]
     pub compare_peer: bool,
+    /// Prove the request this many times, one after the other, on the same engine,
+    /// with a line and a per-stage table for each: the first run uploads the circuit
+    /// and its parameters to the device, the later ones show a warm engine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -558,28 +563,40 @@ fn prove(which: Which, args: KindProveArgs) -> Result<()> {
         Arc::new(Recorder::new(Instant::now())),
     )?;
     let again = args.compare_peer.then(|| request.clone());
-    let t = Instant::now();
-    let job = submit(&prover, &engine, request, priority)?;
-    let id = job.id();
-    let out = job.wait_output()?;
-    let took = t.elapsed();
+    let mut last = None;
+    for run in 1..=args.repeat {
+        let t = Instant::now();
+        let job = submit(&prover, &engine, request.clone(), priority)?;
+        let id = job.id();
+        let out = job.wait_output()?;
+        let took = t.elapsed();
+        let of = if args.repeat > 1 {
+            format!(" (run {run} of {})", args.repeat)
+        } else {
+            String::new()
+        };
+        println!(
+            "{name}: job {id} ({priority:?}), {} bytes in {:.2} s{}{of}",
+            out.proof.len(),
+            took.as_secs_f64(),
+            if out.verified {
+                ", verified by filecoin-proofs"
+            } else if args.timing_only {
+                " (TIMING-ONLY parameters: NOT a valid proof)"
+            } else {
+                " (NOT verified: verification is off)"
+            },
+        );
+        print!("{}", table::stage_table(&out.job.times));
+        last = Some((out, took));
+    }
+    let Some((out, took)) = last else {
+        bail!("--repeat must be at least 1");
+    };
     if let Some(request) = again {
         compare_peer(&prover, &engine, request, priority, took)?;
     }
     drop(engine);
-    println!(
-        "{name}: job {id} ({priority:?}), {} bytes in {:.2} s{}",
-        out.proof.len(),
-        took.as_secs_f64(),
-        if out.verified {
-            ", verified by filecoin-proofs"
-        } else if args.timing_only {
-            " (TIMING-ONLY parameters: NOT a valid proof)"
-        } else {
-            " (NOT verified: verification is off)"
-        },
-    );
-    print!("{}", table::stage_table(&out.job.times));
     if let Some(path) = &args.out {
         fs::write(path, &out.proof).with_context(|| format!("writing {}", path.display()))?;
         println!("proof: {}", path.display());

@@ -265,17 +265,27 @@ fn shape_only_inputs_are_labelled_and_need_timing_only() {
         &work.path().join("none.bin"),
     );
     let proof = work.path().join("p.bin").display().to_string();
+    // Twice on one engine (`--repeat`): a line and a stage table for each run.
     let mut a = vec![
         "post",
         "winning",
         "-i",
         &input,
         "--timing-only",
+        "--repeat",
+        "2",
         "-o",
         &proof,
     ];
     a.extend_from_slice(&ENGINE);
     let o = cuzk(&a);
     assert!(o.status.success());
-    assert!(text(&o).contains("TIMING-ONLY"), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("TIMING-ONLY"), "{out}");
+    assert!(
+        out.contains("(run 1 of 2)") && out.contains("(run 2 of 2)"),
+        "{out}"
+    );
+    assert_eq!(out.matches("stage (ms)").count(), 2, "{out}");
+    assert_eq!(std::fs::read(&proof).unwrap().len(), 192);
 }
