@@ -15,6 +15,9 @@
 #   PROOF=StackedDrg64GiBV1_1   another shape (default StackedDrg32GiBV1_1)
 #   CONFIG=configs/cuda-profile.toml   another engine configuration (default
 #                        configs/cuda.toml); FLAGS="--abc-on-backend false" more flags
+#   RUST_LOG=cuzk_cuda::profile=info    with the profile configuration: each
+#                        partition's per-phase device times (the last ones land in
+#                        summary.txt, all of them in the bench log in all.tgz)
 #
 # Reports, per run, in OUT/summary.txt: s/proof, GPU busy %, the per-stage table
 # (per-partition synthesis, spmv, prep_msm, GPU and b_g2_msm times), peak RSS (the bar:
