@@ -589,6 +589,35 @@ impl GpuBackend for Staging {
     }
 }
 
+/// Checks that each GPU worker thread's calls are rounds of stage (unlocked) →
+/// `prove` (the backend call, under the lock) → unstage (unlocked), and returns
+/// how many rounds (partitions) there were.
+fn staged_rounds(calls: &[(std::thread::ThreadId, Call)], prove: Call) -> usize {
+    let threads: HashSet<_> = calls.iter().map(|(t, _)| *t).collect();
+    let mut partitions = 0;
+    for t in threads {
+        let mine: Vec<Call> = calls
+            .iter()
+            .filter(|(u, _)| *u == t)
+            .map(|(_, c)| *c)
+            .collect();
+        assert_eq!(mine.len() % 3, 0, "{mine:?}");
+        for c in mine.chunks(3) {
+            assert_eq!(
+                c,
+                [
+                    Call::Stage { locked: false },
+                    prove,
+                    Call::Unstage { locked: false }
+                ],
+                "{mine:?}"
+            );
+            partitions += 1;
+        }
+    }
+    partitions
+}
+
 /// Every job's proofs, with the engine given.
 fn proofs_of(
     engine: &PipelineEngine,
@@ -631,32 +660,11 @@ fn the_engine_stages_before_the_gpu_lock_and_unstages_after_the_call() {
     let calls = backend.calls.lock().unwrap().clone();
     // Per GPU worker thread: stage (unlocked) → prove_ref (locked, staged) →
     // unstage (unlocked), once per partition, never the owned call.
-    let threads: HashSet<_> = calls.iter().map(|(t, _)| *t).collect();
-    let mut partitions = 0;
-    for t in threads {
-        let mine: Vec<Call> = calls
-            .iter()
-            .filter(|(u, _)| *u == t)
-            .map(|(_, c)| *c)
-            .collect();
-        assert_eq!(mine.len() % 3, 0, "{mine:?}");
-        for c in mine.chunks(3) {
-            assert_eq!(
-                c,
-                [
-                    Call::Stage { locked: false },
-                    Call::ProveRef {
-                        locked: true,
-                        staged: true
-                    },
-                    Call::Unstage { locked: false },
-                ],
-                "{mine:?}"
-            );
-            partitions += 1;
-        }
-    }
-    assert_eq!(partitions, 6);
+    let prove_ref = Call::ProveRef {
+        locked: true,
+        staged: true,
+    };
+    assert_eq!(staged_rounds(&calls, prove_ref), 6);
     assert!(backend.staged.lock().unwrap().is_empty());
 
     // One STAGED event per partition, before its lock wait.
@@ -850,31 +858,11 @@ fn a_backend_that_evaluates_a_b_c_gets_the_witness_and_proves_the_same() {
     let witness_proofs = proofs_of(&engine, 3, 2);
     drop(engine);
     let calls = backend.calls.lock().unwrap().clone();
-    let threads: HashSet<_> = calls.iter().map(|(t, _)| *t).collect();
-    let mut partitions = 0;
-    for t in threads {
-        let mine: Vec<Call> = calls
-            .iter()
-            .filter(|(u, _)| *u == t)
-            .map(|(_, c)| *c)
-            .collect();
-        for c in mine.chunks(3) {
-            assert_eq!(
-                c,
-                [
-                    Call::Stage { locked: false },
-                    Call::ProveWitness {
-                        locked: true,
-                        staged: true
-                    },
-                    Call::Unstage { locked: false },
-                ],
-                "{mine:?}"
-            );
-            partitions += 1;
-        }
-    }
-    assert_eq!(partitions, 6);
+    let prove_witness = Call::ProveWitness {
+        locked: true,
+        staged: true,
+    };
+    assert_eq!(staged_rounds(&calls, prove_witness), 6);
     let events = rec.events();
     assert!(events.iter().all(|e| e.event != EventKind::SpmvStart));
     assert_eq!(
