@@ -18,7 +18,7 @@ pub mod split;
 pub mod throttle;
 
 pub use dealloc::{BoundedDealloc, DeallocPolicy, InlineDealloc, Released};
-pub use split::{SplitError, SplitScalars};
+pub use split::{SplitError, SplitRef, SplitScalars};
 pub use throttle::{NoThrottle, Raised, ThrottleControl};
 
 /// Evaluations of the A, B and C polynomials over the constraint domain, one value

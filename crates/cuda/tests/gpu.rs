@@ -70,19 +70,19 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
             h_bases: &h_bases,
             l: SplitMsm {
                 bases: &q_bases,
-                split: &split,
+                split: split.as_ref(),
             },
             a: SplitMsm {
                 bases: &q_bases,
-                split: &split,
+                split: split.as_ref(),
             },
             b_g1: SplitMsm {
                 bases: &q_bases,
-                split: &split,
+                split: split.as_ref(),
             },
             b_g2: g2.then_some(SplitMsm {
                 bases: &q_bases_g2,
-                split: &split,
+                split: split.as_ref(),
             }),
         };
         let want = cpu.prove_partition(job(abc.clone())).unwrap();
@@ -167,19 +167,19 @@ fn forgetting_a_parameter_sets_bases_frees_their_device_copies_or_no_device() {
         h_bases: &h_bases,
         l: SplitMsm {
             bases: &q_bases,
-            split: &split,
+            split: split.as_ref(),
         },
         a: SplitMsm {
             bases: &q_bases,
-            split: &split,
+            split: split.as_ref(),
         },
         b_g1: SplitMsm {
             bases: &q_bases,
-            split: &split,
+            split: split.as_ref(),
         },
         b_g2: Some(SplitMsm {
             bases: &q_bases_g2,
-            split: &split,
+            split: split.as_ref(),
         }),
     };
     let want = cpu.prove_partition(job(abc.clone())).unwrap();

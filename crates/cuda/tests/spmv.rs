@@ -260,7 +260,7 @@ fn check_prove(
     for g2 in [true, false] {
         let q = SplitMsm {
             bases: &params.q_bases[..],
-            split: &split,
+            split: split.as_ref(),
         };
         let job = WitnessJobRef {
             r1cs: view,
@@ -272,7 +272,7 @@ fn check_prove(
             b_g1: q,
             b_g2: g2.then_some(SplitMsm {
                 bases: &params.q_bases_g2[..],
-                split: &split,
+                split: split.as_ref(),
             }),
         };
         let want = cpu.prove_partition_witness(job).unwrap();
@@ -341,7 +341,7 @@ fn a_malformed_r1cs_or_witness_is_rejected_without_a_launch_or_no_device() {
     let split = cuzk_msm_cpu::prep_msm(&input, None, &aux, None, &pool).unwrap();
     let q = SplitMsm {
         bases: &params.q_bases[..],
-        split: &split,
+        split: split.as_ref(),
     };
     let job = |view, input, aux| WitnessJobRef {
         r1cs: view,
@@ -414,7 +414,7 @@ fn shapes_coexist_and_a_stale_copy_is_replaced_or_no_device() {
         let split = cuzk_msm_cpu::prep_msm(&input, None, &aux, None, &pool).unwrap();
         let q = SplitMsm {
             bases: &params.q_bases[..],
-            split: &split,
+            split: split.as_ref(),
         };
         let job = WitnessJobRef {
             r1cs: m.view(),

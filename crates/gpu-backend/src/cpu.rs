@@ -307,19 +307,19 @@ mod tests {
                     h_bases: &h_aff,
                     l: SplitMsm {
                         bases: &l_aff,
-                        split: &l.split,
+                        split: l.split.as_ref(),
                     },
                     a: SplitMsm {
                         bases: &a_aff,
-                        split: &a.split,
+                        split: a.split.as_ref(),
                     },
                     b_g1: SplitMsm {
                         bases: &b1_aff,
-                        split: &b1.split,
+                        split: b1.split.as_ref(),
                     },
                     b_g2: with_g2.then_some(SplitMsm {
                         bases: &b2_aff,
-                        split: &b2.split,
+                        split: b2.split.as_ref(),
                     }),
                 };
                 // The borrowed entry point (what a plugin calls) gives the same sums.
@@ -369,15 +369,15 @@ mod tests {
             h_bases: if h == "short" { &h_aff[..6] } else { &h_aff },
             l: SplitMsm {
                 bases: &l_aff[..l_len],
-                split: &l.split,
+                split: l.split.as_ref(),
             },
             a: SplitMsm {
                 bases: &l_aff,
-                split: &l.split,
+                split: l.split.as_ref(),
             },
             b_g1: SplitMsm {
                 bases: &l_aff,
-                split: &l.split,
+                split: l.split.as_ref(),
             },
             b_g2: None,
         };

@@ -15,7 +15,7 @@
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 pub use cuzk_alloc::Abc;
-pub use cuzk_alloc::SplitScalars;
+pub use cuzk_alloc::{SplitRef, SplitScalars};
 pub use cuzk_synth::{CsrRef, R1csRef, Term};
 
 mod cpu;
@@ -53,7 +53,7 @@ pub struct DeviceInfo {
 pub struct SplitMsm<'a, G> {
     /// The query's bases, in the split's index space (dense inputs, then dense aux).
     pub bases: &'a [G],
-    pub split: &'a SplitScalars,
+    pub split: SplitRef<'a>,
 }
 
 /// Everything the accelerator does for one partition.

@@ -120,7 +120,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("split_g1_01heavy", |b| {
         b.iter(|| {
             let split = prep_msm(&[], None, &heavy, None, &pool).unwrap();
-            split_msm_g1(&g1, &split, &pool).unwrap()
+            split_msm_g1(&g1, split.as_ref(), &pool).unwrap()
         })
     });
     group.bench_function("cuzk_g1_01heavy", |b| {

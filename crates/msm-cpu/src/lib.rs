@@ -59,7 +59,7 @@ mod pippenger;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::Density;
 /// The split (in `cuzk-alloc`, which every backend already depends on).
-pub use cuzk_alloc::{SplitError, SplitScalars};
+pub use cuzk_alloc::{SplitError, SplitRef, SplitScalars};
 use ff::Field;
 use rayon::prelude::*;
 
@@ -342,7 +342,7 @@ pub fn prep_msm(
 /// `split.num_bases()` long).
 pub fn split_msm_g1(
     bases: &[G1Affine],
-    split: &SplitScalars,
+    split: SplitRef<'_>,
     pool: &rayon::ThreadPool,
 ) -> Result<G1Projective, MsmError> {
     split_msm::<G1>(bases, split, pool, "g1")
@@ -351,7 +351,7 @@ pub fn split_msm_g1(
 /// `Σ ones + Σ tail` in G2; see [`split_msm_g1`].
 pub fn split_msm_g2(
     bases: &[G2Affine],
-    split: &SplitScalars,
+    split: SplitRef<'_>,
     pool: &rayon::ThreadPool,
 ) -> Result<G2Projective, MsmError> {
     split_msm::<G2>(bases, split, pool, "g2")
@@ -359,7 +359,7 @@ pub fn split_msm_g2(
 
 fn split_msm<C: MsmCurve>(
     bases: &[C::Affine],
-    split: &SplitScalars,
+    split: SplitRef<'_>,
     pool: &rayon::ThreadPool,
     curve: &'static str,
 ) -> Result<C::Projective, MsmError> {
@@ -373,13 +373,13 @@ fn split_msm<C: MsmCurve>(
         "msm",
         curve,
         n = split.num_bases(),
-        ones = split.ones().count(),
+        ones = split.ones_count(),
         tail = split.tail_indices().len()
     )
     .entered();
     // A split's indices are below num_bases <= bases.len() (prep_msm builds them so,
     // from_parts checks them).
-    let mut sum = pippenger::sum_density::<C>(bases, split.ones(), pool);
+    let mut sum = pippenger::sum_density::<C>(bases, split.ones_words(), pool);
     let tail = pippenger::msm::<C>(
         Points::Indexed(bases, split.tail_indices()),
         split.tail_scalars(),

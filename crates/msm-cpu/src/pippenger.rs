@@ -4,7 +4,6 @@ use rayon::prelude::*;
 
 use crate::batch::{sum_affine, BucketAccumulator};
 use crate::curve::MsmCurve;
-use cuzk_alloc::Density;
 
 /// Where the MSM's points come from: the bases in order, or the bases at given indices
 /// (the tail of a split, without gathering the bases into a copy first).
@@ -205,15 +204,14 @@ fn window_sum<C: MsmCurve>(
 /// The caller checked that `ones.len() <= bases.len()`.
 pub(crate) fn sum_density<C: MsmCurve>(
     bases: &[C::Affine],
-    ones: &Density,
+    ones: &[u64],
     pool: &rayon::ThreadPool,
 ) -> C::Projective {
     // 256 words = 16 Ki bases per task: at most 1.5 MiB of G1 coordinates gathered, and
     // enough halving rounds that the projective tail of `sum_affine` is negligible.
     const WORDS: usize = 256;
     let partial: Vec<C::Projective> = pool.install(|| {
-        ones.words()
-            .par_chunks(WORDS)
+        ones.par_chunks(WORDS)
             .enumerate()
             .map(|(ci, ws)| {
                 let mut pts = Vec::with_capacity(ws.iter().map(|w| w.count_ones() as usize).sum());

@@ -364,14 +364,20 @@ fn split_msm_matches_filtered_msm() {
             assert!(split.heap_size() >= split.tail_scalars().len() * 32);
 
             let b1 = &bases[..q.len()];
-            assert_eq!(split_msm_g1(b1, &split, &p).unwrap(), naive_g1(b1, &q));
             assert_eq!(
-                split_msm_g1(b1, &split, &p).unwrap(),
+                split_msm_g1(b1, split.as_ref(), &p).unwrap(),
+                naive_g1(b1, &q)
+            );
+            assert_eq!(
+                split_msm_g1(b1, split.as_ref(), &p).unwrap(),
                 msm_g1(b1, &q, &p).unwrap()
             );
             if q.len() <= bases2.len() {
                 let b2 = &bases2[..q.len()];
-                assert_eq!(split_msm_g2(b2, &split, &p).unwrap(), naive_g2(b2, &q));
+                assert_eq!(
+                    split_msm_g2(b2, split.as_ref(), &p).unwrap(),
+                    naive_g2(b2, &q)
+                );
             }
             // Single-threaded pools give the same split.
             assert_eq!(prep_msm(&inputs, din, &aux, daux, &pool(1)).unwrap(), split);
@@ -397,7 +403,7 @@ fn ones_sum_handles_repeats() {
     let split = prep_msm(&[], None, &s, None, &pool(2)).unwrap();
     assert_eq!(split.ones().count(), n);
     assert_eq!(
-        split_msm_g1(&bases, &split, &pool(2)).unwrap(),
+        split_msm_g1(&bases, split.as_ref(), &pool(2)).unwrap(),
         naive_g1(&bases, &s)
     );
 }
@@ -469,17 +475,22 @@ fn shape_errors_are_reported() {
     ));
     let split = prep_msm(&s, None, &[], None, &p).unwrap();
     assert!(matches!(
-        split_msm_g1(&bases, &split, &p),
+        split_msm_g1(&bases, split.as_ref(), &p),
         Err(MsmError::BaseCount { need: 5, have: 4 })
     ));
     assert!(matches!(
-        split_msm_g2(&bases2, &split, &p),
+        split_msm_g2(&bases2, split.as_ref(), &p),
         Err(MsmError::BaseCount { need: 5, have: 4 })
     ));
     // Empty MSMs are the identity, not errors.
     assert_eq!(msm_g1(&[], &[], &p).unwrap(), G1Projective::identity());
     assert_eq!(
-        split_msm_g2(&[], &prep_msm(&[], None, &[], None, &p).unwrap(), &p).unwrap(),
+        split_msm_g2(
+            &[],
+            prep_msm(&[], None, &[], None, &p).unwrap().as_ref(),
+            &p
+        )
+        .unwrap(),
         G2Projective::identity()
     );
 }

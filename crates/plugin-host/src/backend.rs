@@ -407,8 +407,8 @@ where
     SplitMsmC {
         bases: G::slice_to_repr(m.bases).into(),
         num_bases: s.num_bases() as u64,
-        ones_words: s.ones().words().into(),
-        ones_len: s.ones().len() as u64,
+        ones_words: s.ones_words().into(),
+        ones_len: s.num_bases() as u64,
         tail_indices: s.tail_indices().into(),
         tail_scalars: s.tail_scalars().into(),
     }

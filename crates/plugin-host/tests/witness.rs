@@ -108,19 +108,19 @@ impl Partition {
             h_bases: &self.h,
             l: SplitMsm {
                 bases: &self.bases[0],
-                split: &self.splits[0],
+                split: self.splits[0].as_ref(),
             },
             a: SplitMsm {
                 bases: &self.bases[1],
-                split: &self.splits[1],
+                split: self.splits[1].as_ref(),
             },
             b_g1: SplitMsm {
                 bases: &self.bases[2],
-                split: &self.splits[2],
+                split: self.splits[2].as_ref(),
             },
             b_g2: g2.then(|| SplitMsm {
                 bases: &self.g2[..],
-                split: &self.splits[3],
+                split: self.splits[3].as_ref(),
             }),
         }
     }

@@ -245,19 +245,19 @@ fn job_ref<'a>(
         h_bases: bases.h,
         l: SplitMsm {
             bases: bases.l,
-            split: &splits.l,
+            split: splits.l.as_ref(),
         },
         a: SplitMsm {
             bases: bases.a,
-            split: &splits.a,
+            split: splits.a.as_ref(),
         },
         b_g1: SplitMsm {
             bases: bases.b_g1,
-            split: &splits.b,
+            split: splits.b.as_ref(),
         },
         b_g2: b_g2_on_backend.then_some(SplitMsm {
             bases: bases.b_g2,
-            split: &splits.b,
+            split: splits.b.as_ref(),
         }),
     }
 }
@@ -396,7 +396,7 @@ pub fn b_g2_msm(
     pool: &ThreadPool,
 ) -> Result<G2Projective, MsmError> {
     let _span = tracing::info_span!("b_g2_msm").entered();
-    split_msm_g2(bases, split, pool)
+    split_msm_g2(bases, split.as_ref(), pool)
 }
 
 /// Assembly from the backend's result and the G2 sum.

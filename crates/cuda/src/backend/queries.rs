@@ -72,7 +72,7 @@ pub(super) fn streamed_split<C: DeviceCurve>(
 ) -> Result<Vec<PendingSum<C>>, CudaError> {
     let gpu = stream.gpu();
     let split = m.split;
-    let words = split.ones().words();
+    let words = split.ones_words();
     let (idx, sc) = (split.tail_indices(), split.tail_scalars());
     let ranges: Vec<(usize, usize)> = chunks(split.num_bases(), stream.chunk()).collect();
     let mut out = Vec::new();
@@ -138,8 +138,8 @@ pub(super) struct TailOnDevice {
 }
 
 /// The ones bitmap, copied on the compute stream (small: 2^21 words at 2^27).
-pub(super) fn upload_ones(gpu: &Gpu, split: &SplitScalars) -> Result<OnesOnDevice, CudaError> {
-    let words = split.ones().words();
+pub(super) fn upload_ones(gpu: &Gpu, split: SplitRef<'_>) -> Result<OnesOnDevice, CudaError> {
+    let words = split.ones_words();
     Ok(OnesOnDevice {
         words: gpu.upload::<u64>(u64s_as_bytes(words))?,
         nwords: words.len(),
@@ -150,7 +150,7 @@ pub(super) fn upload_ones(gpu: &Gpu, split: &SplitScalars) -> Result<OnesOnDevic
 /// The tail terms, copied on the copy stream (a query's 0.2 GB at 2^27): they
 /// travel while the compute stream sums ones, and the compute stream waits for
 /// them before its next work.
-pub(super) fn upload_tail(gpu: &Gpu, split: &SplitScalars) -> Result<TailOnDevice, CudaError> {
+pub(super) fn upload_tail(gpu: &Gpu, split: SplitRef<'_>) -> Result<TailOnDevice, CudaError> {
     Ok(TailOnDevice {
         idx: gpu.upload_on_copy::<u32>(u32s_as_bytes(split.tail_indices()))?,
         scalars: gpu.upload_on_copy::<FrRepr>(limbs_as_bytes(split.tail_scalars()))?,

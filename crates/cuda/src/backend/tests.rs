@@ -55,7 +55,7 @@ fn a_failure_after_the_upload_returns_only_once_the_copies_are_done() {
     let q_bases = vec![p; aux.len()];
     let q = || SplitMsm {
         bases: &q_bases[..],
-        split: &split,
+        split: split.as_ref(),
     };
     let job = || PartitionJobRef {
         abc: AbcRef {

@@ -489,7 +489,7 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
         &dbases,
         &sizes,
         "",
-        |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g1(p, s, pool)?),
+        |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g1(p, s.as_ref(), pool)?),
     )?;
     mark("ones and splits");
     check_ones_affine(gpu, log, &mut r, &points, &dbases)?;
@@ -598,7 +598,7 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
         &dbases,
         &sizes,
         "g2 ",
-        |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g2(p, s, pool)?),
+        |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g2(p, s.as_ref(), pool)?),
     )?;
     Ok(())
 }
@@ -748,19 +748,19 @@ pub fn check_partition(
             h_bases: &h_bases,
             l: SplitMsm {
                 bases: &l_bases,
-                split: &l_split,
+                split: l_split.as_ref(),
             },
             a: SplitMsm {
                 bases: &a_bases,
-                split: &a_split,
+                split: a_split.as_ref(),
             },
             b_g1: SplitMsm {
                 bases: &b_bases,
-                split: &b_split,
+                split: b_split.as_ref(),
             },
             b_g2: g2.then_some(SplitMsm {
                 bases: &b2_bases,
-                split: &b_split,
+                split: b_split.as_ref(),
             }),
         };
         // With B in G2 on the device (b_g2_on_backend), against the CPU backend's
@@ -814,15 +814,15 @@ pub fn check_partition(
             h_bases: &h_bases,
             l: SplitMsm {
                 bases: &l_bases,
-                split: &l_split,
+                split: l_split.as_ref(),
             },
             a: SplitMsm {
                 bases: &a_bases,
-                split: &a_split,
+                split: a_split.as_ref(),
             },
             b_g1: SplitMsm {
                 bases: &b_bases,
-                split: &b_split,
+                split: b_split.as_ref(),
             },
             b_g2: None,
         };

@@ -286,7 +286,7 @@ fn a_plugin_without_the_staging_fields_loads_proves_and_stages_nothing() {
     };
     let none = SplitMsm {
         bases: &[][..],
-        split: &split,
+        split: split.as_ref(),
     };
     let job = PartitionJobRef {
         abc,
@@ -360,7 +360,7 @@ fn assert_no_witness_calls(b: &PluginBackend) {
     let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
     let none = SplitMsm {
         bases: &[][..],
-        split: &split,
+        split: split.as_ref(),
     };
     let r1cs = TinyR1cs::new();
     let job = WitnessJobRef {
@@ -410,7 +410,7 @@ fn witness_calls_cross_and_default_for_older_plugins() {
     let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
     let none = SplitMsm {
         bases: &[][..],
-        split: &split,
+        split: split.as_ref(),
     };
     let r1cs = TinyR1cs::new();
     let job = WitnessJobRef {
@@ -443,7 +443,7 @@ fn witness_calls_cross_and_default_for_older_plugins() {
     let g2 = WitnessJobRef {
         b_g2: Some(SplitMsm {
             bases: &[][..],
-            split: &split,
+            split: split.as_ref(),
         }),
         ..job
     };

@@ -541,15 +541,15 @@ pub fn bench_partition(
         h_bases: &h_bases,
         l: SplitMsm {
             bases: &l_bases,
-            split: &l_split,
+            split: l_split.as_ref(),
         },
         a: SplitMsm {
             bases: &a_bases,
-            split: &a_split,
+            split: a_split.as_ref(),
         },
         b_g1: SplitMsm {
             bases: &b_bases,
-            split: &b_split,
+            split: b_split.as_ref(),
         },
         b_g2: None,
     };
