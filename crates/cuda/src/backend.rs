@@ -8,7 +8,7 @@ use blstrs::{G1Affine, G2Affine};
 use cudarc::driver::{CudaContext, CudaSlice};
 use cuzk_gpu_backend::{
     AbcEval, AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob,
-    PartitionJobRef, PartitionResult, R1csRef, SplitMsm, SplitScalars, Staged, WitnessJobRef,
+    PartitionJobRef, PartitionResult, R1csRef, SplitMsm, SplitRef, Staged, WitnessJobRef,
 };
 use group::Group;
 
@@ -17,13 +17,14 @@ use crate::error::{Ctx, CudaError};
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
-use crate::profile::Phases;
+use crate::profile::{HostMarks, Phases};
 use crate::raw::HostRegistration;
 use crate::spmv::{self, DeviceR1cs, R1csKey, WitnessUpload};
 use crate::streamed::{BaseStream, Stager, StreamStats};
 
 #[cfg(any(test, feature = "fault-injection"))]
 mod faults;
+mod gate;
 mod queries;
 mod r1cs;
 #[cfg(test)]
@@ -85,6 +86,8 @@ pub enum BasePlacement {
 #[derive(Debug)]
 pub struct CudaBackend {
     inner: Mutex<Inner>,
+    /// A partition's launches before another's host memory work (backend/gate.rs).
+    gate: Arc<gate::Gate>,
     /// The device context, outside the mutex: page-locking a partition's a, b, c
     /// needs it and is done before the device is taken.
     ctx: Arc<CudaContext>,
@@ -196,6 +199,7 @@ impl CudaBackend {
         };
         Ok(Self {
             ctx: gpu.ctx.clone(),
+            gate: Arc::default(),
             inner: Mutex::new(Inner {
                 gpu,
                 ntt,
@@ -296,7 +300,7 @@ impl CudaBackend {
         let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
         // A query's ones sum, then its tail MSM (G1's ones by batch-affine rounds,
         // G2's by the XYZZ kernel, whose partials are small).
-        let scratch = |m: &SplitScalars, xyzz: u64| {
+        let scratch = |m: SplitRef<'_>, xyzz: u64| {
             let t = m.tail_indices().len();
             let ones = if xyzz == G1::XYZZ_BYTES {
                 msm::ones_scratch_bytes(m.num_bases())
@@ -305,9 +309,8 @@ impl CudaBackend {
             };
             MsmPlan::for_size(t).scratch_bytes_for(t, xyzz).max(ones)
         };
-        let data = |m: &SplitScalars| {
-            m.tail_indices().len() as u64 * 36 + m.ones().words().len() as u64 * 8
-        };
+        let data =
+            |m: SplitRef<'_>| m.tail_indices().len() as u64 * 36 + m.ones_words().len() as u64 * 8;
         let g1 = [&job.l, &job.a, &job.b_g1];
         // One query's MSM scratch at a time; L, A and B's scalars are uploaded
         // together, before a, b, c, and live next to the H buffers.
@@ -552,11 +555,13 @@ impl CudaBackend {
             return Staged::none();
         }
         let ctx = Arc::clone(&self.ctx);
+        let gate = Arc::clone(&self.gate);
         Staged::new(move || {
             // The guard may be dropped on another thread than the one that
             // registered: make the context current there for the unregister calls.
             let _ = ctx.bind_to_thread();
-            drop(pinned);
+            // After the next partition's launches (backend/gate.rs).
+            gate.memory(|| drop(pinned));
         })
     }
 }
@@ -628,7 +633,10 @@ impl GpuBackend for CudaBackend {
         // SAFETY: `GpuBackend::stage`'s contract: the caller keeps `a, b, c`
         // allocated and unmoved until it drops the returned guard, which owns the
         // registrations and is the only thing that unregisters them.
-        let pinned = unsafe { self.pin(&[abc.a, abc.b, abc.c]) }.map_err(dev)?;
+        let pinned = self
+            .gate
+            .memory(|| unsafe { self.pin(&[abc.a, abc.b, abc.c]) })
+            .map_err(dev)?;
         Ok(self.staged(pinned))
     }
 
@@ -643,7 +651,11 @@ impl GpuBackend for CudaBackend {
         // SAFETY: `GpuBackend::stage_witness`'s contract, as in `stage`: the caller
         // keeps `input, aux` allocated and unmoved until it drops the guard, which
         // owns the registrations.
-        let pinned = unsafe { self.pin(&[input, aux]) }.map_err(dev)?;
+        // Not while another partition is being launched (backend/gate.rs).
+        let pinned = self
+            .gate
+            .memory(|| unsafe { self.pin(&[input, aux]) })
+            .map_err(dev)?;
         Ok(self.staged(pinned))
     }
 
@@ -742,6 +754,10 @@ impl CudaBackend {
             check_split("b_g2", b_g2)?;
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
+        let mut host = HostMarks::start(|| format!("host partition 2^{log}"));
+        // Held until this partition's work is enqueued: other partitions' page-locking
+        // waits (backend/gate.rs).
+        let launch = self.gate.launch();
         let mut working = self.working_bytes_for(n, &job);
         if let AbcSource::Witness { r1cs, .. } = src {
             // The witness buffer lives next to the H buffers while the kernel runs.
@@ -762,7 +778,9 @@ impl CudaBackend {
         // SAFETY: the borrowed vectors outlive this call, and `pinned` is dropped
         // within it (explicitly below, or on an early return).
         let pinned = unsafe { self.pin(&src.host_vectors()) }.map_err(dev)?;
+        HostMarks::mark(&mut host, "pin");
         let mut inner = self.lock();
+        HostMarks::mark(&mut host, "backend lock");
         // The compiled shape first: it cannot be streamed, the bases can.
         let shape = match src {
             AbcSource::Host(_) => None,
@@ -805,10 +823,21 @@ impl CudaBackend {
             }
         };
 
+        HostMarks::mark(&mut host, "shape and bases");
         let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
         // G1 sets not resident stream through one pair of chunk buffers (allocated
         // at the first streamed chunk, kept for L, A, B_G1 and H).
         let mut g1_stream = BaseStream::<G1>::new(gpu, stager, chunk);
+        // B_G2's bitmap and tail terms go up before any work is queued, like L, A and
+        // B's: issued behind the H MSM, the pageable tail copy (its stream waits for
+        // the compute stream) held this thread for the whole partition.
+        let g2_up = match &b_g2 {
+            Some(m) if bases_g2.contains_key(&key::<G2>(m.bases)) => Some((
+                upload_ones(gpu, m.split).map_err(dev)?,
+                upload_tail(gpu, m.split).map_err(dev)?,
+            )),
+            _ => None,
+        };
         // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
         // while the compute stream does L, A and B, and the transforms follow. The
         // queries' own data goes first: behind a, b, c on the copy engine it waited
@@ -918,20 +947,33 @@ impl CudaBackend {
         drop(g1_stream);
         // The B query in G2 (when the scheduler hands it over): the same split MSM
         // over the G2 bases, enqueued behind the G1 ones.
-        let b2_p = match &b_g2 {
-            Some(m) => {
+        let b2_p = match (&b_g2, g2_up) {
+            (Some(m), Some((ones, tail))) => {
+                let r = bases_g2.get(&key::<G2>(m.bases)).ok_or_else(|| {
+                    dev(CudaError::Shape(
+                        "the B_G2 bases were not resident after their upload".into(),
+                    ))
+                })?;
+                Some(vec![
+                    ones_msm::<G2>(gpu, r, &ones).map_err(dev)?,
+                    tail_msm::<G2>(gpu, r, &tail).map_err(dev)?,
+                ])
+            }
+            (Some(m), None) => {
                 let mut g2_stream = BaseStream::<G2>::new(gpu, stager, chunk);
                 Some(
                     query::<G2>(gpu, bases_g2.get(&key::<G2>(m.bases)), &mut g2_stream, m)
                         .map_err(dev)?,
                 )
             }
-            None => None,
+            (None, _) => None,
         };
         if b2_p.is_some() {
             Phases::mark(&mut phases, gpu, "B_G2").map_err(dev)?;
         }
 
+        drop(launch);
+        HostMarks::mark(&mut host, "enqueue");
         /// The sum of a query's pending parts (ones, tails; per chunk when streamed).
         fn total<C: DeviceCurve>(
             gpu: &Gpu,
@@ -944,14 +986,21 @@ impl CudaBackend {
             Ok(acc)
         }
         let h = total(gpu, h_pending)?;
+        HostMarks::mark(&mut host, "wait for H");
         Phases::finish(phases).map_err(dev)?;
-        Ok(PartitionResult {
+        let result = PartitionResult {
             h,
             l: total(gpu, l_p)?,
             a: total(gpu, a_p)?,
             b_g1: total(gpu, b_p)?,
             b_g2: b2_p.map(|p| total(gpu, p)).transpose()?,
-        })
+        };
+        HostMarks::mark(&mut host, "the other sums");
+        HostMarks::finish(host);
+        // The next partition is about to be launched: host memory work waits a
+        // moment for it.
+        self.gate.reserve();
+        Ok(result)
     }
 }
 

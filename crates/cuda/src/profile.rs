@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
@@ -69,6 +70,62 @@ fn record(gpu: &Gpu) -> Result<CudaEvent, CudaError> {
         .ctx("cuEventRecord")
 }
 
+fn keep(report: Report) {
+    tracing::info!(target: "cuzk_cuda::profile", "{report}");
+    let mut kept = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
+    if kept.len() >= MAX_KEPT {
+        kept.remove(0);
+    }
+    kept.push(report);
+}
+
+/// Host wall-clock marks of one piece of work: where the calling thread spends its
+/// time around the device phases (before the first is enqueued, enqueueing, waiting
+/// for the results). Device phases alone do not show the host time between two
+/// partitions, when the device has nothing queued. `None` when profiling is off.
+#[derive(Debug)]
+pub struct HostMarks {
+    what: String,
+    start: Instant,
+    marks: Vec<(&'static str, Instant)>,
+}
+
+impl HostMarks {
+    pub fn start(what: impl FnOnce() -> String) -> Option<Self> {
+        enabled().then(|| Self {
+            what: what(),
+            start: Instant::now(),
+            marks: Vec::new(),
+        })
+    }
+
+    /// Ends host phase `name` now.
+    pub fn mark(this: &mut Option<Self>, name: &'static str) {
+        if let Some(h) = this {
+            h.marks.push((name, Instant::now()));
+        }
+    }
+
+    /// Files the report (logged and kept as [`Phases::finish`] does).
+    pub fn finish(this: Option<Self>) {
+        let Some(h) = this else { return };
+        let mut prev = h.start;
+        let phases = h
+            .marks
+            .iter()
+            .map(|&(name, t)| {
+                let ms = t.duration_since(prev).as_secs_f32() * 1e3;
+                prev = t;
+                (name, ms)
+            })
+            .collect();
+        keep(Report {
+            what: h.what,
+            phases,
+        });
+    }
+}
+
 impl Phases {
     /// Starts timing `what` at the compute stream's current position.
     pub fn start(gpu: &Gpu, what: impl FnOnce() -> String) -> Result<Option<Self>, CudaError> {
@@ -102,16 +159,10 @@ impl Phases {
             phases.push((*name, prev.elapsed_ms(ev).ctx("cuEventElapsedTime")?));
             prev = ev;
         }
-        let report = Report {
+        keep(Report {
             what: p.what,
             phases,
-        };
-        tracing::info!(target: "cuzk_cuda::profile", "{report}");
-        let mut kept = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.len() >= MAX_KEPT {
-            kept.remove(0);
-        }
-        kept.push(report);
+        });
         Ok(())
     }
 }

@@ -182,6 +182,18 @@ pub struct HostRegistration {
 // SAFETY: the guard only holds an address used for the unregister call.
 unsafe impl Send for HostRegistration {}
 
+/// Start addresses of the ranges live [`HostRegistration`]s hold: a range this
+/// process registered is known here without asking the driver. A partition staged
+/// before the GPU lock (`stage_witness`) is pinned again at the start of its
+/// backend call, inside the lock; the driver answers "already registered", but that
+/// call waited up to ~70 ms on the H200 while another thread registered the next
+/// partition's 4 GB witness.
+static LIVE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl HostRegistration {
     /// # Safety
     /// `bytes` must stay allocated, unmoved, for the guard's lifetime.
@@ -189,12 +201,18 @@ impl HostRegistration {
         if bytes.is_empty() {
             return Ok(None);
         }
-        ctx.bind_to_thread().ctx("cuCtxSetCurrent")?;
         let ptr = bytes.as_ptr() as *mut std::ffi::c_void;
+        // Registered here already (and not unregistered since): what the driver
+        // would answer, without the driver.
+        if live().contains(&(ptr as usize)) {
+            return Ok(None);
+        }
+        ctx.bind_to_thread().ctx("cuCtxSetCurrent")?;
         // SAFETY: the caller keeps the range alive; flags 0 = plain page-locking.
         let r = unsafe { sys::cuMemHostRegister_v2(ptr, bytes.len(), 0) };
         match r {
             sys::CUresult::CUDA_SUCCESS => {
+                live().push(ptr as usize);
                 count_pinned(ctx.ordinal(), PinKind::Registered, bytes.len() as u64, true);
                 Ok(Some(Self {
                     ptr,
@@ -215,6 +233,13 @@ impl HostRegistration {
 impl Drop for HostRegistration {
     fn drop(&mut self) {
         let _ = self.ctx.bind_to_thread();
+        // Out of the list first: from here the range may be unregistered.
+        {
+            let mut live = live();
+            if let Some(k) = live.iter().position(|&p| p == self.ptr as usize) {
+                live.swap_remove(k);
+            }
+        }
         // SAFETY: `ptr` was registered by `new` and not unregistered since.
         let _ = unsafe { sys::cuMemHostUnregister(self.ptr) };
         count_pinned(

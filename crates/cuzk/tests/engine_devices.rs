@@ -213,7 +213,11 @@ fn prove_all(
 fn gpu_ends_on(events: &[cuzk_timeline::Event], device: u32) -> usize {
     events
         .iter()
-        .filter(|e| e.event == EventKind::GpuEnd && e.device == Some(device) && e.detail.is_empty())
+        .filter(|e| {
+            e.event == EventKind::GpuEnd
+                && e.device == Some(device)
+                && !e.detail.starts_with("device_error=")
+        })
         .count()
 }
 

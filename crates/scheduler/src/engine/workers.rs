@@ -461,7 +461,14 @@ pub(super) fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<Finis
         carry.times.gpu += t.elapsed();
         drop(guard);
         // After the backend call (and outside the lock): undo the staging.
+        let t = Instant::now();
+        let unstaged = staged.is_staged();
         drop(staged);
+        let unstage = if unstaged {
+            format!("unstage_ms={:.3}", t.elapsed().as_secs_f64() * 1e3)
+        } else {
+            String::new()
+        };
         // The device's fault, with a, b, c still here and a device left that has
         // not failed this partition: another device takes it.
         let retry = match (&gpu, &input) {
@@ -494,7 +501,7 @@ pub(super) fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<Finis
             }
             continue;
         }
-        sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, "");
+        sh.rec(Ev::GpuEnd, job.id, p, wk, dev, None, &unstage);
         if let Some(input) = input {
             sh.dealloc(job.id, p, input.released());
         }
