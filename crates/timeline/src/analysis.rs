@@ -370,6 +370,11 @@ pub struct Analysis {
     pub partitions: usize,
     /// Span in seconds divided by the jobs done (`None` if none is done).
     pub s_per_proof: Option<f64>,
+    /// A stream's rate once it runs: the time from the first job done to the last,
+    /// over the jobs done after the first (`None` under two jobs done). Unlike
+    /// [`Analysis::s_per_proof`] it leaves out the start-up (parameters to the
+    /// device, the first synthesis) that a short run pays once.
+    pub steady_s_per_proof: Option<f64>,
     /// Submit to done, over the jobs done.
     pub job_latency: Option<Stats>,
     /// Per stage present, in pipeline order.
@@ -395,6 +400,17 @@ pub fn analyse(events: &[Event]) -> Analysis {
 
     let count = |k: EventKind| events.iter().filter(|e| e.event == k).count();
     let jobs_done = count(EventKind::JobDone);
+    let done_at = || {
+        events
+            .iter()
+            .filter(|e| e.event == EventKind::JobDone)
+            .map(|e| e.ms)
+    };
+    let steady_s_per_proof = (jobs_done >= 2).then(|| {
+        let first = done_at().fold(f64::INFINITY, f64::min);
+        let last = done_at().fold(f64::NEG_INFINITY, f64::max);
+        (last - first) / 1000.0 / (jobs_done - 1) as f64
+    });
 
     let partitions = events
         .iter()
@@ -495,6 +511,7 @@ pub fn analyse(events: &[Event]) -> Analysis {
         jobs_cancelled: count(EventKind::JobCancelled),
         partitions,
         s_per_proof: (jobs_done > 0).then(|| span_ms / 1000.0 / jobs_done as f64),
+        steady_s_per_proof,
         job_latency: Stats::from_durations(&job_latency),
         stages,
         staging: Stats::from_durations(
@@ -597,6 +614,9 @@ impl Analysis {
         }
         if let Some(t) = self.s_per_proof {
             s += &format!(", {t:.3} s/proof");
+        }
+        if let Some(t) = self.steady_s_per_proof {
+            s += &format!(" (steady {t:.3}: first job done to last)");
         }
         for d in &self.gpu_busy {
             s += &format!(", {} {:.1}% busy", device_name(d.device), d.busy_pct);

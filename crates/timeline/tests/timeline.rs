@@ -44,6 +44,11 @@ fn fixture_analysis_gives_the_hand_computed_figures() {
     assert_eq!((a.unfinished, a.orphan_ends), (0, 0));
     // 455 ms for 2 proofs.
     assert_eq!(a.s_per_proof, Some(0.455 / 2.0));
+    // Jobs done at 245 and 455 ms: one proof every 210 ms once the stream runs.
+    assert!((a.steady_s_per_proof.unwrap() - 0.210).abs() < 1e-12);
+    assert!(a
+        .headline()
+        .contains("(steady 0.210: first job done to last)"));
     let lat = a.job_latency.as_ref().unwrap();
     assert_eq!(
         (lat.count, lat.mean_ms, lat.p50_ms, lat.p95_ms),
@@ -140,6 +145,7 @@ fn a_truncated_run_reports_unfinished_stages_and_orphan_ends() {
     assert_eq!(a.orphan_ends, 0);
     assert_eq!(a.jobs_done, 0);
     assert_eq!(a.s_per_proof, None);
+    assert_eq!(a.steady_s_per_proof, None);
     // The unfinished GPU stage counts as busy up to the run's last event (195 ms).
     assert_eq!(a.gpu_busy[0].busy_ms, 95.0);
     // Only complete stages enter the statistics.
