@@ -34,6 +34,17 @@ pub enum ClientCommand {
     },
     /// The Prometheus metrics text.
     Metrics,
+    /// Load a circuit's parameters (and compile its circuit) now, ahead of its
+    /// first proof: `porep-32g`, `wpost-32g`, `winning-32g`, `snap-32g`, ...
+    Preload {
+        /// The circuit id, as Curio names it.
+        circuit_id: String,
+    },
+    /// Free a circuit's parameters (host and device) when no job uses them.
+    Evict {
+        /// The circuit id, as Curio names it.
+        circuit_id: String,
+    },
     /// Submit N jobs at once and report s/proof and GPU busy (the daemon's
     /// `cuzk_gpu_busy_seconds_total` before and after).
     Bench(crate::client_bench::BenchArgs),
@@ -141,6 +152,34 @@ async fn run(args: ClientArgs) -> Result<()> {
         ClientCommand::Metrics => {
             let m = c.get_metrics(pb::GetMetricsRequest {}).await?.into_inner();
             print!("{}", m.prometheus_text);
+            Ok(())
+        }
+        ClientCommand::Preload { circuit_id } => {
+            let r = c
+                .preload_srs(pb::PreloadSrsRequest {
+                    circuit_id: circuit_id.clone(),
+                })
+                .await?
+                .into_inner();
+            if r.already_loaded {
+                println!("{circuit_id}: already loaded");
+            } else {
+                println!("{circuit_id}: loaded in {} ms", r.load_time_ms);
+            }
+            Ok(())
+        }
+        ClientCommand::Evict { circuit_id } => {
+            let r = c
+                .evict_srs(pb::EvictSrsRequest {
+                    circuit_id: circuit_id.clone(),
+                })
+                .await?
+                .into_inner();
+            if r.was_loaded {
+                println!("{circuit_id}: evicted, {} bytes freed", r.freed_bytes);
+            } else {
+                println!("{circuit_id}: was not loaded");
+            }
             Ok(())
         }
     }

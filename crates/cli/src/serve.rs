@@ -114,7 +114,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let bound = Bound::bind(&cfg.listen).await?;
         // Tests and scripts read this line to learn the address (port 0 binds any).
         println!("listening on {}", bound.address());
@@ -125,6 +125,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             trigger.trigger();
         });
         cuzk_daemon::serve(&cfg, service, bound, shutdown).await
-    })?;
+    });
+    // Blocking work the server stopped without (a parameter preload still
+    // compiling) is not waited for: the process ends here.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    served?;
     Ok(())
 }

@@ -68,6 +68,26 @@ fn serve_proves_for_the_client_and_exits_zero_on_sigterm() {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("proofs completed 1"), "{text}");
     assert!(text.contains("synthetic-mul-10"), "{text}");
+    // Evict frees the circuit's parameters once; a second evict finds nothing.
+    let evict = |what: &str| {
+        let out = Command::new(exe)
+            .args(["client", "--addr", &addr, "evict", what])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = evict("synthetic-mul-10");
+    assert!(first.contains("synthetic-mul-10: evicted, "), "{first}");
+    assert!(!first.contains("evicted, 0 bytes"), "{first}");
+    assert_eq!(
+        evict("synthetic-mul-10"),
+        "synthetic-mul-10: was not loaded\n"
+    );
 
     let kill = Command::new("kill")
         .args(["-TERM", &daemon.id().to_string()])
@@ -309,4 +329,59 @@ fn timing_only_circuits_prove_shape_only_c1s_unverified_and_only_those() {
         text.contains("porep-3k") && text.contains("timing_only_circuits"),
         "{text}"
     );
+}
+
+/// SIGTERM while a PreloadSRS is compiling a 32 GiB circuit (minutes on two cores):
+/// the daemon stops `shutdown_timeout_s` after the signal with exit status 0, not
+/// when the compile ends (before, the server's drain waited for that call and the
+/// runtime for its blocking task: on the H200 it had to be killed).
+#[test]
+fn sigterm_during_a_long_preload_stops_the_daemon_at_its_shutdown_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Serve::start(
+        dir.path(),
+        "preload",
+        "timing_only_circuits = [\"porep-32g\"]\nshutdown = \"cancel\"\nshutdown_timeout_s = 2",
+    );
+    let mut preload = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["client", "--addr", &d.addr, "preload", "porep-32g"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The compile is under way (it takes minutes here); then the signal.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        preload.try_wait().unwrap().is_none(),
+        "the preload ended already"
+    );
+    let kill = Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // Liveness, not speed: 2 s of drain and the engine's stop, well inside a minute.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let exit = loop {
+        if let Some(s) = d.child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = preload.kill();
+    let _ = preload.wait();
+    let Some(exit) = exit else {
+        let _ = d.child.kill();
+        let _ = d.child.wait();
+        panic!(
+            "the daemon did not stop within 60 s of SIGTERM: {}",
+            std::fs::read_to_string(&d.stderr).unwrap()
+        );
+    };
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+    let log = std::fs::read_to_string(&d.stderr).unwrap();
+    assert!(log.contains("stopping without them"), "{log}");
 }

@@ -266,6 +266,24 @@ impl Bound {
     }
 }
 
+/// `served`, or `Ok` once `limit` passes (the calls still in flight are dropped).
+async fn within<E>(
+    served: impl Future<Output = Result<(), E>>,
+    limit: impl Future<Output = ()>,
+    timeout: std::time::Duration,
+) -> Result<(), E> {
+    tokio::select! {
+        r = served => r,
+        () = limit => {
+            tracing::warn!(
+                "calls still in flight {} s after the shutdown signal (shutdown_timeout_s): stopping without them",
+                timeout.as_secs()
+            );
+            Ok(())
+        }
+    }
+}
+
 /// Serves `service` on `bound` (and `/metrics` if configured) until `shutdown`
 /// fires; then stops accepting, finishes or cancels the jobs accepted (as
 /// `cfg.shutdown` says), waits for the calls in flight, and stops the engine.
@@ -284,30 +302,39 @@ pub async fn serve(
         .max_encoding_message_size(cfg.max_message_bytes);
     let mode = cfg.shutdown;
     let svc = service.clone();
+    let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let stop = async move {
         shutdown.wait().await;
         // New jobs are refused from here; in cancel mode the accepted ones end now,
         // so the calls waiting for them return and the server can drain.
         svc.begin_shutdown(mode);
+        let _ = stopping.send(());
+    };
+    let timeout = cfg.shutdown_timeout;
+    // The server drains the calls in flight, but a call that is not a job (a
+    // PreloadSRS compiling a 32 GiB circuit for minutes) ends only when its work
+    // does: `shutdown_timeout` after the signal, the daemon stops without it.
+    let drain_limit = async move {
+        match stopped.await {
+            Ok(()) => tokio::time::sleep(timeout).await,
+            Err(_) => std::future::pending::<()>().await,
+        }
     };
     let router = Server::builder().add_service(api);
     let served = match bound {
         Bound::Tcp(l) => {
             tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving gRPC");
-            router
-                .serve_with_incoming_shutdown(TcpListenerStream::new(l), stop)
-                .await
+            let served = router.serve_with_incoming_shutdown(TcpListenerStream::new(l), stop);
+            within(served, drain_limit, timeout).await
         }
         Bound::Unix(l, path) => {
             tracing::info!(path = %path.display(), "serving gRPC on a Unix socket");
-            let r = router
-                .serve_with_incoming_shutdown(UnixListenerStream::new(l), stop)
-                .await;
+            let served = router.serve_with_incoming_shutdown(UnixListenerStream::new(l), stop);
+            let r = within(served, drain_limit, timeout).await;
             let _ = std::fs::remove_file(&path);
             r
         }
     };
-    let timeout = cfg.shutdown_timeout;
     let _ = tokio::task::spawn_blocking(move || service.shutdown(mode, timeout)).await;
     if let Some(t) = metrics_task {
         t.abort();
