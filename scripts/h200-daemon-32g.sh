@@ -17,11 +17,14 @@
 #
 #   bash scripts/h200-daemon-32g.sh OUT
 #   SECTORS=4 BUDGET_GIB=100 SYNTH_JOBS=4 LIMIT_S=530   (the defaults but SECTORS=3)
+#   PROFILE=1   the CUDA backend's per-partition device phases and host marks in the
+#               daemon's log (serve.err; the last ones in the summary)
 #
 # Finishes within LIMIT_S seconds (default 530, under the device tool's 9 minutes):
 # the client is cut at what is left, then the daemon is stopped (jobs cancelled).
 # OUT/summary.txt: s/proof, GPU busy, each job's timings, the daemon's status, peak
-# RSS, the TIMELINE's stage table. OUT also gets the daemon's log, the client's
+# RSS, then EvictSRS of the circuit (bytes freed, status and RSS after), the
+# TIMELINE's stage table. OUT also gets the daemon's log, the client's
 # manifest, the TIMELINE (gzipped) and the config.
 set -u
 out=${1:?usage: h200-daemon-32g.sh OUT}
@@ -59,6 +62,7 @@ memory_budget_gib = $budget
 
 [backend]
 plugin = "cuda"
+$([ -n "${PROFILE:-}" ] && echo 'params = { profile = "true" }')
 
 [dealloc]
 plugin = "bounded"
@@ -77,6 +81,7 @@ timeline = "$work/timeline.jsonl"
 EOF
 cp "$cfg" "$out/cuzk.toml"
 
+[ -n "${PROFILE:-}" ] && export RUST_LOG=cuzk_cuda::profile=info
 FIL_PROOFS_PARAMETER_CACHE=$work/params $d/cuzk serve --config "$cfg" --plugin-dir $d \
     >"$work/serve.out" 2>"$work/serve.err" &
 pid=$!
@@ -94,12 +99,20 @@ timeout "$client_limit" $d/cuzk client --addr "$addr" bench --c1 "$work/envelope
 rc=$?
 say "== client bench rc=$rc in $(($(date +%s) - t)) s (124: cut at the time limit)"
 cat "$work/client.txt" | tee -a "$sum"
+grep -E "profile" "$work/serve.err" | grep -E "partition" | tail -6 >>"$sum"
 
 $d/cuzk client --addr "$addr" status >"$work/status.txt" 2>&1
 $d/cuzk client --addr "$addr" metrics >"$work/metrics.txt" 2>&1
 say "== daemon status"
 cat "$work/status.txt" | tee -a "$sum"
 say "== peak RSS of the daemon: $(awk '/VmHWM/{printf "%.1f GiB", $2/1048576}' /proc/$pid/status 2>/dev/null)"
+# EvictSRS on the real GPU: the circuit's parameters leave host and device memory
+# (GetStatus's VRAM free and loaded parameters before and after, the daemon's RSS).
+say "== evict $cid: $($d/cuzk client --addr "$addr" evict "$cid" 2>&1)"
+$d/cuzk client --addr "$addr" status >"$work/status-evicted.txt" 2>&1
+say "== daemon status after the evict"
+cat "$work/status-evicted.txt" | tee -a "$sum"
+say "== RSS of the daemon after the evict: $(awk '/VmRSS/{printf "%.1f GiB", $2/1048576}' /proc/$pid/status 2>/dev/null)"
 kill -TERM "$pid" 2>/dev/null
 for _ in $(seq 80); do kill -0 "$pid" 2>/dev/null || break; sleep 0.3; done
 kill -0 "$pid" 2>/dev/null && { say "== serve did not stop in 24 s: killed"; kill -KILL "$pid"; }
@@ -111,5 +124,5 @@ grep -iE "busy|stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|queue|budget" "$work/t
 gzip -c "$work/timeline.jsonl" >"$out/timeline.jsonl.gz" 2>/dev/null
 cp -r "$work/client" "$out/client" 2>/dev/null
 rm -f "$out"/client/proof-*.bin
-cp "$work"/{serve.out,serve.err,client.txt,status.txt,metrics.txt,timeline.txt,c1.txt} "$out/" 2>/dev/null
+cp "$work"/{serve.out,serve.err,client.txt,status.txt,status-evicted.txt,metrics.txt,timeline.txt,c1.txt} "$out/" 2>/dev/null
 say "== done $(date -u +%FT%TZ) in $(($(date +%s) - t_start)) s"

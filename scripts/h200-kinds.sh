@@ -19,6 +19,10 @@
 #            synthesis slot), then, if the time left allows, with it off, for
 #            contrast (each run compiles the 32 GiB R1CS, ~90-140 s, and makes
 #            its parameters, ~45 s, so the second rarely fits).
+#   KINDS="snap window"   only these kinds in the kinds part (default: winning window snap)
+#   CONFIG=configs/cuda-profile.toml RUST_LOG=cuzk_cuda::profile=info   another engine
+#            configuration (default configs/cuda.toml): with the profile one, each
+#            partition's per-phase device times land in the summary
 #   latency-off  only the run with the reserve off (memory and synthesis
 #            slots; a ready partition still gives the GPU lock up to a critical
 #            one, which has no knob).
@@ -46,7 +50,7 @@ sum="$out/summary.txt"
 say() { echo "$@" | tee -a "$sum"; }
 say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
 say "== cpus $(nproc), ram $(free -g | awk '/Mem:/{print $2}') GiB"
-engine=(--config configs/cuda.toml --plugin-dir $d)
+engine=(--config "${CONFIG:-configs/cuda.toml}" --plugin-dir $d)
 
 if [ "$part" = kinds ]; then
     $d/cuzk post winning inputs --shape-only --proof 3 -o "$work/winning32.json" >>"$sum" 2>&1
@@ -54,6 +58,7 @@ if [ "$part" = kinds ]; then
     $d/cuzk snap inputs --shape-only --proof 3 -o "$work/snap32.json" >>"$sum" 2>&1
     for k in "post winning:winning32" "post window:wpost32" "snap:snap32"; do
         IFS=: read -r cmd input <<<"$k"
+        case " ${KINDS:-winning window snap} " in *" ${cmd##* } "*) ;; *) continue ;; esac
         t=$(date +%s)
         # shellcheck disable=SC2086
         # Twice on one engine: the first run uploads the circuit and parameters to
@@ -63,6 +68,7 @@ if [ "$part" = kinds ]; then
         say "== $cmd (32 GiB shape) rc=$? in $(( $(date +%s) - t )) s"
         grep -E "constraints|ready in|bytes in|^ *(stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|assembly|total)|Maximum resident|error" \
             "$work/$input.txt" >>"$sum"
+        grep -E "profile" "$work/$input.txt" | tail -8 >>"$sum"
     done
 else
     $d/cuzk c1 --shape-only --proof StackedDrg32GiBV1_1 --sector 1 -o "$work/porep32.json" >>"$sum" 2>&1
