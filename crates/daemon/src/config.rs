@@ -11,7 +11,7 @@
 //! result_ttl_s = 3600
 //! max_message_mib = 256
 //! shutdown = "finish"                # or "cancel"
-//! shutdown_timeout_s = 900
+//! shutdown_timeout_s = 900           # after SIGTERM: the most jobs, then calls still in flight (a preload), are waited for
 //! synthetic = false
 //! synthetic_max_log = 18
 //! synthetic_timing_only = false
