@@ -169,7 +169,8 @@ impl<'a> SplitRef<'a> {
                 num_bases.div_ceil(64)
             )));
         }
-        if !num_bases.is_multiple_of(64) && ones.last().is_some_and(|w| w >> (num_bases % 64) != 0) {
+        if !num_bases.is_multiple_of(64) && ones.last().is_some_and(|w| w >> (num_bases % 64) != 0)
+        {
             return Err(malformed(format!(
                 "the ones bitmap has bits set past its {num_bases} bases"
             )));

@@ -1,0 +1,405 @@
+//! One partition on the device (`CudaBackend::prove`): the flow both
+//! `prove_partition_ref` (a, b, c uploaded) and `prove_partition_witness` (a, b, c
+//! evaluated from the witness by the spmv kernel) share, and the types it runs on.
+
+use super::*;
+
+/// H of a partition: its a, b, c on their way to the device (or its witness, for
+/// the spmv kernel to evaluate them from), or its coefficients.
+pub(super) enum HStage<'a> {
+    Uploading(AbcUpload<'a>),
+    Witness(WitnessUpload<'a>),
+    Done(CudaSlice<FrRepr>),
+}
+
+/// A partition's MSM queries: what [`PartitionJobRef`] and [`WitnessJobRef`] share.
+#[derive(Clone, Copy)]
+pub(super) struct Queries<'a> {
+    pub(super) h_bases: &'a [G1Affine],
+    pub(super) l: SplitMsm<'a, G1Affine>,
+    pub(super) a: SplitMsm<'a, G1Affine>,
+    pub(super) b_g1: SplitMsm<'a, G1Affine>,
+    pub(super) b_g2: Option<SplitMsm<'a, G2Affine>>,
+}
+
+impl<'a> Queries<'a> {
+    pub(super) fn of(job: &PartitionJobRef<'a>) -> Self {
+        Self {
+            h_bases: job.h_bases,
+            l: job.l,
+            a: job.a,
+            b_g1: job.b_g1,
+            b_g2: job.b_g2,
+        }
+    }
+
+    pub(super) fn of_witness(job: &WitnessJobRef<'a>) -> Self {
+        Self {
+            h_bases: job.h_bases,
+            l: job.l,
+            a: job.a,
+            b_g1: job.b_g1,
+            b_g2: job.b_g2,
+        }
+    }
+}
+
+/// Where a partition's `a, b, c` come from.
+#[derive(Clone, Copy)]
+pub(super) enum AbcSource<'a> {
+    /// Evaluated on the host: uploaded (copy stream).
+    Host(AbcRef<'a>),
+    /// Evaluated here from the witness (`[input, aux]`, uploaded on the copy stream)
+    /// by the spmv kernel over the resident copy of `r1cs`.
+    Witness {
+        r1cs: R1csRef<'a>,
+        input: &'a [Scalar],
+        aux: &'a [Scalar],
+    },
+}
+
+impl AbcSource<'_> {
+    /// Constraints: the length of `a, b, c`.
+    fn rows(&self) -> usize {
+        match self {
+            AbcSource::Host(abc) => abc.len(),
+            AbcSource::Witness { r1cs, .. } => r1cs.num_constraints(),
+        }
+    }
+
+    /// The host vectors the device reads (page-locked for the call).
+    fn host_vectors(&self) -> Vec<&[Scalar]> {
+        match *self {
+            AbcSource::Host(abc) => vec![abc.a, abc.b, abc.c],
+            AbcSource::Witness { input, aux, .. } => vec![input, aux],
+        }
+    }
+}
+
+fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), BackendError> {
+    let want = m.split.num_bases();
+    if m.bases.len() < want {
+        return Err(BackendError::BaseCount {
+            query,
+            got: m.bases.len(),
+            want,
+        });
+    }
+    Ok(())
+}
+
+impl CudaBackend {
+    /// One partition on the device, its `a, b, c` from `src`: uploaded (host
+    /// evaluations), or evaluated here from the witness by the spmv kernel. The
+    /// flow of [`GpuBackend::prove_partition_ref`] and
+    /// [`GpuBackend::prove_partition_witness`] alike.
+    pub(super) fn prove(
+        &self,
+        src: AbcSource<'_>,
+        job: Queries<'_>,
+    ) -> Result<PartitionResult, BackendError> {
+        let n = src.rows();
+        let log = crate::log_domain(n);
+        if log > MAX_LOG_DOMAIN {
+            return Err(BackendError::DomainTooLarge {
+                log,
+                max: MAX_LOG_DOMAIN,
+            });
+        }
+        let want_h = (1usize << log) - 1;
+        if job.h_bases.len() != want_h {
+            return Err(BackendError::BaseCount {
+                query: "h",
+                got: job.h_bases.len(),
+                want: want_h,
+            });
+        }
+        check_split("l", &job.l)?;
+        check_split("a", &job.a)?;
+        check_split("b_g1", &job.b_g1)?;
+        if let Some(b_g2) = &job.b_g2 {
+            check_split("b_g2", b_g2)?;
+        }
+        let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
+        let mut host = HostMarks::start(|| format!("host partition 2^{log}"));
+        // Held until this partition's work is enqueued: other partitions' page-locking
+        // waits (backend/gate.rs).
+        let launch = self.gate.launch();
+        let mut working = self.working_bytes_for(n, &job);
+        if let AbcSource::Witness { r1cs, .. } = src {
+            // The witness buffer lives next to the H buffers while the kernel runs.
+            working += (r1cs.num_inputs + r1cs.num_aux).max(1) as u64 * 32;
+        }
+        let Queries {
+            h_bases,
+            l,
+            a,
+            b_g1,
+            b_g2,
+        } = job;
+        // Page-lock a, b, c (or the witness) before taking the device (phase 9 of the
+        // C2 history): the pinning of ~12 GiB overlaps another partition's GPU work,
+        // and the upload's own registration finds the ranges registered and skips
+        // it. When the caller staged them (`stage`, `stage_witness`, before its GPU
+        // lock) they are registered already and this registers nothing.
+        // SAFETY: the borrowed vectors outlive this call, and `pinned` is dropped
+        // within it (explicitly below, or on an early return).
+        let pinned = unsafe { self.pin(&src.host_vectors()) }.map_err(dev)?;
+        HostMarks::mark(&mut host, "pin");
+        let mut inner = self.lock();
+        HostMarks::mark(&mut host, "backend lock");
+        // The compiled shape first: it cannot be streamed, the bases can.
+        let shape = match src {
+            AbcSource::Host(_) => None,
+            AbcSource::Witness { r1cs, .. } => Some(inner.prepare_r1cs(r1cs, working)?),
+        };
+        let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
+        let chunk = inner.prepare_bases(
+            &[h_bases, l.bases, a.bases, b_g1.bases],
+            &g2_sets,
+            working,
+            shape.as_ref(),
+        )?;
+        let Inner {
+            gpu,
+            ntt,
+            bases,
+            bases_g2,
+            stager,
+            r1cs: shapes,
+            ..
+        } = &mut *inner;
+        let gpu = &*gpu;
+        // The source, ready to start: a, b, c as they are, or the witness with the
+        // resident shape it is evaluated over.
+        let source = match (src, &shape) {
+            (AbcSource::Host(abc), _) => Source::Host(abc),
+            (AbcSource::Witness { input, aux, .. }, Some(k)) => Source::Witness {
+                r1cs: shapes.get(k).ok_or_else(|| {
+                    dev(CudaError::Shape(
+                        "the compiled shape was not resident after its upload".into(),
+                    ))
+                })?,
+                input,
+                aux,
+            },
+            (AbcSource::Witness { .. }, None) => {
+                return Err(dev(CudaError::Shape(
+                    "no compiled shape for a witness partition".into(),
+                )))
+            }
+        };
+
+        HostMarks::mark(&mut host, "shape and bases");
+        let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
+        // G1 sets not resident stream through one pair of chunk buffers (allocated
+        // at the first streamed chunk, kept for L, A, B_G1 and H).
+        let mut g1_stream = BaseStream::<G1>::new(gpu, stager, chunk);
+        // B_G2's bitmap and tail terms go up before any work is queued, like L, A and
+        // B's: issued behind the H MSM, the pageable tail copy (its stream waits for
+        // the compute stream) held this thread for the whole partition.
+        let g2_up = match &b_g2 {
+            Some(m) if bases_g2.contains_key(&key::<G2>(m.bases)) => Some((
+                upload_ones(gpu, m.split).map_err(dev)?,
+                upload_tail(gpu, m.split).map_err(dev)?,
+            )),
+            _ => None,
+        };
+        // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
+        // while the compute stream does L, A and B, and the transforms follow. The
+        // queries' own data goes first: behind a, b, c on the copy engine it waited
+        // ~230 ms at 2^27 (H200, third session). The bitmaps go up, L's ones start,
+        // and the tail terms travel (copy stream) while they run. With any of L, A,
+        // B streamed (their chunks upload as they go), H comes first.
+        let g1_sets = [&l, &a, &b_g1];
+        let resident: Vec<&CudaSlice<AffineRepr>> = g1_sets
+            .iter()
+            .filter_map(|m| bases.get(&key::<G1>(m.bases)))
+            .collect();
+        let (h, l_p, a_p, b_p) = if let [rl, ra, rb] = resident[..] {
+            let ones = g1_sets
+                .iter()
+                .map(|m| upload_ones(gpu, m.split))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(dev)?;
+            let l_ones = ones_msm::<G1>(gpu, rl, &ones[0]).map_err(dev)?;
+            let tails = g1_sets
+                .iter()
+                .map(|m| upload_tail(gpu, m.split))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(dev)?;
+            let h = source.start(gpu).map_err(dev)?;
+            self.fault_after_upload(gpu).map_err(dev)?;
+            let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
+            Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
+            let mut both = |r: &CudaSlice<AffineRepr>, k: usize, name| {
+                let p = vec![
+                    ones_msm::<G1>(gpu, r, &ones[k]).map_err(dev)?,
+                    tail_msm(gpu, r, &tails[k]).map_err(dev)?,
+                ];
+                Phases::mark(&mut phases, gpu, name).map_err(dev)?;
+                Ok::<_, BackendError>(p)
+            };
+            let a_p = both(ra, 1, "A")?;
+            let b_p = both(rb, 2, "B_G1")?;
+            (h, l_p, a_p, b_p)
+        } else {
+            let started = source.start(gpu).map_err(dev)?;
+            self.fault_after_upload(gpu).map_err(dev)?;
+            let up = match started {
+                HStage::Witness(w) => {
+                    let up = source.eval(gpu, w).map_err(dev)?;
+                    Phases::mark(&mut phases, gpu, "spmv (witness upload + a, b, c)")
+                        .map_err(dev)?;
+                    up
+                }
+                HStage::Uploading(up) => up,
+                HStage::Done(_) => {
+                    return Err(dev(CudaError::Shape("H was done before its NTTs".into())))
+                }
+            };
+            let h = HStage::Done(ntt.h_from(gpu, up).map_err(dev)?);
+            Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
+            let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
+                let p = query::<G1>(gpu, bases.get(&key::<G1>(m.bases)), &mut g1_stream, m)
+                    .map_err(dev)?;
+                Phases::mark(&mut phases, gpu, name).map_err(dev)?;
+                Ok::<_, BackendError>(p)
+            };
+            let l_p = g1(&l, "L")?;
+            let a_p = g1(&a, "A")?;
+            let b_p = g1(&b_g1, "B_G1")?;
+            (h, l_p, a_p, b_p)
+        };
+        let h_coeffs = match h {
+            HStage::Done(coeffs) => coeffs,
+            HStage::Witness(w) => {
+                let up = source.eval(gpu, w).map_err(dev)?;
+                Phases::mark(&mut phases, gpu, "spmv (witness uploaded during L, A, B)")
+                    .map_err(dev)?;
+                let coeffs = ntt.h_from(gpu, up).map_err(dev)?;
+                Phases::mark(&mut phases, gpu, "H (NTTs)").map_err(dev)?;
+                coeffs
+            }
+            HStage::Uploading(up) => {
+                let coeffs = ntt.h_from(gpu, up).map_err(dev)?;
+                Phases::mark(
+                    &mut phases,
+                    gpu,
+                    "H (NTTs; a, b, c uploaded during L, A, B)",
+                )
+                .map_err(dev)?;
+                coeffs
+            }
+        };
+        // Uploads are done: unpin while the device works.
+        drop(pinned);
+        let h_pending = match bases.get(&key::<G1>(h_bases)) {
+            Some(resident) => vec![msm::msm(
+                gpu,
+                resident,
+                &h_coeffs,
+                want_h,
+                ScalarFormat::Montgomery,
+                None,
+                MsmPlan::for_size(want_h),
+            )
+            .map_err(dev)?],
+            None => streamed_dense(&mut g1_stream, h_bases, &h_coeffs, want_h).map_err(dev)?,
+        };
+        Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
+        drop(h_coeffs);
+        // The G1 chunk buffers go (in stream order) before G2's are made: the budget
+        // counts one curve's pair.
+        drop(g1_stream);
+        // The B query in G2 (when the scheduler hands it over): the same split MSM
+        // over the G2 bases, enqueued behind the G1 ones.
+        let b2_p = match (&b_g2, g2_up) {
+            (Some(m), Some((ones, tail))) => {
+                let r = bases_g2.get(&key::<G2>(m.bases)).ok_or_else(|| {
+                    dev(CudaError::Shape(
+                        "the B_G2 bases were not resident after their upload".into(),
+                    ))
+                })?;
+                Some(vec![
+                    ones_msm::<G2>(gpu, r, &ones).map_err(dev)?,
+                    tail_msm::<G2>(gpu, r, &tail).map_err(dev)?,
+                ])
+            }
+            (Some(m), None) => {
+                let mut g2_stream = BaseStream::<G2>::new(gpu, stager, chunk);
+                Some(
+                    query::<G2>(gpu, bases_g2.get(&key::<G2>(m.bases)), &mut g2_stream, m)
+                        .map_err(dev)?,
+                )
+            }
+            (None, _) => None,
+        };
+        if b2_p.is_some() {
+            Phases::mark(&mut phases, gpu, "B_G2").map_err(dev)?;
+        }
+
+        drop(launch);
+        HostMarks::mark(&mut host, "enqueue");
+        /// The sum of a query's pending parts (ones, tails; per chunk when streamed).
+        fn total<C: DeviceCurve>(
+            gpu: &Gpu,
+            parts: Vec<PendingSum<C>>,
+        ) -> Result<C::Projective, BackendError> {
+            let mut acc = C::Projective::identity();
+            for p in parts {
+                acc += p.finish(gpu).map_err(dev)?;
+            }
+            Ok(acc)
+        }
+        let h = total(gpu, h_pending)?;
+        HostMarks::mark(&mut host, "wait for H");
+        Phases::finish(phases).map_err(dev)?;
+        let result = PartitionResult {
+            h,
+            l: total(gpu, l_p)?,
+            a: total(gpu, a_p)?,
+            b_g1: total(gpu, b_p)?,
+            b_g2: b2_p.map(|p| total(gpu, p)).transpose()?,
+        };
+        HostMarks::mark(&mut host, "the other sums");
+        HostMarks::finish(host);
+        // The next partition is about to be launched: host memory work waits a
+        // moment for it.
+        self.gate.reserve();
+        Ok(result)
+    }
+}
+
+/// [`AbcSource`] with the shape resolved to its resident device copy.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Host(AbcRef<'a>),
+    Witness {
+        r1cs: &'a DeviceR1cs,
+        input: &'a [Scalar],
+        aux: &'a [Scalar],
+    },
+}
+
+impl<'a> Source<'a> {
+    /// Starts the copy stream's part: a, b, c, or the witness.
+    fn start(&self, gpu: &Gpu) -> Result<HStage<'a>, CudaError> {
+        Ok(match *self {
+            Source::Host(abc) => HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c)?),
+            Source::Witness { r1cs, input, aux } => {
+                HStage::Witness(spmv::upload_witness(gpu, r1cs, input, aux)?)
+            }
+        })
+    }
+
+    /// The spmv kernel over the uploaded witness (compute stream).
+    fn eval(&self, gpu: &Gpu, w: WitnessUpload<'a>) -> Result<AbcUpload<'a>, CudaError> {
+        match *self {
+            Source::Witness { r1cs, .. } => spmv::eval_abc(gpu, r1cs, w),
+            Source::Host(_) => Err(CudaError::Shape(
+                "a witness upload for a partition with host a, b, c".into(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `prep_msm` alone: one query split into zeros, ones and a tail, on two witnesses
+//! of 2^BENCH_NPOW scalars: random ones (a Poseidon-heavy witness: WindowPoSt,
+//! WinningPoSt, where the tail is almost everything) and 90% zeros and ones (a
+//! SHA-256-heavy one: PoRep).
+//!
+//! Run: `BENCH_NPOW=22 cargo bench -p cuzk-msm-cpu --bench prep` (BENCH_NPOW defaults
+//! to 20; BENCH_THREADS to the machine's cores).
+
+use blstrs::Scalar;
+use criterion::{criterion_group, criterion_main, Criterion};
+use cuzk_msm_cpu::prep_msm;
+use ff::Field;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn prep(c: &mut Criterion) {
+    let npow = env_usize("BENCH_NPOW", 20);
+    let threads = env_usize(
+        "BENCH_THREADS",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    let n = 1usize << npow;
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let dense: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+    let heavy: Vec<Scalar> = (0..n)
+        .map(|_| match rng.next_u32() % 20 {
+            0..=8 => Scalar::ZERO,
+            9..=17 => Scalar::ONE,
+            _ => Scalar::random(&mut rng),
+        })
+        .collect();
+    let mut group = c.benchmark_group(format!("2^{npow}"));
+    group.sample_size(10);
+    group.bench_function("prep_msm_dense", |b| {
+        b.iter(|| prep_msm(&[], None, &dense, None, &pool).unwrap())
+    });
+    group.bench_function("prep_msm_01heavy", |b| {
+        b.iter(|| prep_msm(&[], None, &heavy, None, &pool).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, prep);
+criterion_main!(benches);
