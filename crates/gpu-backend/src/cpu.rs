@@ -4,12 +4,11 @@
 
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G2Affine};
 use cuzk_msm_cpu::{msm_g1, split_msm_g1, split_msm_g2};
 
 use crate::{
     compute_h, log_domain, AbcEval, BackendError, Capabilities, GpuBackend, PartitionJob,
-    PartitionResult, SplitMsm, WitnessJobRef,
+    PartitionResult, WitnessJobRef,
 };
 
 /// [`GpuBackend`] on the CPU, on a pool the scheduler owns.
@@ -32,20 +31,6 @@ impl CpuBackend {
         self.devices = devices.max(1);
         self
     }
-}
-
-/// A split MSM's bases must cover the split's index space (`split_msm_*` accepts a
-/// longer base vector, so this does too).
-fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), BackendError> {
-    let want = m.split.num_bases();
-    if m.bases.len() < want {
-        return Err(BackendError::BaseCount {
-            query,
-            got: m.bases.len(),
-            want,
-        });
-    }
-    Ok(())
 }
 
 impl GpuBackend for CpuBackend {
@@ -116,11 +101,11 @@ impl GpuBackend for CpuBackend {
                 want: want_h,
             });
         }
-        check_split::<G1Affine>("l", &l)?;
-        check_split::<G1Affine>("a", &a)?;
-        check_split::<G1Affine>("b_g1", &b_g1)?;
+        l.check_bases("l")?;
+        a.check_bases("a")?;
+        b_g1.check_bases("b_g1")?;
         if let Some(b_g2) = &b_g2 {
-            check_split::<G2Affine>("b_g2", b_g2)?;
+            b_g2.check_bases("b_g2")?;
         }
 
         let pool = &*self.pool;
@@ -169,7 +154,7 @@ impl GpuBackend for CpuBackend {
 
 #[cfg(test)]
 mod tests {
-    use blstrs::{G1Projective, G2Projective, Scalar};
+    use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
     use cuzk_alloc::{Abc, Density};
     use cuzk_msm_cpu::{prep_msm, SplitScalars};
     use ff::Field;
@@ -180,6 +165,7 @@ mod tests {
 
     use super::*;
     use crate::ntt::tests::{bellperson_h, random};
+    use crate::SplitMsm;
 
     fn pool() -> Arc<rayon::ThreadPool> {
         Arc::new(

@@ -56,6 +56,22 @@ pub struct SplitMsm<'a, G> {
     pub split: SplitRef<'a>,
 }
 
+impl<G> SplitMsm<'_, G> {
+    /// The bases must cover the split's index space (`split_msm_*` accepts a longer
+    /// base vector, so this does too); `query` names it in the error.
+    pub fn check_bases(&self, query: &'static str) -> Result<(), BackendError> {
+        let want = self.split.num_bases();
+        if self.bases.len() < want {
+            return Err(BackendError::BaseCount {
+                query,
+                got: self.bases.len(),
+                want,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Everything the accelerator does for one partition.
 #[derive(Debug)]
 pub struct PartitionJob<'a> {

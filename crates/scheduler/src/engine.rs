@@ -533,6 +533,12 @@ impl Shared {
         }
     }
 
+    /// A partition failed: its job ends with `message`, and the partition leaves.
+    fn partition_failed(&self, job: u64, partition: u32, message: String) {
+        self.fail(job, JobError::Partition { partition, message });
+        self.partition_left(job, partition, None);
+    }
+
     /// A partition left the pipeline (done or skipped).
     fn partition_left(&self, job: u64, partition: u32, result: Option<(ProofPoints, StageTimes)>) {
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);

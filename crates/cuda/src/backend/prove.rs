@@ -76,18 +76,6 @@ impl AbcSource<'_> {
     }
 }
 
-fn check_split<G>(query: &'static str, m: &SplitMsm<'_, G>) -> Result<(), BackendError> {
-    let want = m.split.num_bases();
-    if m.bases.len() < want {
-        return Err(BackendError::BaseCount {
-            query,
-            got: m.bases.len(),
-            want,
-        });
-    }
-    Ok(())
-}
-
 impl CudaBackend {
     /// One partition on the device, its `a, b, c` from `src`: uploaded (host
     /// evaluations), or evaluated here from the witness by the spmv kernel. The
@@ -114,11 +102,11 @@ impl CudaBackend {
                 want: want_h,
             });
         }
-        check_split("l", &job.l)?;
-        check_split("a", &job.a)?;
-        check_split("b_g1", &job.b_g1)?;
+        job.l.check_bases("l")?;
+        job.a.check_bases("a")?;
+        job.b_g1.check_bases("b_g1")?;
         if let Some(b_g2) = &job.b_g2 {
-            check_split("b_g2", b_g2)?;
+            b_g2.check_bases("b_g2")?;
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
         let mut host = HostMarks::start(|| format!("host partition 2^{log}"));

@@ -67,16 +67,7 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
             sh.rec(Ev::GpuQueue, job.id, p, None, None, None, "");
             push_gpu(sh, item);
         }
-        Err(e) => {
-            sh.fail(
-                job.id,
-                JobError::Partition {
-                    partition: p,
-                    message: e.to_string(),
-                },
-            );
-            sh.partition_left(job.id, p, None);
-        }
+        Err(e) => sh.partition_failed(job.id, p, e.to_string()),
     }
 }
 
@@ -645,16 +636,7 @@ pub(super) fn finisher(sh: &Shared, rx: &Receiver<FinishItem>) {
         times.total = started.elapsed();
         match outcome {
             Ok(proof) => sh.partition_left(job.id, p, Some((proof, times))),
-            Err(e) => {
-                sh.fail(
-                    job.id,
-                    JobError::Partition {
-                        partition: p,
-                        message: e.to_string(),
-                    },
-                );
-                sh.partition_left(job.id, p, None);
-            }
+            Err(e) => sh.partition_failed(job.id, p, e.to_string()),
         }
     }
 }
