@@ -440,9 +440,11 @@ impl Worker {
                 Ok(proof) => Outcome::Proof(proof),
                 Err(e) => Outcome::Error(e),
             };
+            // The lease keeper lets go of the job before its outcome is written:
+            // a renewal that finds the job finished is then known to be no loss.
+            shared.held.lock().expect("held").remove(&job.id);
             self.write_back(shared, &mut conn, &mut ever, &job, outcome, start);
             shared.cancels.lock().expect("cancels").remove(&job.id);
-            shared.held.lock().expect("held").remove(&job.id);
         }
     }
 
@@ -533,8 +535,12 @@ impl Worker {
             for id in ids {
                 match q.renew(id, &self.options.id, cfg.lease()) {
                     Ok(true) => {}
+                    // Not renewed: lost, unless the job's slot let go of it since
+                    // the ids were taken (its outcome is being written, which ends
+                    // the lease).
                     Ok(false) => {
-                        if lost.insert(id) {
+                        let still_held = shared.held.lock().expect("held").contains(&id);
+                        if still_held && lost.insert(id) {
                             self.emit(WorkerEvent::LeaseLost { job: id });
                         }
                     }

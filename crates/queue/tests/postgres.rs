@@ -286,7 +286,7 @@ fn the_worker_loop_proves_fails_renews_and_catches_panics() {
         WorkerOptions {
             id: "w".into(),
             config: QueueConfig {
-                lease_secs: 0.6,
+                lease_secs: 0.8,
                 poll_ms: 50,
                 jobs_in_flight: 3,
                 max_attempts: 2,
@@ -326,7 +326,7 @@ fn the_worker_loop_proves_fails_renews_and_catches_panics() {
         .any(|e| matches!(e, WorkerEvent::LeaseLost { .. })));
 }
 
-/// `Reverse`, but input "slow" takes 2 s: longer than three leases of 0.6 s.
+/// `Reverse`, but input "slow" takes 2 s: two and a half leases of 0.8 s, renewed every 0.27 s.
 struct SlowOnce {
     inner: Arc<Reverse>,
 }
