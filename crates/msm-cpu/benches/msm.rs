@@ -13,6 +13,8 @@
 //!   points, the fair peer. blst runs on its own global pool of one thread per core
 //!   (`threadpool::ThreadPool::default()`); it cannot be given a thread count, so
 //!   compare with `BENCH_THREADS` equal to the core count.
+//! - `cuzk_g1_table` / `cuzk_g2_table`: the same MSMs over fixed-base tables of the bases
+//!   (`precompute_g1` / `_g2`, made before the timing; 16× the bases' memory).
 //! - `split_g1_01heavy`: `prep_msm` + `split_msm_g1` on scalars of which 90% are 0 or 1,
 //!   against `cuzk_g1_01heavy` (plain `msm_g1` on the same scalars).
 
@@ -78,6 +80,18 @@ fn bench(c: &mut Criterion) {
     group.bench_function("cuzk_g1", |b| {
         b.iter(|| msm_g1(&g1, &scalars, &pool).unwrap())
     });
+    // Fixed-base tables (made once, outside the timing): what the CPU backend uses for
+    // the bases of small circuits proved again and again.
+    let t1 = cuzk_msm_cpu::precompute_g1(&g1, threads, &pool, &|| true).unwrap();
+    group.bench_function("cuzk_g1_table", |b| {
+        b.iter(|| cuzk_msm_cpu::msm_g1_table(&t1, &g1, &scalars, &pool).unwrap())
+    });
+    drop(t1);
+    let t2 = cuzk_msm_cpu::precompute_g2(&g2, threads, &pool, &|| true).unwrap();
+    group.bench_function("cuzk_g2_table", |b| {
+        b.iter(|| cuzk_msm_cpu::msm_g2_table(&t2, &g2, &scalars, &pool).unwrap())
+    });
+    drop(t2);
     let g1_proj: Vec<G1Projective> = g1.iter().map(G1Projective::from).collect();
     group.bench_function("blstrs_multi_exp_g1", |b| {
         b.iter(|| G1Projective::multi_exp(&g1_proj, &scalars))

@@ -1,7 +1,7 @@
 //! The few operations the MSM needs from a curve, so one batch-affine implementation serves
 //! G1 (coordinates in Fp) and G2 (coordinates in Fp2).
 
-use blst::{blst_fp, blst_fp2, blst_p1_affine, blst_p2_affine};
+use blst::{blst_fp, blst_fp2, blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
 use group::Group;
 
@@ -24,6 +24,9 @@ pub(crate) trait MsmCurve: 'static {
     fn add_affine(acc: &mut Self::Projective, p: &Self::Affine);
     fn add(acc: &mut Self::Projective, p: &Self::Projective);
     fn double(p: &Self::Projective) -> Self::Projective;
+    /// Jacobian coordinates `(X, Y, Z)` of `p`: the point `(X/Z², Y/Z³)`, the identity
+    /// when `Z = 0` (blst's representation).
+    fn jacobian(p: &Self::Projective) -> (&Self::F, &Self::F, &Self::F);
 }
 
 /// BLS12-381 G1.
@@ -63,6 +66,11 @@ impl MsmCurve for G1 {
     fn double(p: &G1Projective) -> G1Projective {
         p.double()
     }
+    #[inline(always)]
+    fn jacobian(p: &G1Projective) -> (&blst_fp, &blst_fp, &blst_fp) {
+        let raw: &blst_p1 = p.as_ref();
+        (&raw.x, &raw.y, &raw.z)
+    }
 }
 
 impl MsmCurve for G2 {
@@ -96,5 +104,10 @@ impl MsmCurve for G2 {
     #[inline(always)]
     fn double(p: &G2Projective) -> G2Projective {
         p.double()
+    }
+    #[inline(always)]
+    fn jacobian(p: &G2Projective) -> (&blst_fp2, &blst_fp2, &blst_fp2) {
+        let raw: &blst_p2 = p.as_ref();
+        (&raw.x, &raw.y, &raw.z)
     }
 }

@@ -55,6 +55,14 @@ mod field;
 #[cfg(test)]
 mod parts;
 mod pippenger;
+mod table;
+
+pub use table::Table;
+
+/// A table of G1 bases ([`precompute_g1`]).
+pub type G1Table = Table<G1Affine>;
+/// A table of G2 bases ([`precompute_g2`]).
+pub type G2Table = Table<G2Affine>;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_alloc::Density;
@@ -362,7 +370,7 @@ pub fn split_msm_g1(
     split: SplitRef<'_>,
     pool: &rayon::ThreadPool,
 ) -> Result<G1Projective, MsmError> {
-    split_msm::<G1>(bases, split, pool, "g1")
+    split_msm::<G1>(bases, None, split, pool, "g1")
 }
 
 /// `Σ ones + Σ tail` in G2; see [`split_msm_g1`].
@@ -371,11 +379,110 @@ pub fn split_msm_g2(
     split: SplitRef<'_>,
     pool: &rayon::ThreadPool,
 ) -> Result<G2Projective, MsmError> {
-    split_msm::<G2>(bases, split, pool, "g2")
+    split_msm::<G2>(bases, None, split, pool, "g2")
+}
+
+/// The bytes [`precompute_g1`] takes for `n` bases used on `threads` threads.
+pub fn table_bytes_g1(n: usize, threads: usize) -> usize {
+    table::table_bytes(n, threads, std::mem::size_of::<G1Affine>())
+}
+
+/// The bytes [`precompute_g2`] takes for `n` bases used on `threads` threads.
+pub fn table_bytes_g2(n: usize, threads: usize) -> usize {
+    table::table_bytes(n, threads, std::mem::size_of::<G2Affine>())
+}
+
+/// The fixed-base table of G1 `bases` for MSMs on `threads` threads (see [`Table`]),
+/// computed on `pool`. `proceed` is called before each chunk of 256 bases: it may block
+/// (to yield the cores to other work); once it returns false the table is abandoned and
+/// this returns `None`.
+pub fn precompute_g1(
+    bases: &[G1Affine],
+    threads: usize,
+    pool: &rayon::ThreadPool,
+    proceed: &(dyn Fn() -> bool + Sync),
+) -> Option<G1Table> {
+    table::precompute::<G1>(bases, threads, pool, proceed)
+}
+
+/// The fixed-base table of G2 `bases`; see [`precompute_g1`].
+pub fn precompute_g2(
+    bases: &[G2Affine],
+    threads: usize,
+    pool: &rayon::ThreadPool,
+    proceed: &(dyn Fn() -> bool + Sync),
+) -> Option<G2Table> {
+    table::precompute::<G2>(bases, threads, pool, proceed)
+}
+
+/// [`msm_g1`] with the table of `bases` (`table` must be [`precompute_g1`] of exactly
+/// these bases; only its length can be checked).
+pub fn msm_g1_table(
+    table: &G1Table,
+    bases: &[G1Affine],
+    scalars: &[Scalar],
+    pool: &rayon::ThreadPool,
+) -> Result<G1Projective, MsmError> {
+    msm_dense_table::<G1>(table, bases, scalars, pool, "g1")
+}
+
+/// [`msm_g2`] with the table of `bases` (see [`msm_g1_table`]).
+pub fn msm_g2_table(
+    table: &G2Table,
+    bases: &[G2Affine],
+    scalars: &[Scalar],
+    pool: &rayon::ThreadPool,
+) -> Result<G2Projective, MsmError> {
+    msm_dense_table::<G2>(table, bases, scalars, pool, "g2")
+}
+
+fn msm_dense_table<C: MsmCurve>(
+    table: &Table<C::Affine>,
+    bases: &[C::Affine],
+    scalars: &[Scalar],
+    pool: &rayon::ThreadPool,
+    curve: &'static str,
+) -> Result<C::Projective, MsmError> {
+    if bases.len() != scalars.len() || table.len() != bases.len() {
+        return Err(MsmError::LengthMismatch {
+            bases: bases.len().min(table.len()),
+            scalars: scalars.len(),
+        });
+    }
+    let _span = tracing::info_span!("msm", curve, n = scalars.len(), table = true).entered();
+    let limbs: Vec<[u64; 4]> = pool.install(|| {
+        scalars
+            .par_iter()
+            .with_min_len(4096)
+            .map(scalar_limbs)
+            .collect()
+    });
+    Ok(table::msm::<C>(table, bases, None, &limbs, pool))
+}
+
+/// [`split_msm_g1`] with the table of `bases` (see [`msm_g1_table`]).
+pub fn split_msm_g1_table(
+    table: &G1Table,
+    bases: &[G1Affine],
+    split: SplitRef<'_>,
+    pool: &rayon::ThreadPool,
+) -> Result<G1Projective, MsmError> {
+    split_msm::<G1>(bases, Some(table), split, pool, "g1")
+}
+
+/// [`split_msm_g2`] with the table of `bases` (see [`msm_g1_table`]).
+pub fn split_msm_g2_table(
+    table: &G2Table,
+    bases: &[G2Affine],
+    split: SplitRef<'_>,
+    pool: &rayon::ThreadPool,
+) -> Result<G2Projective, MsmError> {
+    split_msm::<G2>(bases, Some(table), split, pool, "g2")
 }
 
 fn split_msm<C: MsmCurve>(
     bases: &[C::Affine],
+    table: Option<&Table<C::Affine>>,
     split: SplitRef<'_>,
     pool: &rayon::ThreadPool,
     curve: &'static str,
@@ -386,22 +493,40 @@ fn split_msm<C: MsmCurve>(
             have: bases.len(),
         });
     }
+    if let Some(t) = table {
+        if t.len() != bases.len() {
+            return Err(MsmError::LengthMismatch {
+                bases: bases.len(),
+                scalars: t.len(),
+            });
+        }
+    }
     let _span = tracing::info_span!(
         "msm",
         curve,
         n = split.num_bases(),
         ones = split.ones_count(),
-        tail = split.tail_indices().len()
+        tail = split.tail_indices().len(),
+        table = table.is_some()
     )
     .entered();
     // A split's indices are below num_bases <= bases.len() (prep_msm builds them so,
-    // from_parts checks them).
+    // from_parts checks them), and its scalars are canonical (SplitRef::checked).
     let mut sum = pippenger::sum_density::<C>(bases, split.ones_words(), pool);
-    let tail = pippenger::msm::<C>(
-        Points::Indexed(bases, split.tail_indices()),
-        split.tail_scalars(),
-        pool,
-    );
+    let tail = match table {
+        Some(t) => table::msm::<C>(
+            t,
+            bases,
+            Some(split.tail_indices()),
+            split.tail_scalars(),
+            pool,
+        ),
+        None => pippenger::msm::<C>(
+            Points::Indexed(bases, split.tail_indices()),
+            split.tail_scalars(),
+            pool,
+        ),
+    };
     C::add(&mut sum, &tail);
     Ok(sum)
 }

@@ -93,7 +93,7 @@ pub(crate) fn plan(n: usize, nbits: usize, threads: usize) -> Plan {
 /// with 512, 2.86 with 1024, 2.90 with 256): the batch outgrows L1 and conflicts more
 /// often. Small windows keep the batch at most an eighth of the buckets, where a point
 /// rarely meets a busy bucket.
-fn batch_size(num_buckets: usize) -> usize {
+pub(crate) fn batch_size(num_buckets: usize) -> usize {
     (num_buckets / 8).clamp(4, 512)
 }
 
@@ -105,7 +105,7 @@ fn batch_size(num_buckets: usize) -> usize {
 /// the caller guarantees by covering one bit more than the scalars use. Each digit
 /// depends only on its own bits, so windows can be processed independently.
 #[inline(always)]
-fn signed_digit(s: &[u64; 4], lo: usize, c: usize) -> i32 {
+pub(crate) fn signed_digit(s: &[u64; 4], lo: usize, c: usize) -> i32 {
     // Read c + 1 bits starting one below the window (bit lo - 1 is the carry).
     let (start, width) = if lo == 0 { (0, c) } else { (lo - 1, c + 1) };
     let limb = start / 64;
