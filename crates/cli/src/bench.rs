@@ -499,6 +499,7 @@ fn write_manifest(
                 "in_process": s.in_process,
                 "path": s.path.as_ref().map(|p| p.display().to_string()),
                 "sha256": s.path.as_ref().and_then(|p| file_sha256(p)),
+                "params": s.params,
             })
         })
         .collect();

@@ -3,7 +3,7 @@
 //!
 //! | slot       | builtins            | parameters                         |
 //! |------------|---------------------|------------------------------------|
-//! | `backend`  | `cpu`               | `threads` (0: one per core), `devices` (1: the devices it reports) |
+//! | `backend`  | `cpu`               | `threads` (0: one per core), `devices` (1: the devices it reports), `tables_mib` (2048: memory for fixed-base tables, 0: none) |
 //! | `dealloc`  | `inline`, `bounded` | `bounded`: `depth` (default 4)     |
 //! | `throttle` | `off`               |                                    |
 //! | `gpu_lock` | `single`, `split`   |                                    |
@@ -38,6 +38,8 @@ struct Params<'a> {
     slot: &'static str,
     name: &'a str,
     left: BTreeMap<String, String>,
+    /// Every parameter taken, with the value used (given or default), for manifests.
+    used: BTreeMap<String, String>,
 }
 
 impl<'a> Params<'a> {
@@ -46,10 +48,24 @@ impl<'a> Params<'a> {
             slot,
             name,
             left: params.clone(),
+            used: BTreeMap::new(),
         }
     }
 
-    fn get<T: FromStr>(&mut self, key: &str, default: T) -> Result<T, ConfigError>
+    fn get<T: FromStr + std::fmt::Display>(
+        &mut self,
+        key: &str,
+        default: T,
+    ) -> Result<T, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let v = self.get_given(key, default)?;
+        self.used.insert(key.into(), v.to_string());
+        Ok(v)
+    }
+
+    fn get_given<T: FromStr>(&mut self, key: &str, default: T) -> Result<T, ConfigError>
     where
         T::Err: std::fmt::Display,
     {
@@ -89,6 +105,17 @@ pub fn backend(
     name: &str,
     params: &BTreeMap<String, String>,
 ) -> Result<Arc<dyn GpuBackend>, ConfigError> {
+    backend_with_params(name, params).map(|(b, _)| b)
+}
+
+/// A built backend and every parameter it used (defaults included).
+pub type BackendWithParams = (Arc<dyn GpuBackend>, BTreeMap<String, String>);
+
+/// [`backend`], with every parameter it used (defaults included), for manifests.
+pub fn backend_with_params(
+    name: &str,
+    params: &BTreeMap<String, String>,
+) -> Result<BackendWithParams, ConfigError> {
     let mut p = Params::new("backend", name, params);
     match name {
         "cpu" => {
@@ -96,6 +123,11 @@ pub fn backend(
             // How many devices it reports (each instance computes the same on
             // the CPU): the several-device path without a GPU.
             let devices: u32 = p.get("devices", 1)?;
+            // Fixed-base tables of the bases proven with (CpuBackend::with_tables):
+            // 16x a query's memory, so at the default the small circuits proved
+            // again and again (PoSt: ~0.9 GiB at 2 KiB) get them and PoRep's do not.
+            let tables_mib: usize = p.get("tables_mib", 2048)?;
+            let used = std::mem::take(&mut p.used);
             p.done()?;
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -106,8 +138,13 @@ pub fn backend(
                     name: name.into(),
                     reason: format!("its thread pool: {e}"),
                 })?;
-            Ok(Arc::new(
-                CpuBackend::new(Arc::new(pool)).with_device_count(devices),
+            Ok((
+                Arc::new(
+                    CpuBackend::new(Arc::new(pool))
+                        .with_device_count(devices)
+                        .with_tables(tables_mib << 20),
+                ),
+                used,
             ))
         }
         _ => Err(unknown("backend", name, BACKENDS)),

@@ -121,6 +121,9 @@ pub struct PolicySource {
     pub in_process: bool,
     /// The plugin's file, for a plugin.
     pub path: Option<PathBuf>,
+    /// Its parameters: a plugin's as given, a builtin backend's as used (defaults
+    /// included).
+    pub params: BTreeMap<String, String>,
 }
 
 /// The strategies a [`Config`] names, and where each came from.
@@ -170,18 +173,21 @@ impl Source<'_> {
                 name: format!("{name} (default)"),
                 in_process: true,
                 path: None,
+                params: BTreeMap::new(),
             },
             Source::Builtin(name) => PolicySource {
                 slot,
                 name: name.to_string(),
                 in_process: true,
                 path: None,
+                params: BTreeMap::new(),
             },
             Source::Plugin(spec, path) => PolicySource {
                 slot,
                 name: spec.plugin.clone(),
                 in_process: false,
                 path: Some(path.clone()),
+                params: spec.params.clone(),
             },
         }
     }
@@ -202,6 +208,7 @@ pub(crate) fn build(cfg: &Config, needs: &BackendNeeds) -> Result<Built, ConfigE
     let slot = cfg.backend.as_ref();
     let src = source("backend", slot, Kind::BACKEND, &search, "cpu")?;
     sources.push(src.record("backend"));
+    let builtin_params = std::cell::RefCell::new(None);
     let open_one = |device: Option<u32>| -> Result<Arc<dyn GpuBackend>, ConfigError> {
         Ok(match &src {
             Source::Plugin(spec, _) => {
@@ -212,7 +219,9 @@ pub(crate) fn build(cfg: &Config, needs: &BackendNeeds) -> Result<Built, ConfigE
                 cuzk_plugin_host::load_backend(&spec, &search, needs)?
             }
             Source::Default(name) | Source::Builtin(name) => {
-                builtin::backend(name, &params("backend", slot)?)?
+                let (b, used) = builtin::backend_with_params(name, &params("backend", slot)?)?;
+                builtin_params.borrow_mut().get_or_insert(used);
+                b
             }
         })
     };
@@ -263,6 +272,9 @@ pub(crate) fn build(cfg: &Config, needs: &BackendNeeds) -> Result<Built, ConfigE
             lanes(&mut devices.iter().copied(), None)?
         }
     };
+    if let Some(used) = builtin_params.into_inner() {
+        sources[0].params = used;
+    }
     if needs.g2 && !backend.capabilities().g2 {
         return Err(ConfigError::Slot {
             slot: "backend",

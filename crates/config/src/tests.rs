@@ -154,6 +154,27 @@ fn builtins_build_and_reject_what_they_do_not_know() {
         .unwrap();
     assert_eq!(built.sources[0].name, "cpu (default)");
     assert_eq!(built.sources[1].name, "inline (default)");
+    // The backend's parameters as used, defaults included, for manifests; its
+    // fixed-base tables make B in G2 its job.
+    let used: Vec<(&str, &str)> = built.sources[0]
+        .params
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        used,
+        [("devices", "1"), ("tables_mib", "2048"), ("threads", "0")]
+    );
+    assert!(built.policies.backend.capabilities().g2_preferred);
+    let off = Config::from_toml(
+        "[backend]\nbuiltin = \"cpu\"\nparams = { tables_mib = 0 }\n",
+        "t",
+    )
+    .unwrap()
+    .build_policies(&BackendNeeds::default())
+    .unwrap();
+    assert!(!off.policies.backend.capabilities().g2_preferred);
+    assert_eq!(off.sources[0].params["tables_mib"], "0");
 
     for (text, want) in [
         (

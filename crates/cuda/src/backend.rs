@@ -193,6 +193,7 @@ impl CudaBackend {
             name: "cuda".to_owned(),
             max_log_domain: MAX_LOG_DOMAIN,
             g2: config.g2,
+            g2_preferred: false,
             devices: vec![DeviceInfo {
                 name: gpu.name.clone(),
                 total_memory: gpu.total_memory,

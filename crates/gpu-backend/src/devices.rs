@@ -160,6 +160,13 @@ impl GpuBackend for DeviceSet {
             .map(|l| l.backend.forget_bases(host))
             .sum()
     }
+
+    /// Every lane's.
+    fn settle(&self) {
+        for l in &self.lanes {
+            l.backend.settle();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod cpu;
 mod devices;
 pub mod lock;
 pub mod ntt;
+mod tables;
 
 pub use cpu::CpuBackend;
 pub use devices::{DeviceLane, DeviceSet, DeviceSetError};
@@ -36,6 +37,9 @@ pub struct Capabilities {
     pub max_log_domain: u32,
     /// Whether `PartitionJob::b_g2` may be `Some` (the backend does the G2 MSM too).
     pub g2: bool,
+    /// Whether B in G2 is faster here than on the engine's CPU `b_g2_msm` stage even
+    /// without a device (the CPU backend with fixed-base tables).
+    pub g2_preferred: bool,
     /// The devices the backend drives (empty for the CPU backend).
     pub devices: Vec<DeviceInfo>,
 }
@@ -416,6 +420,11 @@ pub trait GpuBackend: Send + Sync {
         let _ = host;
         0
     }
+
+    /// Waits until work the backend does on its own in the background (the CPU
+    /// backend's fixed-base tables) is done, so the next call runs as a warm one.
+    /// For benchmarks; the default has nothing to wait for.
+    fn settle(&self) {}
 }
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).

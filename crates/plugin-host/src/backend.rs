@@ -122,6 +122,7 @@ impl PluginBackend {
                 name: String::new(),
                 max_log_domain: 0,
                 g2: false,
+                g2_preferred: false,
                 devices: Vec::new(),
             },
             resident_bases: false,
@@ -141,6 +142,8 @@ impl PluginBackend {
             name: caps.name.into_string(),
             max_log_domain: caps.max_log_domain,
             g2: caps.g2,
+            // Not in the ABI: a plugin's G2 is preferred where it drives a device.
+            g2_preferred: false,
             devices: caps
                 .devices
                 .into_iter()

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use cuzk_gpu_backend::{CpuBackend, GpuBackend};
 use cuzk_plugin_api::{
-    stages, AbcEvalC, AbcRefC, AbiError, BackendCaps, BackendPlugin, ParamDoc, Params,
+    stages, AbcEvalC, AbcRefC, AbiError, BackendCaps, BackendPlugin, HostRangeC, ParamDoc, Params,
     PartitionJobC, PartitionJobRefC, PartitionResultC, ScalarRepr, StageGuard, WitnessJobRefC,
 };
 
@@ -36,6 +36,11 @@ impl BackendPlugin for Cpu {
             "the device ordinal this instance stands for (`[engine] devices` opens one instance per device; the CPU computes the same on each)",
         ),
         ParamDoc::new(
+            "tables_mib",
+            "2048",
+            "memory for fixed-base tables of the bases proven with, made while idle (0: none; see CpuBackend::with_tables)",
+        ),
+        ParamDoc::new(
             "devices",
             "1",
             "how many devices it reports (with `[engine] devices` unset, one instance is opened per device: the several-device path without a GPU)",
@@ -47,6 +52,7 @@ impl BackendPlugin for Cpu {
         // A label only: checked to be an ordinal, so a typo is an error.
         let _device: u32 = params.get("device")?;
         let devices: u32 = params.get("devices")?;
+        let tables_mib: usize = params.get("tables_mib")?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("cuzk-cpu-backend-{i}"))
@@ -55,7 +61,9 @@ impl BackendPlugin for Cpu {
                 AbiError::other(format!("could not build the backend's thread pool: {e}"))
             })?;
         Ok(Self {
-            backend: CpuBackend::new(Arc::new(pool)).with_device_count(devices),
+            backend: CpuBackend::new(Arc::new(pool))
+                .with_device_count(devices)
+                .with_tables(tables_mib << 20),
         })
     }
 
@@ -103,6 +111,15 @@ impl BackendPlugin for Cpu {
 
     fn device_count(&self) -> Result<u32, AbiError> {
         Ok(self.backend.device_count())
+    }
+
+    /// Drops the fixed-base tables of those ranges.
+    fn forget_bases(&self, host: &[HostRangeC]) -> Result<u64, AbiError> {
+        let ranges: Vec<std::ops::Range<usize>> = host
+            .iter()
+            .map(|r| r.start as usize..r.end as usize)
+            .collect();
+        Ok(self.backend.forget_bases(&ranges))
     }
 }
 
