@@ -146,7 +146,7 @@ impl GpuBackend for CpuBackend {
         let g1_split = |m: crate::SplitMsm<'_, blstrs::G1Affine>| match self
             .tables
             .as_ref()
-            .and_then(|t| t.g1(m.bases))
+            .and_then(|t| t.g1(m.bases, m.split.tail_indices().len()))
         {
             Some(t) => split_msm_g1_table(&t, m.bases, m.split, pool),
             None => split_msm_g1(m.bases, m.split, pool),
@@ -157,7 +157,11 @@ impl GpuBackend for CpuBackend {
         let h_scalars = compute_h(abc, pool)?;
         let h = {
             let _span = tracing::info_span!("h_msm").entered();
-            match self.tables.as_ref().and_then(|t| t.g1(h_bases)) {
+            match self
+                .tables
+                .as_ref()
+                .and_then(|t| t.g1(h_bases, h_bases.len()))
+            {
                 Some(t) => msm_g1_table(&t, h_bases, &h_scalars, pool)?,
                 None => msm_g1(h_bases, &h_scalars, pool)?,
             }
@@ -178,10 +182,16 @@ impl GpuBackend for CpuBackend {
         let b_g2 = match b_g2 {
             Some(m) => {
                 let _span = tracing::info_span!("b_g2_msm").entered();
-                Some(match self.tables.as_ref().and_then(|t| t.g2(m.bases)) {
-                    Some(t) => split_msm_g2_table(&t, m.bases, m.split, pool)?,
-                    None => split_msm_g2(m.bases, m.split, pool)?,
-                })
+                Some(
+                    match self
+                        .tables
+                        .as_ref()
+                        .and_then(|t| t.g2(m.bases, m.split.tail_indices().len()))
+                    {
+                        Some(t) => split_msm_g2_table(&t, m.bases, m.split, pool)?,
+                        None => split_msm_g2(m.bases, m.split, pool)?,
+                    },
+                )
             }
             None => None,
         };

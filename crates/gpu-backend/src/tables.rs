@@ -94,8 +94,12 @@ impl Tables {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The table of G1 `bases`, if made; starts making it if it is new and fits.
-    pub(crate) fn g1(self: &Arc<Self>, bases: &[G1Affine]) -> Option<Arc<G1Table>> {
+    /// The table of G1 `bases`, if made; starts making it if it is new, fits, and would
+    /// speed up MSMs over `m` of them (a PoRep split's short tail would not).
+    pub(crate) fn g1(self: &Arc<Self>, bases: &[G1Affine], m: usize) -> Option<Arc<G1Table>> {
+        if !cuzk_msm_cpu::table_pays(bases.len(), m, self.threads) {
+            return None;
+        }
         let k = key(bases, false);
         let bytes = cuzk_msm_cpu::table_bytes_g1(bases.len(), self.threads);
         match self.lookup(k, bytes, || Bases::G1(bases.to_vec()))? {
@@ -105,7 +109,10 @@ impl Tables {
     }
 
     /// The table of G2 `bases`, if made; see [`Tables::g1`].
-    pub(crate) fn g2(self: &Arc<Self>, bases: &[G2Affine]) -> Option<Arc<G2Table>> {
+    pub(crate) fn g2(self: &Arc<Self>, bases: &[G2Affine], m: usize) -> Option<Arc<G2Table>> {
+        if !cuzk_msm_cpu::table_pays(bases.len(), m, self.threads) {
+            return None;
+        }
         let k = key(bases, true);
         let bytes = cuzk_msm_cpu::table_bytes_g2(bases.len(), self.threads);
         match self.lookup(k, bytes, || Bases::G2(bases.to_vec()))? {

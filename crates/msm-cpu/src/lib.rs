@@ -382,6 +382,12 @@ pub fn split_msm_g2(
     split_msm::<G2>(bases, None, split, pool, "g2")
 }
 
+/// Whether a table of `n` bases for `threads` threads speeds up an MSM over `m` of them
+/// (a split's tail, or all `n`); the table MSMs make the same choice per call.
+pub fn table_pays(n: usize, m: usize, threads: usize) -> bool {
+    table::table_pays(n, m, threads)
+}
+
 /// The bytes [`precompute_g1`] takes for `n` bases used on `threads` threads.
 pub fn table_bytes_g1(n: usize, threads: usize) -> usize {
     table::table_bytes(n, threads, std::mem::size_of::<G1Affine>())

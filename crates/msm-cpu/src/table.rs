@@ -76,6 +76,24 @@ pub(crate) fn table_c(n: usize, threads: usize) -> usize {
         .unwrap_or(MAX_C)
 }
 
+/// Whether an MSM over `m` of a table's points (window width `c`) costs less through the
+/// table than by plain Pippenger: a short tail (most scalars zeros and ones) is cheaper
+/// with narrow windows than through the table's wide buckets.
+fn pays(c: usize, m: usize, threads: usize) -> bool {
+    let threads = threads.max(1);
+    let table_cost = TABLE_BITS.div_ceil(c) * m.div_ceil(threads) + (1usize << c);
+    let plain = pippenger::plan(m, TABLE_BITS, threads);
+    let plain_cost =
+        (plain.windows * plain.chunks).div_ceil(threads) * (plain.chunk_len + (1usize << plain.c));
+    table_cost < plain_cost
+}
+
+/// Whether a table of `n` bases for `threads` threads would speed up an MSM over `m` of
+/// them (the same choice [`msm`] makes).
+pub(crate) fn table_pays(n: usize, m: usize, threads: usize) -> bool {
+    pays(table_c(n, threads), m, threads)
+}
+
 /// The bytes a table of `n` bases of `point_bytes` each takes for `threads` threads.
 pub(crate) fn table_bytes(n: usize, threads: usize, point_bytes: usize) -> usize {
     n * TABLE_BITS.div_ceil(table_c(n, threads)) * point_bytes
@@ -193,16 +211,10 @@ pub(crate) fn msm<C: MsmCurve>(
     if m == 0 {
         return C::identity();
     }
-    // A short tail (most scalars zeros and ones) is cheaper with narrow windows than
-    // through the table's wide buckets: compare the two cost models.
     let (c, windows) = (table.c, table.windows);
-    let table_cost = windows * m.div_ceil(threads) + (1usize << c);
-    let plain = pippenger::plan(m, TABLE_BITS, threads);
-    let plain_cost =
-        (plain.windows * plain.chunks).div_ceil(threads) * (plain.chunk_len + (1usize << plain.c));
     // The windows cover 256 bits with the carry only for scalars below 2^255.
     let canonical = scalars.iter().all(|s| s[3] >> 63 == 0);
-    if plain_cost < table_cost || !canonical {
+    if !pays(c, m, threads) || !canonical {
         let points = match indices {
             Some(ix) => Points::Indexed(bases, ix),
             None => Points::Dense(bases),
@@ -368,6 +380,9 @@ mod tests {
         assert_eq!(table_c(1 << 17, 2), 16);
         // Fewer points, narrower windows: the reduction weighs more.
         assert!(table_c(1 << 12, 2) < 14);
+        // Dense MSMs pay, a tail of 1% of the bases does not.
+        assert!(table_pays(1 << 17, 1 << 17, 2));
+        assert!(!table_pays(1 << 20, 1 << 13, 2));
         assert_eq!(
             table_bytes(1000, 2, 96),
             1000 * 256usize.div_ceil(table_c(1000, 2)) * 96
