@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# What the session of 2026-12-02 (fourth) left for the next H200 visit, one part a
+# What the sessions of 2026-12-02 (fourth, fifth: no device time) left for the next H200 visit, one part a
 # device call (each under 10 minutes). Stage first (bash scripts/stage-device.sh,
 # then rm -rf .device/run/pg to stay under the carry limit), then through the device
 # tool with carry [".device/run"]:
 #
+#   SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh OUT
+#                                           first: the device tests (tests/device.rs,
+#                                           gpu.rs, spmv.rs) have not run since the
+#                                           borrowed splits (5af40bc) and the gate
 #   bash scripts/h200-next.sh OUT porep     the 32 GiB bar after the launch gate
 #                                           (924ff91): 5 sectors, configs/cuda.toml;
 #                                           look at "steady" s/proof (bar <= 15) and
