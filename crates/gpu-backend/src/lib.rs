@@ -414,8 +414,9 @@ pub trait GpuBackend: Send + Sync {
 
     /// Drops the device copies this backend keeps of host base vectors lying in
     /// `host` (address ranges of host memory: a parameter set whose host memory
-    /// was, or is being, freed), and returns the device bytes freed. A backend
-    /// that keeps no bases on its device frees nothing (the default).
+    /// was, or is being, freed), and returns the bytes freed (the CPU backend:
+    /// its fixed-base tables of them, host memory). A backend that keeps nothing
+    /// of the bases frees nothing (the default).
     fn forget_bases(&self, host: &[std::ops::Range<usize>]) -> u64 {
         let _ = host;
         0

@@ -944,8 +944,8 @@ impl PipelineEngine {
 
     /// Tells every device's backend to drop what it keeps of the parameter sets
     /// that are gone (used by a job once, held by nobody now: a parameter cache
-    /// evicted them), and returns the device bytes freed (none on the CPU
-    /// backend). A backend busy with a partition answers after it. A set held
+    /// evicted them), and returns the bytes the backends freed (device copies; the
+    /// CPU backend's fixed-base tables, host memory). A backend busy with a partition answers after it. A set held
     /// anywhere (a job, a cache) is left alone.
     pub fn forget_dropped_params(&self) -> u64 {
         let gone: Vec<Range<usize>> = {

@@ -793,8 +793,8 @@ impl Service {
 
     /// Drops `circuit_id`'s parameters if no job uses them: `Some(bytes freed)`,
     /// `None` if they were not loaded. The bytes are the host's (the set, with
-    /// the kind's own copy released) plus the device copies the engine's backends
-    /// kept of its bases (freed through the backend; none on the CPU backend).
+    /// the kind's own copy released) plus what the engine's backends kept of its
+    /// bases (device copies; the CPU backend's fixed-base tables), freed through them.
     pub fn evict(&self, circuit_id: &str) -> Result<Option<u64>, ParamsError> {
         self.prover_for(circuit_id)?;
         let Some(host) = self.inner.params.evict(circuit_id)? else {
