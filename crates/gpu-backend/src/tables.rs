@@ -177,22 +177,23 @@ impl Tables {
             .name("cuzk-tables".into())
             .spawn(move || {
                 // As many threads as the backend's: they only run while it is idle.
-                let Ok(pool) = rayon::ThreadPoolBuilder::new()
+                let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .thread_name(|_| "cuzk-tables-pool".into())
                     .build()
-                else {
-                    return;
-                };
+                    .map_err(|e| tracing::warn!("no fixed-base tables: their pool: {e}"))
+                    .ok();
+                // Without a pool every build is given up, so no slot stays building
+                // (settle would wait on it for ever).
                 while let Ok(b) = rx.recv() {
                     let Some(tables) = me.upgrade() else { return };
-                    tables.build(b, threads, &pool);
+                    tables.build(b, threads, pool.as_ref());
                 }
             })?;
         Ok(tx)
     }
 
-    fn build(&self, b: Build, threads: usize, pool: &rayon::ThreadPool) {
+    fn build(&self, b: Build, threads: usize, pool: Option<&rayon::ThreadPool>) {
         let start = Instant::now();
         let proceed = || {
             while self.busy.load(Ordering::SeqCst) > 0 && !b.abandon.load(Ordering::SeqCst) {
@@ -202,13 +203,22 @@ impl Tables {
         };
         // A panic in the arithmetic is a bug; it must not leave the slot building for
         // ever (settle would wait on it).
-        let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &b.bases {
-            Bases::G1(v) => cuzk_msm_cpu::precompute_g1(v, threads, pool, &proceed)
-                .map(|t| Slot::G1(Arc::new(t))),
-            Bases::G2(v) => cuzk_msm_cpu::precompute_g2(v, threads, pool, &proceed)
-                .map(|t| Slot::G2(Arc::new(t))),
+        let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let pool = pool?;
+            match &b.bases {
+                Bases::G1(v) => cuzk_msm_cpu::precompute_g1(v, threads, pool, &proceed)
+                    .map(|t| Slot::G1(Arc::new(t))),
+                Bases::G2(v) => cuzk_msm_cpu::precompute_g2(v, threads, pool, &proceed)
+                    .map(|t| Slot::G2(Arc::new(t))),
+            }
         }))
-        .unwrap_or(None);
+        .unwrap_or_else(|_| {
+            tracing::error!(
+                bases = b.key.1,
+                "making a fixed-base table panicked; plain MSMs go on"
+            );
+            None
+        });
         let mut st = self.state();
         let current = matches!(st.slots.get(&b.key), Some((Slot::Building(f), _)) if Arc::ptr_eq(f, &b.abandon));
         if current {
