@@ -97,12 +97,8 @@ impl Tables {
     /// The table of G1 `bases`, if made; starts making it if it is new, fits, and would
     /// speed up MSMs over `m` of them (a PoRep split's short tail would not).
     pub(crate) fn g1(self: &Arc<Self>, bases: &[G1Affine], m: usize) -> Option<Arc<G1Table>> {
-        if !cuzk_msm_cpu::table_pays(bases.len(), m, self.threads) {
-            return None;
-        }
-        let k = key(bases, false);
         let bytes = cuzk_msm_cpu::table_bytes_g1(bases.len(), self.threads);
-        match self.lookup(k, bytes, || Bases::G1(bases.to_vec()))? {
+        match self.lookup(key(bases, false), m, bytes, || Bases::G1(bases.to_vec()))? {
             Slot::G1(t) => Some(t),
             _ => None,
         }
@@ -110,25 +106,24 @@ impl Tables {
 
     /// The table of G2 `bases`, if made; see [`Tables::g1`].
     pub(crate) fn g2(self: &Arc<Self>, bases: &[G2Affine], m: usize) -> Option<Arc<G2Table>> {
-        if !cuzk_msm_cpu::table_pays(bases.len(), m, self.threads) {
-            return None;
-        }
-        let k = key(bases, true);
         let bytes = cuzk_msm_cpu::table_bytes_g2(bases.len(), self.threads);
-        match self.lookup(k, bytes, || Bases::G2(bases.to_vec()))? {
+        match self.lookup(key(bases, true), m, bytes, || Bases::G2(bases.to_vec()))? {
             Slot::G2(t) => Some(t),
             _ => None,
         }
     }
 
+    /// The slot of base vector `k` (`k.1` bases) for an MSM over `m` of them; a new
+    /// vector whose table pays for such MSMs and fits the budget starts building.
     fn lookup(
         self: &Arc<Self>,
         k: Key,
+        m: usize,
         bytes: usize,
         copy: impl FnOnce() -> Bases,
     ) -> Option<Slot> {
         // Tiny vectors gain nothing worth a thread's time.
-        if k.1 < 1024 {
+        if k.1 < 1024 || !cuzk_msm_cpu::table_pays(k.1, m, self.threads) {
             return None;
         }
         let mut st = self.state();

@@ -152,13 +152,7 @@ fn msm_dense<C: MsmCurve>(
         });
     }
     let _span = tracing::info_span!("msm", curve, n = scalars.len()).entered();
-    let limbs: Vec<[u64; 4]> = pool.install(|| {
-        scalars
-            .par_iter()
-            .with_min_len(4096)
-            .map(scalar_limbs)
-            .collect()
-    });
+    let limbs = limbs_of(scalars, pool);
     Ok(pippenger::msm::<C>(Points::Dense(bases), &limbs, pool))
 }
 
@@ -187,6 +181,17 @@ fn msm_indexed<C: MsmCurve>(
         scalars,
         pool,
     ))
+}
+
+/// Every scalar's canonical limbs ([`scalar_limbs`]), converted on `pool`.
+fn limbs_of(scalars: &[Scalar], pool: &rayon::ThreadPool) -> Vec<[u64; 4]> {
+    pool.install(|| {
+        scalars
+            .par_iter()
+            .with_min_len(4096)
+            .map(scalar_limbs)
+            .collect()
+    })
 }
 
 /// The canonical (non-Montgomery) little-endian limbs of a scalar.
@@ -456,13 +461,7 @@ fn msm_dense_table<C: MsmCurve>(
         });
     }
     let _span = tracing::info_span!("msm", curve, n = scalars.len(), table = true).entered();
-    let limbs: Vec<[u64; 4]> = pool.install(|| {
-        scalars
-            .par_iter()
-            .with_min_len(4096)
-            .map(scalar_limbs)
-            .collect()
-    });
+    let limbs = limbs_of(scalars, pool);
     Ok(table::msm::<C>(table, bases, None, &limbs, pool))
 }
 
