@@ -56,8 +56,9 @@ pub struct Metrics {
     pub(crate) timing_only_proofs: IntCounter,
     uptime: IntGauge,
     stage_seconds: HistogramVec,
-    /// Per device: seconds in backend calls (GPU_START to GPU_END); its rate is the
-    /// device's busy fraction.
+    /// Per device: seconds with at least one backend call running (GPU_START to
+    /// GPU_END; the calls of a device's two workers overlap, and are counted once);
+    /// its rate is the device's busy fraction.
     gpu_busy_seconds: CounterVec,
     timeline: Mutex<Pairing>,
 }
@@ -67,6 +68,8 @@ struct Pairing {
     open: HashMap<(u64, u32, Stage), f64>,
     /// The engine job on each device now (GPU_START to GPU_END).
     on_gpu: HashMap<u32, u64>,
+    /// Per device: backend calls running now, and the time of its last GPU event.
+    gpu_open: HashMap<u32, (usize, f64)>,
     jobs: HashMap<u64, JobStages>,
 }
 
@@ -110,8 +113,8 @@ impl Metrics {
         let gpu_busy_seconds = CounterVec::new(
             Opts::new(
                 "cuzk_gpu_busy_seconds_total",
-                "Seconds each device spent in backend calls (GPU_START to GPU_END); \
-                 rate() of it is the device's busy fraction",
+                "Seconds each device had a backend call running (GPU_START to GPU_END, \
+                 overlapping calls counted once); rate() of it is the device's busy fraction",
             ),
             &["device"],
         )?;
@@ -239,6 +242,20 @@ impl Subscriber for Metrics {
             } else if p.on_gpu.get(&d) == Some(&e.job) {
                 p.on_gpu.remove(&d);
             }
+            // The union of the device's calls: the time since its last GPU event
+            // counts if any call was running through it.
+            let (open, last) = p.gpu_open.entry(d).or_insert((0, e.ms));
+            if *open > 0 {
+                self.gpu_busy_seconds
+                    .with_label_values(&[&d.to_string()])
+                    .inc_by((e.ms - *last).max(0.0) / 1e3);
+            }
+            *last = e.ms;
+            *open = if is_start {
+                *open + 1
+            } else {
+                open.saturating_sub(1)
+            };
         }
         if is_start {
             p.open.insert(key, e.ms);
@@ -257,11 +274,6 @@ impl Subscriber for Metrics {
         self.stage_seconds
             .with_label_values(&[stage.name()])
             .observe(ms / 1e3);
-        if let (Stage::Gpu, Some(d)) = (stage, e.device) {
-            self.gpu_busy_seconds
-                .with_label_values(&[&d.to_string()])
-                .inc_by(ms / 1e3);
-        }
         // Only jobs the service started are summed (the entry exists from their
         // JOB_SUBMIT); this keeps the map from growing with jobs nobody takes.
         if let Some(job) = p.jobs.get_mut(&e.job) {
@@ -294,17 +306,27 @@ mod tests {
     #[test]
     fn each_device_busy_seconds_are_summed_from_the_timeline() {
         let m = Metrics::new().expect("metrics");
+        // In recorded order. Device 0's second worker runs a call from 800 to
+        // 1000 ms, overlapping job 3's (400 to 900 ms), and one inside it (850 to
+        // 860 ms): each second counts once, 0.25 + 0.6 s.
+        let mut events = Vec::new();
         for (job, device, start, end) in [
             (1, 0, 100.0, 350.0),
             (2, 1, 200.0, 300.0),
             (3, 0, 400.0, 900.0),
+            (4, 0, 800.0, 1000.0),
+            (5, 0, 850.0, 860.0),
         ] {
-            m.event(&ev(start, EventKind::GpuStart, job, Some(device)));
-            m.event(&ev(end, EventKind::GpuEnd, job, Some(device)));
+            events.push(ev(start, EventKind::GpuStart, job, Some(device)));
+            events.push(ev(end, EventKind::GpuEnd, job, Some(device)));
+        }
+        events.sort_by(|a, b| a.ms.total_cmp(&b.ms));
+        for e in &events {
+            m.event(e);
         }
         let text = m.render();
         assert!(
-            text.contains("cuzk_gpu_busy_seconds_total{device=\"0\"} 0.75"),
+            text.contains("cuzk_gpu_busy_seconds_total{device=\"0\"} 0.85"),
             "{text}"
         );
         assert!(
