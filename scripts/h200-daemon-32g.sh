@@ -24,8 +24,9 @@
 # the client is cut at what is left, then the daemon is stopped (jobs cancelled).
 # OUT/summary.txt: s/proof, GPU busy, each job's timings, the daemon's status, peak
 # RSS, then EvictSRS of the circuit (bytes freed, status and RSS after), the
-# TIMELINE's stage table. OUT also gets the daemon's log, the client's
-# manifest, the TIMELINE (gzipped) and the config.
+# TIMELINE's stage table. OUT/all.tgz: the daemon's log, the client's manifest,
+# the TIMELINE (gzipped), the waterfall and the config (the device tool brings
+# back at most 8 files).
 set -u
 out=${1:?usage: h200-daemon-32g.sh OUT}
 t_start=$(date +%s)
@@ -119,10 +120,11 @@ kill -0 "$pid" 2>/dev/null && { say "== serve did not stop in 24 s: killed"; kil
 wait "$pid"
 say "== serve exit $?"
 
-timeout 30 $d/cuzk timeline "$work/timeline.jsonl" --svg "$out/waterfall.svg" >"$work/timeline.txt" 2>&1
+timeout 30 $d/cuzk timeline "$work/timeline.jsonl" --svg "$work/waterfall.svg" >"$work/timeline.txt" 2>&1
 grep -iE "busy|stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|queue|budget" "$work/timeline.txt" | head -40 >>"$sum"
-gzip -c "$work/timeline.jsonl" >"$out/timeline.jsonl.gz" 2>/dev/null
-cp -r "$work/client" "$out/client" 2>/dev/null
-rm -f "$out"/client/proof-*.bin
-cp "$work"/{serve.out,serve.err,client.txt,status.txt,status-evicted.txt,metrics.txt,timeline.txt,c1.txt} "$out/" 2>/dev/null
 say "== done $(date -u +%FT%TZ) in $(($(date +%s) - t_start)) s"
+# The device tool brings back at most 8 files: the summary, and everything else in
+# one archive (the TIMELINE, the waterfall, the client's manifest, the logs).
+rm -f "$work"/client/proof-*.bin
+gzip -f "$work/timeline.jsonl" 2>/dev/null
+(cd "$work" && tar czf "$out/all.tgz" --exclude=params --exclude=c1.json --exclude=envelope.json --exclude=cuzk.sock . 2>/dev/null)
