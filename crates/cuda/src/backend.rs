@@ -30,6 +30,7 @@ mod queries;
 mod r1cs;
 #[cfg(test)]
 mod tests;
+mod witness_copy;
 
 #[cfg(any(test, feature = "fault-injection"))]
 pub use faults::FaultInjection;
@@ -90,6 +91,8 @@ pub struct CudaBackend {
     inner: Mutex<Inner>,
     /// A partition's launches before another's host memory work (backend/gate.rs).
     gate: Arc<gate::Gate>,
+    /// Witnesses staged by copy (`witness_staging = "copy"`) and their buffers.
+    copies: Arc<witness_copy::WitnessCopies>,
     /// The device context, outside the mutex: page-locking a partition's a, b, c
     /// needs it and is done before the device is taken.
     ctx: Arc<CudaContext>,
@@ -203,6 +206,7 @@ impl CudaBackend {
         Ok(Self {
             ctx: gpu.ctx.clone(),
             gate: Arc::default(),
+            copies: Arc::new(witness_copy::WitnessCopies::new(config.copy_threads)),
             inner: Mutex::new(Inner {
                 gpu,
                 ntt,
@@ -563,10 +567,30 @@ impl GpuBackend for CudaBackend {
         AbcEval::Device
     }
 
-    /// Page-locks the witness (`aux`, and `input` when long enough) as
-    /// [`GpuBackend::stage`] does `a, b, c`: counted as registered (the caller's
-    /// memory), undone by the guard.
+    /// Stages the witness as `witness_staging` says: page-locks it in place (`aux`,
+    /// and `input` when long enough) as [`GpuBackend::stage`] does `a, b, c`,
+    /// counted as registered (the caller's memory) and undone by the guard; or
+    /// copies `[input, aux]` into a page-locked buffer the backend keeps, which the
+    /// guard hands back (`backend/witness_copy.rs`). A witness shorter than
+    /// `PIN_MIN_LEN` is not staged.
     fn stage_witness(&self, input: &[Scalar], aux: &[Scalar]) -> Result<Staged, BackendError> {
+        if self.config.witness_staging == crate::WitnessStaging::Copy {
+            if aux.len() < crate::ntt::PIN_MIN_LEN {
+                return Ok(Staged::none());
+            }
+            // A new buffer is the only driver call: behind the gate, like
+            // page-locking (backend/gate.rs); the copy itself is not.
+            let ctx = &self.ctx;
+            let token = self
+                .copies
+                .stage(input, aux, |bytes| {
+                    self.gate
+                        .memory(|| crate::raw::PinnedBuffer::new(ctx, bytes))
+                })
+                .map_err(dev)?;
+            let copies = Arc::clone(&self.copies);
+            return Ok(Staged::new(move || copies.release(token)));
+        }
         // SAFETY: `GpuBackend::stage_witness`'s contract, as in `stage`: the caller
         // keeps `input, aux` allocated and unmoved until it drops the guard, which
         // owns the registrations.

@@ -27,9 +27,14 @@ pub struct CudaConfig {
     /// they do not; N: always streamed, in chunks of N points (a GPU smaller than
     /// the parameters, the streaming path's checks, the A/B against resident).
     pub stream_chunk: usize,
-    /// Host threads copying streamed bases into the pinned staging buffers (at most
-    /// the host's cores; 1 copies on the calling thread).
+    /// Host threads copying streamed bases into the pinned staging buffers, and
+    /// staged witnesses into theirs (at most the host's cores; 1 copies on the
+    /// calling thread).
     pub copy_threads: usize,
+    /// How a witness is staged before the GPU lock: `register` page-locks the
+    /// caller's memory in place (unlocked after the call), `copy` copies it into
+    /// page-locked buffers the backend keeps (`backend/witness_copy.rs`).
+    pub witness_staging: WitnessStaging,
     /// The NTT pass kernel: `r2wg` (fastest; a table of N/2 roots per size, 2 GiB at
     /// 2^27) or `r2wf` (no such table).
     pub ntt_kernel: NttKernel,
@@ -58,6 +63,7 @@ impl Default for CudaConfig {
             reserve_gib: 2,
             stream_chunk: 0,
             copy_threads: 8,
+            witness_staging: WitnessStaging::Register,
             ntt_kernel: NttKernel::DEFAULT,
             g2: true,
             profile: false,
@@ -66,6 +72,21 @@ impl Default for CudaConfig {
             tuning: CudaTuning::default(),
         }
     }
+}
+
+/// How [`crate::CudaBackend`] stages a witness before the GPU lock
+/// ([`CudaConfig::witness_staging`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WitnessStaging {
+    /// Page-lock the caller's memory in place (`cuMemHostRegister`), undone after
+    /// the call.
+    #[default]
+    Register,
+    /// Copy it into page-locked buffers the backend keeps: no driver call per
+    /// partition, a parallel memcpy instead; the buffers count as the backend's
+    /// pinned host memory.
+    Copy,
 }
 
 /// The MSM's experiment knobs: defaults measured on the H200 (NOTES.md); a value
@@ -251,8 +272,10 @@ mod tests {
             ("msm_sum", "calls"),
             ("ba_waves", "2"),
             ("kernel_cache_dir", "/tmp/k"),
+            ("witness_staging", "copy"),
         ])
         .unwrap();
+        assert_eq!(c.witness_staging, WitnessStaging::Copy);
         assert_eq!(c.ntt_kernel, NttKernel::Radix2WarpFast);
         assert_eq!(c.bases(), BasePlacement::Streamed { chunk_bases: 4096 });
         assert!(!c.g2);
@@ -275,6 +298,13 @@ mod tests {
             e.contains("inline") && e.contains("affine") && e.contains("calls"),
             "{e}"
         );
+        let e = CudaConfig::from_params([("witness_staging", "pin")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pin") && e.contains("register") && e.contains("copy"),
+            "{e}"
+        );
         let e = CudaConfig::from_params([("ntt_kernal", "r2wf")])
             .unwrap_err()
             .to_string();
@@ -289,10 +319,51 @@ mod tests {
         assert!(e.contains("device") || e.contains("first"), "{e}");
     }
 
+    /// The shipped configurations that use the `cuda` plugin give it parameters it
+    /// accepts (an unknown key or value there would fail only on the GPU machine).
+    #[test]
+    fn the_shipped_cuda_configurations_parameters_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut seen = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let doc: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let Some(backend) = doc.get("backend").and_then(|b| b.as_table()) else {
+                continue;
+            };
+            if backend.get("plugin").and_then(|p| p.as_str()) != Some("cuda") {
+                continue;
+            }
+            let params: Vec<(String, String)> = backend
+                .get("params")
+                .and_then(|p| p.as_table())
+                .map(|t| {
+                    t.iter()
+                        .map(|(k, v)| (k.clone(), text(v.clone())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let c = CudaConfig::from_params(params.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            seen.push((path.file_name().unwrap().to_string_lossy().into_owned(), c));
+        }
+        let copy = seen
+            .iter()
+            .find(|(name, _)| name == "cuda-copy.toml")
+            .expect("configs/cuda-copy.toml");
+        assert_eq!(copy.1.witness_staging, WitnessStaging::Copy);
+        assert!(seen.len() >= 3, "{seen:?}");
+    }
+
     #[test]
     fn to_params_round_trips_through_from_params() {
         let c = CudaConfig {
             ntt_kernel: NttKernel::Radix2WarpFast,
+            witness_staging: WitnessStaging::Copy,
             kernel_cache_dir: Some("/var/cache/k".into()),
             tuning: CudaTuning {
                 scatter: crate::msm::Scatter::Window,

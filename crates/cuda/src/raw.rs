@@ -269,6 +269,9 @@ pub struct PinnedBuffer {
 // SAFETY: the buffer owns its allocation, which any thread may access and free
 // (page-locked host memory has no thread affinity).
 unsafe impl Send for PinnedBuffer {}
+// SAFETY: through a shared reference the buffer is only read
+// (`assume_init_prefix`, `len`); writing takes `&mut self`, as for a `Vec<u8>`.
+unsafe impl Sync for PinnedBuffer {}
 
 impl PinnedBuffer {
     /// Allocates `len` page-locked bytes (flags 0: cacheable, this context only).

@@ -217,11 +217,16 @@ impl Drop for WitnessUpload<'_> {
 /// so that the compute stream's work enqueued meanwhile runs during the copy.
 /// [`eval_abc`] then evaluates `a, b, c` from it. A witness of another shape is a
 /// [`CudaError::Shape`].
+///
+/// `staged`: the witness already copied, `[input, aux]` as bytes, into page-locked
+/// memory that outlives the upload (the backend's witness copies): one DMA from it,
+/// nothing registered. Its length must be the witness's.
 pub fn upload_witness<'a>(
     gpu: &Gpu,
     r1cs: &DeviceR1cs,
     input: &'a [Scalar],
     aux: &'a [Scalar],
+    staged: Option<&'a [u8]>,
 ) -> Result<WitnessUpload<'a>, CudaError> {
     let k = r1cs.key();
     if input.len() != k.num_inputs || aux.len() != k.num_aux {
@@ -246,6 +251,21 @@ pub fn upload_witness<'a>(
         vars,
         _host: std::marker::PhantomData,
     };
+    if let Some(bytes) = staged {
+        let want = std::mem::size_of_val(input) + std::mem::size_of_val(aux);
+        if bytes.len() != want {
+            return Err(CudaError::Shape(format!(
+                "a staged witness copy of {} bytes for a witness of {want}",
+                bytes.len()
+            )));
+        }
+        // The copies may start only after the stream-ordered allocation above.
+        gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
+        up.pending = true;
+        raw::htod_bytes(&gpu.copy, bytes, &mut up.w, 0)?;
+        up.copied = Some(gpu.copy.record_event(None).ctx("cuEventRecord")?);
+        return Ok(up);
+    }
     for v in [input, aux].into_iter().filter(|v| v.len() >= PIN_MIN_LEN) {
         // SAFETY: the slices are borrowed for 'a, which outlives `up`, and `up` waits
         // for the copies before its registrations go (its Drop, or eval_abc's
@@ -345,7 +365,7 @@ fn eval_timed<'a>(
     input: &'a [Scalar],
     aux: &'a [Scalar],
 ) -> Result<(AbcUpload<'a>, f32), CudaError> {
-    let w = upload_witness(gpu, r1cs, input, aux)?;
+    let w = upload_witness(gpu, r1cs, input, aux, None)?;
     if let Some(ev) = &w.copied {
         ev.synchronize().ctx("cuEventSynchronize")?;
     }

@@ -237,7 +237,7 @@ impl Stager {
 
 /// The threads of the host copies, or `None` to copy on the calling thread (one
 /// core, or the pool could not be built).
-fn copy_pool(threads: usize) -> Option<rayon::ThreadPool> {
+pub(crate) fn copy_pool(threads: usize) -> Option<rayon::ThreadPool> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = threads.min(cores);
     if threads <= 1 {
@@ -254,7 +254,7 @@ fn copy_pool(threads: usize) -> Option<rayon::ThreadPool> {
 /// Copies `src` into `dst` (the same length; past the shorter one nothing is
 /// written), in at most one piece per thread of `pool` and pieces of at least
 /// `min_piece` bytes.
-fn copy_in_pieces(
+pub(crate) fn copy_in_pieces(
     dst: &mut [MaybeUninit<u8>],
     src: &[u8],
     pool: Option<&rayon::ThreadPool>,

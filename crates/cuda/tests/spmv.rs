@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_cuda::spmv::{self, DeviceR1cs, R1csKey, ValidR1cs};
-use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
+use cuzk_cuda::{CudaBackend, CudaConfig, CudaError, WitnessStaging};
 use cuzk_gpu_backend::{
     AbcEval, AbcRef, BackendError, CpuBackend, CsrRef, GpuBackend, R1csRef, SplitMsm, Term,
     WitnessJobRef,
@@ -308,8 +308,14 @@ fn prove_partition_witness_matches_host_abc_and_the_cpu_backend_or_no_device() {
     }) else {
         return;
     };
+    let Some(copying) = open(CudaConfig {
+        witness_staging: WitnessStaging::Copy,
+        ..CudaConfig::default()
+    }) else {
+        return;
+    };
     assert_eq!(streamed.capabilities().name, "cuda");
-    let backends = [&resident, &streamed];
+    let backends = [&resident, &streamed, &copying];
     let compiled =
         cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(9)).unwrap()).unwrap();
     check_prove(
@@ -512,4 +518,100 @@ fn staging_a_witness_registers_it_in_place_or_no_device() {
         .stage_witness(&input, &aux[..10])
         .unwrap()
         .is_staged());
+}
+
+/// `witness_staging = "copy"`: `stage_witness` copies `[input, aux]` into a
+/// page-locked buffer the backend allocates (counted as its pinned memory, nothing
+/// registered), the partition uploads from that copy, and the guard hands the buffer
+/// back for the next witness, which reuses it.
+#[test]
+fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device() {
+    let _turn = one_at_a_time();
+    let Some(backend) = open(CudaConfig {
+        witness_staging: WitnessStaging::Copy,
+        ..CudaConfig::default()
+    }) else {
+        return;
+    };
+    let ordinal = 0;
+    let compiled =
+        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(9)).unwrap()).unwrap();
+    let view = compiled.r1cs.view();
+    let input = compiled.witness.input.clone();
+    let mut aux = compiled.witness.aux.clone();
+    assert!(aux.len() >= 1 << 15, "long enough to be staged");
+    let bytes = 32 * (input.len() + aux.len()) as u64;
+
+    let pool = pool();
+    let cpu = CpuBackend::new(pool.clone());
+    let params = Params::new(view.num_constraints(), input.len() + aux.len(), 7);
+    let split = cuzk_msm_cpu::prep_msm(&input, None, &aux, None, &pool).unwrap();
+    let q = SplitMsm {
+        bases: &params.q_bases[..],
+        split: split.as_ref(),
+    };
+    let want = cpu
+        .prove_partition_witness(WitnessJobRef {
+            r1cs: view,
+            input: &input,
+            aux: &aux,
+            h_bases: &params.h_bases,
+            l: q,
+            a: q,
+            b_g1: q,
+            b_g2: None,
+        })
+        .unwrap();
+
+    let registered = cuzk_cuda::raw::registered_bytes(ordinal);
+    let pinned = backend.pinned_host_bytes();
+    let staged = backend.stage_witness(&input, &aux).unwrap();
+    assert!(staged.is_staged());
+    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered);
+    assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
+    // The caller's copy changes after staging (the contract forbids it; here it
+    // shows where the upload reads): the device evaluates a, b, c from the staged
+    // copy, so the proof is still the one of the original witness.
+    let original = aux[7];
+    aux[7] += Scalar::ONE;
+    let got = backend
+        .prove_partition_witness(WitnessJobRef {
+            r1cs: view,
+            input: &input,
+            aux: &aux,
+            h_bases: &params.h_bases,
+            l: q,
+            a: q,
+            b_g1: q,
+            b_g2: None,
+        })
+        .unwrap();
+    assert_eq!(got, want, "proved from the staged copy");
+    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered);
+    drop(staged);
+    aux[7] = original;
+    // Handed back and kept: the next witness of the size reuses the buffer.
+    assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
+    let again = backend.stage_witness(&input, &aux).unwrap();
+    assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
+    let got = backend
+        .prove_partition_witness(WitnessJobRef {
+            r1cs: view,
+            input: &input,
+            aux: &aux,
+            h_bases: &params.h_bases,
+            l: q,
+            a: q,
+            b_g1: q,
+            b_g2: None,
+        })
+        .unwrap();
+    assert_eq!(got, want, "a reused buffer");
+    drop(again);
+    // Nothing long enough: nothing staged, nothing allocated.
+    assert!(!backend
+        .stage_witness(&input, &aux[..10])
+        .unwrap()
+        .is_staged());
+    assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
 }

@@ -130,9 +130,20 @@ impl CudaBackend {
         // and the upload's own registration finds the ranges registered and skips
         // it. When the caller staged them (`stage`, `stage_witness`, before its GPU
         // lock) they are registered already and this registers nothing.
+        // A witness staged by copy (`witness_staging = "copy"`) is uploaded from its
+        // page-locked copy, and nothing is registered.
+        let copy = match src {
+            AbcSource::Witness { input, aux, .. } => self.copies.find(input, aux),
+            AbcSource::Host(_) => None,
+        };
+        let host_vectors = if copy.is_some() {
+            Vec::new()
+        } else {
+            src.host_vectors()
+        };
         // SAFETY: the borrowed vectors outlive this call, and `pinned` is dropped
         // within it (explicitly below, or on an early return).
-        let pinned = unsafe { self.pin(&src.host_vectors()) }.map_err(dev)?;
+        let pinned = unsafe { self.pin(&host_vectors) }.map_err(dev)?;
         HostMarks::mark(&mut host, "pin");
         let mut inner = self.lock();
         HostMarks::mark(&mut host, "backend lock");
@@ -170,6 +181,7 @@ impl CudaBackend {
                 })?,
                 input,
                 aux,
+                copy: copy.as_deref(),
             },
             (AbcSource::Witness { .. }, None) => {
                 return Err(dev(CudaError::Shape(
@@ -367,6 +379,8 @@ enum Source<'a> {
         r1cs: &'a DeviceR1cs,
         input: &'a [Scalar],
         aux: &'a [Scalar],
+        /// Its staged copy, `[input, aux]` page-locked, when it was staged by copy.
+        copy: Option<&'a witness_copy::WitnessCopy>,
     },
 }
 
@@ -375,9 +389,18 @@ impl<'a> Source<'a> {
     fn start(&self, gpu: &Gpu) -> Result<HStage<'a>, CudaError> {
         Ok(match *self {
             Source::Host(abc) => HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c)?),
-            Source::Witness { r1cs, input, aux } => {
-                HStage::Witness(spmv::upload_witness(gpu, r1cs, input, aux)?)
-            }
+            Source::Witness {
+                r1cs,
+                input,
+                aux,
+                copy,
+            } => HStage::Witness(spmv::upload_witness(
+                gpu,
+                r1cs,
+                input,
+                aux,
+                copy.map(witness_copy::WitnessCopy::bytes),
+            )?),
         })
     }
 
