@@ -176,10 +176,17 @@ pub struct KindProveArgs {
     #[arg(long)]
     pub timing_only: bool,
     /// Then time filecoin-proofs' own function on the same request in this process
-    /// (once to load its parameters, then timed) and cuzk again on the warm engine,
-    /// and print the ratio.
+    /// (once to load its parameters, then `--peer-rounds` rounds of it and of cuzk
+    /// on the warm engine, taken in turn) and print the median of the rounds'
+    /// ratios.
     #[arg(long, conflicts_with = "timing_only")]
     pub compare_peer: bool,
+    /// Rounds of `--compare-peer`: each times filecoin-proofs' function once, then
+    /// cuzk once, so that both see the same state of the machine; each one's p50
+    /// and range and the median of the rounds' ratios (with a 95% interval from
+    /// three rounds) are printed.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub peer_rounds: u32,
     /// Prove the request this many times, one after the other, on the same engine,
     /// with a line and a per-stage table for each: the first run uploads the circuit
     /// and its parameters to the device, the later ones show a warm engine.
@@ -598,7 +605,7 @@ fn prove(which: Which, args: KindProveArgs) -> Result<()> {
         bail!("--repeat must be at least 1");
     };
     if let Some(request) = again {
-        compare_peer(&prover, &engine, request, priority, took)?;
+        compare_peer(&prover, &engine, request, priority, took, args.peer_rounds)?;
     }
     drop(engine);
     if let Some(path) = &args.out {
@@ -621,14 +628,16 @@ fn settle(backend: &dyn cuzk_gpu_backend::GpuBackend) {
 }
 
 /// filecoin-proofs' own function on `request` in this process: once cold (it loads
-/// its parameters), once timed; then cuzk again on the warm engine. Prints both and
-/// the ratio.
+/// its parameters), then `rounds` rounds of it timed and cuzk on the warm engine
+/// timed, in turn. Prints each round, both one's p50 and range, and the median of
+/// the rounds' ratios.
 fn compare_peer(
     prover: &FilecoinProver,
     engine: &PipelineEngine,
     request: Request,
     priority: Priority,
     first: std::time::Duration,
+    rounds: u32,
 ) -> Result<()> {
     let (what, peer) = peer_fn(request.clone());
     let pb = progress::spinner(format!(
@@ -638,20 +647,45 @@ fn compare_peer(
     peer()?;
     let cold = t.elapsed();
     pb.finish_and_clear();
-    let (_, peer) = peer_fn(request.clone());
-    let pb = progress::spinner(format!("filecoin-proofs' {what}: timed"));
-    let t = Instant::now();
-    peer()?;
-    let theirs = t.elapsed().as_secs_f64();
-    pb.finish_and_clear();
-    let t = Instant::now();
-    submit(prover, engine, request, priority)?.wait_output()?;
-    let ours = t.elapsed().as_secs_f64();
+    let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let (_, peer) = peer_fn(request.clone());
+        let pb = progress::spinner(format!(
+            "round {round} of {rounds}: filecoin-proofs' {what}"
+        ));
+        let t = Instant::now();
+        peer()?;
+        theirs.push(t.elapsed().as_secs_f64());
+        pb.finish_and_clear();
+        let t = Instant::now();
+        submit(prover, engine, request.clone(), priority)?.wait_output()?;
+        ours.push(t.elapsed().as_secs_f64());
+        println!(
+            "round {round} of {rounds}: filecoin-proofs {:.2} s, cuzk {:.2} s ({:.2}x)",
+            theirs[theirs.len() - 1],
+            ours[ours.len() - 1],
+            theirs[theirs.len() - 1] / ours[ours.len() - 1]
+        );
+    }
+    // Per round, the ratio of the two, summarised as `cuzk ab` does (median, and a
+    // 95% interval from three rounds on).
+    let ratios: Vec<f64> = theirs.iter().zip(&ours).map(|(p, o)| p / o).collect();
+    let (ratio, lo, hi) = crate::bench::ratio_stats(&ratios);
+    let interval = if lo.is_finite() {
+        format!(", 95% interval {lo:.2}-{hi:.2}")
+    } else {
+        String::new()
+    };
+    let spread = |xs: &[f64]| {
+        let s = cuzk_timeline::Stats::from_durations(xs).expect("at least one round");
+        format!("p50 {:.2} s ({:.2}-{:.2})", s.p50_ms, s.min_ms, s.max_ms)
+    };
     println!(
-        "same run: cuzk {ours:.2} s (first {:.2} s), filecoin-proofs {what} {theirs:.2} s (first call {:.2} s, parameter load included): {:.2}x, load average {}",
+        "same run, {rounds} round(s) in turn: cuzk {} (before them {:.2} s), filecoin-proofs {what} {} (first call {:.2} s, parameter load included): {ratio:.2}x (median of the rounds' ratios{interval}), load average {}",
+        spread(&ours),
         first.as_secs_f64(),
+        spread(&theirs),
         cold.as_secs_f64(),
-        theirs / ours,
         fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .split_whitespace()

@@ -47,7 +47,12 @@ impl BackendPlugin for Cuda {
         ParamDoc::new(
             "copy_threads",
             "8",
-            "host threads copying streamed bases into the pinned staging buffers",
+            "host threads copying streamed bases (and witnesses staged by copy) into pinned buffers",
+        ),
+        ParamDoc::new(
+            "witness_staging",
+            "register",
+            "a witness before the GPU lock: register (page-locked in place) or copy (into pinned buffers the backend keeps)",
         ),
         ParamDoc::new(
             "ntt_kernel",
