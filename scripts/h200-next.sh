@@ -15,8 +15,8 @@
 #   bash scripts/h200-next.sh OUT porep     the same with register (configs/cuda.toml),
 #                                           for the A/B in one visit
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
-#                                           marks (add CONFIG=configs/cuda-copy.toml
-#                                           by hand if copy wins)
+#                                           marks, now one per step of the enqueue
+#                                           (where do its 653 ms go?)
 #   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled
 #                                           (9.76 s of device work on 2026-12-02, ~4.4 s
 #                                           of it the streamed bases' chunk overhead)

@@ -205,6 +205,7 @@ impl CudaBackend {
             )),
             _ => None,
         };
+        HostMarks::mark(&mut host, "B_G2 uploads");
         // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
         // while the compute stream does L, A and B, and the transforms follow. The
         // queries' own data goes first: behind a, b, c on the copy engine it waited
@@ -222,22 +223,27 @@ impl CudaBackend {
                 .map(|m| upload_ones(gpu, m.split))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(dev)?;
+            HostMarks::mark(&mut host, "bitmaps up");
             let l_ones = ones_msm::<G1>(gpu, rl, &ones[0]).map_err(dev)?;
             let tails = g1_sets
                 .iter()
                 .map(|m| upload_tail(gpu, m.split))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(dev)?;
+            HostMarks::mark(&mut host, "tails up");
             let h = source.start(gpu).map_err(dev)?;
             self.fault_after_upload(gpu).map_err(dev)?;
+            HostMarks::mark(&mut host, "source started");
             let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
             Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
+            HostMarks::mark(&mut host, "L");
             let mut both = |r: &CudaSlice<AffineRepr>, k: usize, name| {
                 let p = vec![
                     ones_msm::<G1>(gpu, r, &ones[k]).map_err(dev)?,
                     tail_msm(gpu, r, &tails[k]).map_err(dev)?,
                 ];
                 Phases::mark(&mut phases, gpu, name).map_err(dev)?;
+                HostMarks::mark(&mut host, name);
                 Ok::<_, BackendError>(p)
             };
             let a_p = both(ra, 1, "A")?;
@@ -292,6 +298,7 @@ impl CudaBackend {
                 coeffs
             }
         };
+        HostMarks::mark(&mut host, "spmv and H");
         // Uploads are done: unpin while the device works.
         drop(pinned);
         let h_pending = match bases.get(&key::<G1>(h_bases)) {
@@ -308,6 +315,7 @@ impl CudaBackend {
             None => streamed_dense(&mut g1_stream, h_bases, &h_coeffs, want_h).map_err(dev)?,
         };
         Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
+        HostMarks::mark(&mut host, "H MSM");
         drop(h_coeffs);
         // The G1 chunk buffers go (in stream order) before G2's are made: the budget
         // counts one curve's pair.
@@ -337,9 +345,11 @@ impl CudaBackend {
         };
         if b2_p.is_some() {
             Phases::mark(&mut phases, gpu, "B_G2").map_err(dev)?;
+            HostMarks::mark(&mut host, "B_G2");
         }
 
         drop(launch);
+        // What is left of the enqueue (the streamed path's queries, the gate).
         HostMarks::mark(&mut host, "enqueue");
         /// The sum of a query's pending parts (ones, tails; per chunk when streamed).
         fn total<C: DeviceCurve>(
