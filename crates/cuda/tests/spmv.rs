@@ -550,17 +550,19 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
         bases: &params.q_bases[..],
         split: split.as_ref(),
     };
+    // Every job of this test but for its aux (which changes between them).
+    let base = WitnessJobRef {
+        r1cs: view,
+        input: &input,
+        aux: &[],
+        h_bases: &params.h_bases,
+        l: q,
+        a: q,
+        b_g1: q,
+        b_g2: None,
+    };
     let want = cpu
-        .prove_partition_witness(WitnessJobRef {
-            r1cs: view,
-            input: &input,
-            aux: &aux,
-            h_bases: &params.h_bases,
-            l: q,
-            a: q,
-            b_g1: q,
-            b_g2: None,
-        })
+        .prove_partition_witness(WitnessJobRef { aux: &aux, ..base })
         .unwrap();
 
     let registered = cuzk_cuda::raw::registered_bytes(ordinal);
@@ -575,16 +577,7 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
     let original = aux[7];
     aux[7] += Scalar::ONE;
     let got = backend
-        .prove_partition_witness(WitnessJobRef {
-            r1cs: view,
-            input: &input,
-            aux: &aux,
-            h_bases: &params.h_bases,
-            l: q,
-            a: q,
-            b_g1: q,
-            b_g2: None,
-        })
+        .prove_partition_witness(WitnessJobRef { aux: &aux, ..base })
         .unwrap();
     assert_eq!(got, want, "proved from the staged copy");
     assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered);
@@ -595,16 +588,7 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
     let again = backend.stage_witness(&input, &aux).unwrap();
     assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
     let got = backend
-        .prove_partition_witness(WitnessJobRef {
-            r1cs: view,
-            input: &input,
-            aux: &aux,
-            h_bases: &params.h_bases,
-            l: q,
-            a: q,
-            b_g1: q,
-            b_g2: None,
-        })
+        .prove_partition_witness(WitnessJobRef { aux: &aux, ..base })
         .unwrap();
     assert_eq!(got, want, "a reused buffer");
     drop(again);
