@@ -534,8 +534,10 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
         return;
     };
     let ordinal = 0;
+    // 2^16 constraints: an aux of more than the 2^15 scalars staging starts at (a
+    // 2^15 chain's aux is shorter, and was not staged).
     let compiled =
-        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(9)).unwrap()).unwrap();
+        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(16, Some(9)).unwrap()).unwrap();
     let view = compiled.r1cs.view();
     let input = compiled.witness.input.clone();
     let mut aux = compiled.witness.aux.clone();
