@@ -35,6 +35,30 @@ say() { echo "$@" | tee -a "$sum"; }
 say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
 say "== cpus $(nproc), ram $(free -g | awk '/Mem:/{print $2}') GiB"
 
+# watch_bench PID LIMIT PREFIX: waits for the bench, sampling host memory every 5 s
+# into PREFIX-mem.txt; past LIMIT seconds it writes where each of cuzk's threads
+# waits (PREFIX-threads.txt: name, state, kernel wait channel) and kills it (rc 124),
+# so a hung run says where it hung.
+watch_bench() {
+    local pid=$1 limit=$2 prefix=$3 start
+    start=$(date +%s)
+    while kill -0 "$pid" 2>/dev/null; do
+        if (( $(date +%s) - start >= limit )); then
+            local c
+            for c in $(pgrep -P "$pid") "$pid"; do
+                for t in /proc/"$c"/task/*; do
+                    echo "$(cat "$t/comm" 2>/dev/null) $(awk '{print $3}' "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+                done
+            done | sort | uniq -c | sort -rn >"$prefix-threads.txt"
+            pkill -P "$pid"; kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+            return 124
+        fi
+        echo "$(( $(date +%s) - start )) s: $(free -m | awk '/Mem:/{print "used", $3, "MiB, available", $7, "MiB"}')" >>"$prefix-mem.txt"
+        sleep 5
+    done
+    wait "$pid"
+}
+
 t=$(date +%s)
 $d/cuzk c1 --shape-only --proof "$proof" --sector 1 -o "$work/c1.json" >"$work/c1.txt" 2>&1
 say "== shape-only $proof C1 rc=$? in $(( $(date +%s) - t )) s: $(tail -1 "$work/c1.txt")"
@@ -44,9 +68,10 @@ for r in ${RUNS:-2:2:60}; do
     t=$(date +%s)
     log="$work/bench-$jobs-$sj-$budget.txt"
     # shellcheck disable=SC2086
-    timeout "${BENCH_TIMEOUT:-560}" /usr/bin/time -v $d/cuzk bench --config "${CONFIG:-configs/cuda.toml}" \
+    /usr/bin/time -v $d/cuzk bench --config "${CONFIG:-configs/cuda.toml}" \
         --plugin-dir $d --c1 "$work/c1.json" --timing-only --jobs "$jobs" \
-        --synth-jobs "$sj" --memory-budget-gib "$budget" ${FLAGS:-} --out "$work/runs" >"$log" 2>&1
+        --synth-jobs "$sj" --memory-budget-gib "$budget" ${FLAGS:-} --out "$work/runs" >"$log" 2>&1 &
+    watch_bench $! "${BENCH_TIMEOUT:-560}" "$work/bench-$jobs-$sj-$budget"
     rc=$?
     say "== bench $proof ${jobs} sectors synth_jobs=$sj budget=${budget}GiB rc=$rc in $(( $(date +%s) - t )) s"
     grep -E "compiled once|ready in|s/proof|evaluated|busy|^ *(stage|synthesis|spmv|prep_msm|gpu|b_g2_msm|assembly|queue|lock|budget)|Maximum resident|Percent of CPU|Elapsed|error" "$log" >>"$sum"
