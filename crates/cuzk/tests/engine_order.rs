@@ -331,6 +331,55 @@ fn parameters_that_do_not_fit_together_run_in_turn() {
     assert_eq!(engine.budget().used(), 0, "everything went back");
 }
 
+/// Partitions of one job that wait for the budget together, before any of them
+/// holds the job's parameters, each first count the parameters in their need; the
+/// one admitted first holds them for the job, and the others' need must drop them
+/// while they wait. Here the parameters counted twice never fit, so a need read
+/// once (as it was: on the H200, five partitions of a 32 GiB sector waited for
+/// ever once the witness-copy buffers counted against the budget) leaves the job
+/// waiting for itself. A gated job fills the budget until all four partitions wait.
+#[test]
+fn partitions_admitted_together_count_their_parameters_once() {
+    let f = fixture();
+    let srs_bytes = f.srs.host_bytes();
+    let part = cuzk_scheduler::partition_bytes(&f.r1cs);
+    assert!(
+        srs_bytes > part,
+        "the parameters must not fit twice: {srs_bytes} vs {part}"
+    );
+    let mut cfg = config(5);
+    cfg.memory_budget = Some(srs_bytes + part + part / 2);
+    let rec = Arc::new(Recorder::new(Instant::now()));
+    let engine = PipelineEngine::start(cfg, policies(), rec.clone()).unwrap();
+    let (go, gate) = channel();
+    let gated = engine.submit(gated_job(70, gate));
+    wait_for(&rec, EventKind::SynthStart, gated.id());
+    let mut spec = make_job(71, 4, Priority::Normal);
+    spec.srs = Arc::new((*f.srs).clone());
+    let h = engine.submit(spec);
+    let start = Instant::now();
+    while rec
+        .events()
+        .iter()
+        .filter(|e| e.event == EventKind::BudgetWaitStart && e.job == h.id())
+        .count()
+        < 4
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the partitions never waited"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    go.send(()).unwrap();
+    gated.wait().unwrap();
+    match h.wait_timeout(Duration::from_secs(120)) {
+        Ok(r) => assert!(r.unwrap().verified),
+        Err(_) => panic!("a partition waits for its job's parameters counted twice"),
+    }
+    assert_eq!(engine.budget().used(), 0, "everything went back");
+}
+
 /// A job whose one partition's synthesis waits for `go`.
 fn gated_job(seed: u64, go: Receiver<()>) -> JobSpec {
     let f = fixture();

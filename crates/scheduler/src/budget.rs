@@ -278,10 +278,12 @@ impl MemoryBudget {
         self.acquire_for_with(|| bytes, critical)
     }
 
-    /// [`Self::acquire_for`] for a need that may shrink while it waits (a partition
+    /// [`Self::acquire_for`] for a need that may change while it waits (a partition
     /// charged at worst until its shape's first partition has measured what it
-    /// holds): `need` is read again at every wake-up, so a waiter is never starved
-    /// by its own stale, larger charge. Holds the need read last.
+    /// holds; parameters that another partition of its job has come to hold):
+    /// `need` is read again at every wake-up, so a waiter is never starved by its
+    /// own stale, larger need. Holds exactly the need read last (a caller that
+    /// splits the permit knows what that read returned).
     pub fn acquire_for_with(
         self: &Arc<Self>,
         need: impl Fn() -> u64,
@@ -302,7 +304,7 @@ impl MemoryBudget {
                 .0;
             // Read without the lock held: the need may take other locks.
             drop(st);
-            bytes = need().min(bytes);
+            bytes = need();
             st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         }
         if critical {

@@ -25,18 +25,31 @@ fn synth_one(sh: &Shared, w: u32, item: SynthItem) {
     }
     let wk = Some(w);
     let bytes = sh.partition_charge(&job.r1cs);
-    let extra = sh.srs_extra(&job);
     let critical = job.priority == Priority::Critical;
-    if sh.budget.would_wait_for(bytes + extra, critical) {
+    if sh
+        .budget
+        .would_wait_for(bytes + sh.srs_extra(&job), critical)
+    {
         sh.rec(Ev::BudgetWaitStart, job.id, p, wk, None, Some(bytes), "");
     }
-    // The charge is read again while it waits: a partition queued before its
-    // shape's first partition measured its splits is charged at worst, and must
-    // not wait for that stale charge while smaller ones pass it (on the H200 three
-    // such partitions never ran once the pinned buffers grew).
-    let need = || sh.partition_charge(&job.r1cs) + extra;
+    // The need is read again while it waits, both parts of it. The charge: a
+    // partition queued before its shape's first partition measured its splits is
+    // charged at worst, and must not wait for that stale charge while smaller ones
+    // pass it. The parameters: partitions of a job that wait together all count
+    // them until one is admitted and holds them for the job; the others must then
+    // stop counting them, or they wait for the parameters twice (on the H200 five
+    // partitions of a 32 GiB sector waited for ever once the witness copies'
+    // pinned buffers filled the rest of the budget). `extra` is the parameters'
+    // part of the need read last, which is what the permit holds.
+    let extra = std::cell::Cell::new(0);
+    let need = || {
+        let e = sh.srs_extra(&job);
+        extra.set(e);
+        sh.partition_charge(&job.r1cs) + e
+    };
     let permit = match sh.budget.acquire_for_with(need, critical) {
         Ok(Some(mut permit)) => {
+            let extra = extra.get();
             let srs_permit = (extra > 0).then(|| permit.split_off(extra));
             sh.hold_srs(&job, srs_permit);
             permit
