@@ -20,7 +20,7 @@ use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
 use crate::profile::{HostMarks, Phases};
 use crate::raw::HostRegistration;
 use crate::spmv::{self, DeviceR1cs, R1csKey, WitnessUpload};
-use crate::streamed::{BaseStream, Stager, StreamStats};
+use crate::streamed::{BaseStream, ChunkTerms, Stager, StreamStats, TERM_BYTES_PER_POINT};
 
 #[cfg(any(test, feature = "fault-injection"))]
 mod faults;

@@ -16,6 +16,14 @@
 //! themselves ([`crate::raw::HostRegistration`], as `a, b, c` are) would page-lock
 //! the whole parameter set, which in this case is the set too large for the device.
 //!
+//! A split query's chunk also carries its own terms (the ones bitmap's words and
+//! the tail's indices and scalars whose bases fall in it, [`ChunkTerms`]): they are
+//! written into the same pinned buffer after the bases (the indices rebased to the
+//! chunk as they are written) and travel in the same DMA step into per-slot device
+//! buffers. Uploaded from pageable memory on the compute stream instead, they were
+//! synchronous with it: on the H200 a 32 GiB WindowPoSt partition's ~195 MB of
+//! tail terms a chunk cost ~45 ms each, ~0.8-1 s a query, serialized with the MSMs.
+//!
 //! Two events per slot order the streams; nothing waits for the whole device:
 //! - `copied[s]`, recorded on the copy stream after the DMA out of slot s's pinned
 //!   buffer. The host waits for it (`cuEventSynchronize`) before writing that
@@ -43,7 +51,7 @@ use cudarc::driver::{CudaEvent, CudaSlice};
 use rayon::prelude::*;
 
 use crate::error::{Ctx, CudaError};
-use crate::gpu::{DeviceCurve, Gpu};
+use crate::gpu::{DeviceCurve, FrRepr, Gpu};
 use crate::raw::{self, PinnedBuffer};
 
 /// Slots (pinned buffer + device buffer) chunks alternate through.
@@ -54,6 +62,39 @@ pub const SLOTS: usize = 2;
 const LOOKAHEAD: usize = SLOTS - 1;
 /// Smallest piece one thread copies (4 MiB): pieces are few and large.
 const MIN_COPY_PIECE: usize = 4 << 20;
+
+/// Device bytes a chunk's terms take per point at most, rounded up: a tail index
+/// (4) and scalar (32) for every point, and a bitmap word (8) per 64 points.
+pub const TERM_BYTES_PER_POINT: u64 = 4 + 32 + 1;
+
+/// A split query's terms whose bases fall in one chunk `[lo, hi)`: the ones
+/// bitmap's words of the chunk (the chunk starts at a multiple of 64), and the run
+/// of tail terms with their indices (absolute: each is written as `index - lo`).
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkTerms<'a> {
+    pub words: &'a [u64],
+    pub idx: &'a [u32],
+    pub scalars: &'a [[u64; 4]],
+}
+
+impl ChunkTerms<'_> {
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.words)
+            + std::mem::size_of_val(self.idx)
+            + std::mem::size_of_val(self.scalars)
+    }
+}
+
+/// A chunk's terms on the device, valid for the MSMs `per_chunk` enqueues on the
+/// compute stream: the first `nwords` words and `nterms` tail terms (indices
+/// rebased to the chunk, canonical scalars) of the slot's buffers.
+pub struct TermsOnDevice<'b> {
+    pub words: &'b CudaSlice<u64>,
+    pub nwords: usize,
+    pub idx: &'b CudaSlice<u32>,
+    pub scalars: &'b CudaSlice<FrRepr>,
+    pub nterms: usize,
+}
 
 /// One step of streaming a run of chunks through the slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,15 +225,18 @@ impl Stager {
         Ok(())
     }
 
-    /// [`Step::Stage`]: `src` into slot `slot`'s pinned buffer, then on the copy
-    /// stream (after `consumed`) into `dst`.
-    fn stage<T>(
+    /// [`Step::Stage`]: `write` fills the first `len` bytes of slot `slot`'s
+    /// pinned buffer (with the copy threads, once the slot's last DMA has read it),
+    /// then `dma` enqueues the copies out of them on the copy stream (after
+    /// `consumed`), and `copied[slot]` is recorded after those.
+    fn stage(
         &mut self,
         gpu: &Gpu,
         slot: usize,
-        src: &[u8],
+        len: usize,
         consumed: &CudaEvent,
-        dst: &mut CudaSlice<T>,
+        write: impl FnOnce(&mut [MaybeUninit<u8>], Option<&rayon::ThreadPool>),
+        dma: impl FnOnce(&[u8]) -> Result<(), CudaError>,
     ) -> Result<(), CudaError> {
         let Self {
             slots, pool, stats, ..
@@ -204,35 +248,80 @@ impl Stager {
         s.copied.synchronize().ctx("cuEventSynchronize")?;
         let t1 = Instant::now();
         let room = s.mem.len();
-        let dst_host = s.mem.as_uninit_mut().get_mut(..src.len()).ok_or_else(|| {
+        let dst_host = s.mem.as_uninit_mut().get_mut(..len).ok_or_else(|| {
             CudaError::Shape(format!(
-                "a chunk of {} bytes does not fit a staging buffer of {room}",
-                src.len()
+                "a chunk of {len} bytes does not fit a staging buffer of {room}"
             ))
         })?;
-        copy_in_pieces(dst_host, src, pool.as_ref(), MIN_COPY_PIECE);
-        // SAFETY: `copy_in_pieces` wrote the first `src.len()` bytes.
-        let staged = unsafe { s.mem.assume_init_prefix(src.len()) };
+        write(dst_host, pool.as_ref());
+        // SAFETY: `write` wrote the first `len` bytes (every caller's writer fills
+        // the layout it measured `len` from).
+        let staged = unsafe { s.mem.assume_init_prefix(len) };
         let t2 = Instant::now();
         gpu.copy.wait(consumed).ctx("cuStreamWaitEvent")?;
         // Asynchronous (pinned source): the buffer is not written or freed again
-        // before `copied` says the copy has read it.
-        raw::htod_bytes(&gpu.copy, staged, dst, 0)?;
-        if let Err(e) = s.copied.record(&gpu.copy) {
-            // Without its event the DMA would go unseen by the next write into this
-            // buffer and by its free: wait for it here (the copy stream only).
-            gpu.ctx.record_err(gpu.copy.synchronize());
-            return Err(CudaError::Driver {
+        // before `copied` says the copies have read it. Without the event (a copy
+        // or the record failed) the DMAs already enqueued would go unseen by the
+        // next write into this buffer and by its free: wait for them here (the copy
+        // stream only).
+        let recorded = dma(staged).and_then(|()| {
+            s.copied.record(&gpu.copy).map_err(|e| CudaError::Driver {
                 call: "cuEventRecord",
                 source: e,
-            });
+            })
+        });
+        if let Err(e) = recorded {
+            gpu.ctx.record_err(gpu.copy.synchronize());
+            return Err(e);
         }
         stats.chunks += 1;
-        stats.bytes += src.len() as u64;
+        stats.bytes += len as u64;
         stats.host_wait += t1 - t0;
         stats.host_copy += t2 - t1;
         Ok(())
     }
+}
+
+/// Writes `terms` into `dst` as `[words, idx - lo, scalars]` (native byte order,
+/// as the device reads them); `dst` is exactly `terms.bytes()` long.
+fn write_terms(
+    dst: &mut [MaybeUninit<u8>],
+    terms: &ChunkTerms<'_>,
+    lo: u32,
+    pool: Option<&rayon::ThreadPool>,
+) {
+    let (words, rest) = dst.split_at_mut(std::mem::size_of_val(terms.words));
+    let (idx, scalars) = rest.split_at_mut(std::mem::size_of_val(terms.idx));
+    copy_in_pieces(
+        words,
+        bytemuck::cast_slice(terms.words),
+        pool,
+        MIN_COPY_PIECE,
+    );
+    let rebase = |d: &mut [MaybeUninit<u8>], s: &[u32]| {
+        for (d, &i) in d.chunks_exact_mut(4).zip(s) {
+            // The run holds only indices in [lo, hi) (the caller's partition
+            // points): the difference never wraps.
+            d.write_copy_of_slice(&i.wrapping_sub(lo).to_ne_bytes());
+        }
+    };
+    match pool {
+        Some(p) if idx.len() > MIN_COPY_PIECE => {
+            let piece = terms.idx.len().div_ceil(p.current_num_threads());
+            p.install(|| {
+                idx.par_chunks_mut(piece * 4)
+                    .zip(terms.idx.par_chunks(piece))
+                    .for_each(|(d, s)| rebase(d, s))
+            });
+        }
+        _ => rebase(idx, terms.idx),
+    }
+    copy_in_pieces(
+        scalars,
+        bytemuck::cast_slice(terms.scalars),
+        pool,
+        MIN_COPY_PIECE,
+    );
 }
 
 /// The threads of the host copies, or `None` to copy on the calling thread (one
@@ -293,6 +382,29 @@ pub struct BaseStream<'a, C: DeviceCurve> {
 struct DeviceSlots<C: DeviceCurve> {
     bufs: Vec<CudaSlice<C::Affine>>,
     consumed: Vec<CudaEvent>,
+    /// Per slot, the buffers of a chunk's terms (made at the first split run).
+    terms: Option<Vec<DeviceTerms>>,
+}
+
+/// One slot's device buffers for a chunk's [`ChunkTerms`].
+struct DeviceTerms {
+    words: CudaSlice<u64>,
+    idx: CudaSlice<u32>,
+    scalars: CudaSlice<FrRepr>,
+}
+
+impl DeviceTerms {
+    fn new(gpu: &Gpu, chunk: usize) -> Result<Self, CudaError> {
+        // SAFETY: a chunk's MSMs read only the prefixes its DMA wrote, after
+        // waiting for that DMA (`copied`).
+        unsafe {
+            Ok(Self {
+                words: gpu.alloc_scratch::<u64>(chunk.div_ceil(64))?,
+                idx: gpu.alloc_scratch::<u32>(chunk)?,
+                scalars: gpu.alloc_scratch::<FrRepr>(chunk)?,
+            })
+        }
+    }
 }
 
 impl<C: DeviceCurve> DeviceSlots<C> {
@@ -308,7 +420,24 @@ impl<C: DeviceCurve> DeviceSlots<C> {
         // The allocations are ordered on the compute stream: the DMAs into them, on
         // the copy stream, come after.
         gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
-        Ok(Self { bufs, consumed })
+        Ok(Self {
+            bufs,
+            consumed,
+            terms: None,
+        })
+    }
+
+    /// The slots' terms buffers, made (in compute-stream order, before the copy
+    /// stream's DMAs into them) at the first call.
+    fn terms(&mut self, gpu: &Gpu, chunk: usize) -> Result<&mut Vec<DeviceTerms>, CudaError> {
+        if self.terms.is_none() {
+            let t = (0..SLOTS)
+                .map(|_| DeviceTerms::new(gpu, chunk))
+                .collect::<Result<Vec<_>, _>>()?;
+            gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
+            self.terms = Some(t);
+        }
+        Ok(self.terms.get_or_insert_with(Vec::new))
     }
 }
 
@@ -342,13 +471,47 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
         ranges: &[(usize, usize)],
         mut per_chunk: impl FnMut((usize, usize), &CudaSlice<C::Affine>) -> Result<(), CudaError>,
     ) -> Result<(), CudaError> {
+        self.run_inner(host, ranges, None, &mut |r, bases, _| per_chunk(r, bases))
+    }
+
+    /// [`Self::run`] for a split query: each chunk's [`ChunkTerms`] (`terms((lo,
+    /// hi))`) travel with its bases, through the same pinned buffer and DMA step,
+    /// and `per_chunk` gets them on the device beside the bases.
+    pub fn run_split<'t>(
+        &mut self,
+        host: &[C::HostAffine],
+        ranges: &[(usize, usize)],
+        terms: impl Fn((usize, usize)) -> ChunkTerms<'t>,
+        mut per_chunk: impl FnMut(
+            (usize, usize),
+            &CudaSlice<C::Affine>,
+            TermsOnDevice<'_>,
+        ) -> Result<(), CudaError>,
+    ) -> Result<(), CudaError> {
+        self.run_inner(host, ranges, Some(&terms), &mut |r, bases, t| match t {
+            Some(t) => per_chunk(r, bases, t),
+            None => Err(CudaError::Shape("a split chunk without its terms".into())),
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run_inner<'t>(
+        &mut self,
+        host: &[C::HostAffine],
+        ranges: &[(usize, usize)],
+        terms: Option<&dyn Fn((usize, usize)) -> ChunkTerms<'t>>,
+        per_chunk: &mut dyn FnMut(
+            (usize, usize),
+            &CudaSlice<C::Affine>,
+            Option<TermsOnDevice<'_>>,
+        ) -> Result<(), CudaError>,
+    ) -> Result<(), CudaError> {
         if ranges.is_empty() {
             return Ok(());
         }
-        if let Some(&(lo, hi)) = ranges
-            .iter()
-            .find(|&&(lo, hi)| lo > hi || hi > host.len() || hi - lo > self.chunk)
-        {
+        if let Some(&(lo, hi)) = ranges.iter().find(|&&(lo, hi)| {
+            lo > hi || hi > host.len() || hi - lo > self.chunk || u32::try_from(lo).is_err()
+        }) {
             return Err(CudaError::Shape(format!(
                 "a streamed chunk [{lo}, {hi}) of {} bases in chunks of {}",
                 host.len(),
@@ -358,31 +521,87 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
         let _span =
             tracing::debug_span!("stream_bases", curve = C::NAME, chunks = ranges.len()).entered();
         let gpu = self.gpu;
+        let chunk = self.chunk;
+        // Room for a chunk's terms always: the split queries follow the dense one
+        // (H) in every partition, and buffers sized for H alone would be made anew.
+        let affine = std::mem::size_of::<C::Affine>();
         self.stager
-            .reserve(gpu, self.chunk * std::mem::size_of::<C::Affine>())?;
+            .reserve(gpu, chunk * affine + chunk.div_ceil(64) * 8 + chunk * 36)?;
         let device = match &mut self.device {
             Some(d) => d,
-            none => none.insert(DeviceSlots::new(gpu, self.chunk)?),
+            none => none.insert(DeviceSlots::new(gpu, chunk)?),
         };
+        if terms.is_some() {
+            device.terms(gpu, chunk)?;
+        }
         let first = self.stager.cursor;
         for step in plan(ranges.len(), first) {
             match step {
-                Step::Stage { chunk, slot } => {
-                    let (lo, hi) = ranges[chunk];
+                Step::Stage { chunk: k, slot } => {
+                    let (lo, hi) = ranges[k];
+                    let bases = C::host_as_bytes(&host[lo..hi]);
+                    let t = terms.map(|f| f((lo, hi)));
+                    if let Some(t) = &t {
+                        let (nw, nt) = (t.words.len(), t.idx.len());
+                        if nw > (hi - lo).div_ceil(64) || nt > hi - lo || t.scalars.len() != nt {
+                            return Err(CudaError::Shape(format!(
+                                "chunk [{lo}, {hi}) with {nw} bitmap words and {nt} tail indices for {} scalars",
+                                t.scalars.len()
+                            )));
+                        }
+                    }
+                    let len = bases.len() + t.as_ref().map_or(0, ChunkTerms::bytes);
+                    let (buf, slot_terms) = (
+                        &mut device.bufs[slot],
+                        device.terms.as_mut().map(|v| &mut v[slot]),
+                    );
                     self.stager.stage(
                         gpu,
                         slot,
-                        C::host_as_bytes(&host[lo..hi]),
+                        len,
                         &device.consumed[slot],
-                        &mut device.bufs[slot],
+                        |dst, pool| {
+                            let (b, rest) = dst.split_at_mut(bases.len());
+                            copy_in_pieces(b, bases, pool, MIN_COPY_PIECE);
+                            if let Some(t) = &t {
+                                // `lo` fits a u32 (checked above).
+                                write_terms(rest, t, lo as u32, pool);
+                            }
+                        },
+                        |staged| {
+                            let (b, rest) = staged.split_at(bases.len());
+                            raw::htod_bytes(&gpu.copy, b, buf, 0)?;
+                            if let (Some(t), Some(d)) = (&t, slot_terms) {
+                                let (w, rest) = rest.split_at(std::mem::size_of_val(t.words));
+                                let (i, sc) = rest.split_at(std::mem::size_of_val(t.idx));
+                                raw::htod_bytes(&gpu.copy, w, &mut d.words, 0)?;
+                                raw::htod_bytes(&gpu.copy, i, &mut d.idx, 0)?;
+                                raw::htod_bytes(&gpu.copy, sc, &mut d.scalars, 0)?;
+                            }
+                            Ok(())
+                        },
                     )?;
                     self.stager.cursor = (slot + 1) % SLOTS;
                 }
-                Step::Msm { chunk, slot } => {
+                Step::Msm { chunk: k, slot } => {
                     gpu.compute
                         .wait(&self.stager.slots[slot].copied)
                         .ctx("cuStreamWaitEvent")?;
-                    per_chunk(ranges[chunk], &device.bufs[slot])?;
+                    let (lo, hi) = ranges[k];
+                    let on_device = match (terms, &device.terms) {
+                        (Some(f), Some(d)) => {
+                            let t = f((lo, hi));
+                            Some(TermsOnDevice {
+                                words: &d[slot].words,
+                                nwords: t.words.len(),
+                                idx: &d[slot].idx,
+                                scalars: &d[slot].scalars,
+                                nterms: t.idx.len(),
+                            })
+                        }
+                        _ => None,
+                    };
+                    per_chunk((lo, hi), &device.bufs[slot], on_device)?;
                     device.consumed[slot]
                         .record(&gpu.compute)
                         .ctx("cuEventRecord")?;
@@ -494,6 +713,42 @@ mod tests {
             plan(1, 0).collect::<Vec<_>>(),
             [Stage { chunk: 0, slot: 0 }, Msm { chunk: 0, slot: 0 }]
         );
+    }
+
+    /// A chunk's terms are laid out as the DMAs read them: words, indices less the
+    /// chunk's start, scalars; the same with and without copy threads and across
+    /// the parallel rebase's threshold.
+    #[test]
+    fn terms_are_written_words_rebased_indices_scalars() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let lo = 1 << 20;
+        for n in [0usize, 1, 5, (MIN_COPY_PIECE / 4) + 7] {
+            let words: Vec<u64> = (0..n.div_ceil(64) as u64).map(|w| w * 31 + 1).collect();
+            let idx: Vec<u32> = (0..n as u32).map(|i| lo + 2 * i + 1).collect();
+            let scalars: Vec<[u64; 4]> = (0..n as u64).map(|i| [i, !i, i << 7, 3]).collect();
+            let t = ChunkTerms {
+                words: &words,
+                idx: &idx,
+                scalars: &scalars,
+            };
+            let mut want = Vec::new();
+            want.extend_from_slice(bytemuck::cast_slice(&words));
+            for &i in &idx {
+                want.extend_from_slice(&(i - lo).to_ne_bytes());
+            }
+            want.extend_from_slice(bytemuck::cast_slice(&scalars));
+            assert_eq!(want.len(), t.bytes());
+            for p in [None, Some(&pool)] {
+                let mut dst = vec![MaybeUninit::<u8>::uninit(); t.bytes()];
+                write_terms(&mut dst, &t, lo, p);
+                // SAFETY: every byte was written above (compared in full).
+                let got: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
+                assert!(got == want, "n = {n}, pool: {}", p.is_some());
+            }
+        }
     }
 
     #[test]

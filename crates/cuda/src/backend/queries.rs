@@ -75,33 +75,32 @@ pub(super) fn streamed_split<C: DeviceCurve>(
     let words = split.ones_words();
     let (idx, sc) = (split.tail_indices(), split.tail_scalars());
     let ranges: Vec<(usize, usize)> = chunks(split.num_bases(), stream.chunk()).collect();
-    let mut out = Vec::new();
-    stream.run(m.bases, &ranges, |(lo, hi), bases| {
-        // The chunk's bitmap words and tail terms are small plain uploads on the
-        // compute stream: after its wait for the chunk's bases, before the MSMs that
-        // read them, and freed in that stream's order after those MSMs.
-        // Chunks start at multiples of 64: word k of the chunk is word lo/64 + k.
-        let w = &words[(lo / 64).min(words.len())..hi.div_ceil(64).min(words.len())];
-        if !w.is_empty() {
-            let words_dev = gpu.upload::<u64>(u64s_as_bytes(w))?;
-            out.push(msm::ones_sum(gpu, bases, &words_dev, w.len(), hi - lo)?);
-        }
-        // Tail indices increase (a SplitScalars invariant): the chunk's terms are
-        // one run of them.
+    // The chunk's bitmap words and its run of tail terms (tail indices increase, a
+    // SplitScalars invariant) travel with its bases (`ChunkTerms`). Chunks start at
+    // multiples of 64: word k of the chunk is word lo/64 + k.
+    let terms = |(lo, hi): (usize, usize)| {
         let t0 = idx.partition_point(|&i| (i as usize) < lo);
         let t1 = idx.partition_point(|&i| (i as usize) < hi);
-        let ci: Vec<u32> = idx[t0..t1].iter().map(|&i| i - lo as u32).collect();
-        if !ci.is_empty() {
-            let idx_dev = gpu.upload::<u32>(u32s_as_bytes(&ci))?;
-            let sc_dev = gpu.upload::<FrRepr>(limbs_as_bytes(&sc[t0..t1]))?;
+        ChunkTerms {
+            words: &words[(lo / 64).min(words.len())..hi.div_ceil(64).min(words.len())],
+            idx: &idx[t0..t1],
+            scalars: &sc[t0..t1],
+        }
+    };
+    let mut out = Vec::new();
+    stream.run_split(m.bases, &ranges, terms, |(lo, hi), bases, t| {
+        if t.nwords > 0 {
+            out.push(msm::ones_sum(gpu, bases, t.words, t.nwords, hi - lo)?);
+        }
+        if t.nterms > 0 {
             out.push(msm::msm(
                 gpu,
                 bases,
-                &sc_dev,
-                ci.len(),
+                t.scalars,
+                t.nterms,
                 ScalarFormat::Canonical,
-                Some(&idx_dev),
-                MsmPlan::for_size(ci.len()),
+                Some(t.idx),
+                MsmPlan::for_size(t.nterms),
             )?);
         }
         Ok(())
@@ -198,18 +197,20 @@ pub(super) const MIN_STREAM_CHUNK: usize = 1 << 12;
 /// Largest chunk `BasePlacement::Auto` streams (points). Larger chunks make fewer,
 /// more efficient MSMs (on the H200, G1 at 2^22: 11.3 ns a point; 2^24: 9.3) but
 /// a longer first chunk that nothing overlaps, and page-locked host memory grows
-/// with them: at 2^23, 1.5 GiB of staging buffers for G1 (3 GiB once b_g2 streams).
+/// with them: at 2^23, two staging buffers of a chunk's bases and terms, 2.1 GiB
+/// for G1 (3.6 GiB once b_g2 streams).
 pub(super) const MAX_AUTO_STREAM_CHUNK: usize = 1 << 23;
 /// Device bytes per point of a chunk, budgeted twice (two slots): each slot's base
-/// buffer (G2's 192 bytes, the largest) and a scalar (H's coefficients of a chunk,
-/// one buffer). So 448 bytes a point cover both G2's two base buffers (384) and
-/// G1's two plus H's scalars (224); the two curves' buffers never coexist.
-pub(super) const STREAM_BYTES_PER_POINT: u64 = 192 + 32;
+/// buffer (G2's 192 bytes, the largest) with its chunk's terms
+/// ([`TERM_BYTES_PER_POINT`]), and a scalar (H's coefficients of a chunk, one
+/// buffer). So 464 bytes a point cover both G2's two slots (458) and G1's two plus
+/// H's scalars (298); the two curves' buffers never coexist.
+pub(super) const STREAM_BYTES_PER_POINT: u64 = 192 + 40;
 const _: () = {
     let budget = crate::streamed::SLOTS as u64 * STREAM_BYTES_PER_POINT;
     let slots = crate::streamed::SLOTS as u64;
-    assert!(budget >= slots * <G2 as DeviceCurve>::AFFINE_BYTES);
-    assert!(budget >= slots * <G1 as DeviceCurve>::AFFINE_BYTES + 32);
+    assert!(budget >= slots * (<G2 as DeviceCurve>::AFFINE_BYTES + TERM_BYTES_PER_POINT));
+    assert!(budget >= slots * (<G1 as DeviceCurve>::AFFINE_BYTES + TERM_BYTES_PER_POINT) + 32);
 };
 
 /// Points per streamed chunk with `left` device bytes to spare: two slots of
