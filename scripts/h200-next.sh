@@ -12,7 +12,7 @@
 #                                           "copy" (configs/cuda-copy.toml), 5 sectors:
 #                                           "steady" s/proof (bar <= 15; register gave
 #                                           17.98) and the GPU_START period (1.94 s)
-#   bash scripts/h200-next.sh OUT porep     the same with register (configs/cuda.toml),
+#   bash scripts/h200-next.sh OUT porep     the same with register (configs/cuda-register.toml),
 #                                           for the A/B in one visit
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
 #                                           marks, now one per step of the enqueue
@@ -27,7 +27,10 @@ copy)
     CONFIG=configs/cuda-copy.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
         bash scripts/h200-filecoin.sh "$out/copy"
     ;;
-porep) RUNS="5:6:100" BENCH_TIMEOUT=520 bash scripts/h200-filecoin.sh "$out/porep" ;;
+porep)
+    CONFIG=configs/cuda-register.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
+        bash scripts/h200-filecoin.sh "$out/porep"
+    ;;
 profile)
     RUST_LOG=cuzk_cuda::profile=info,cuzk_plugin_api::profile=info \
         CONFIG=configs/cuda-profile.toml RUNS="2:6:100" BENCH_TIMEOUT=400 \

@@ -31,9 +31,9 @@ pub struct CudaConfig {
     /// staged witnesses into theirs (at most the host's cores; 1 copies on the
     /// calling thread).
     pub copy_threads: usize,
-    /// How a witness is staged before the GPU lock: `register` page-locks the
-    /// caller's memory in place (unlocked after the call), `copy` copies it into
-    /// page-locked buffers the backend keeps (`backend/witness_copy.rs`).
+    /// How a witness is staged before the GPU lock: `copy` (the default) copies it
+    /// into page-locked buffers the backend keeps (`backend/witness_copy.rs`),
+    /// `register` page-locks the caller's memory in place (unlocked after the call).
     pub witness_staging: WitnessStaging,
     /// The NTT pass kernel: `r2wg` (fastest; a table of N/2 roots per size, 2 GiB at
     /// 2^27) or `r2wf` (no such table).
@@ -63,7 +63,7 @@ impl Default for CudaConfig {
             reserve_gib: 2,
             stream_chunk: 0,
             copy_threads: 8,
-            witness_staging: WitnessStaging::Register,
+            witness_staging: WitnessStaging::Copy,
             ntt_kernel: NttKernel::DEFAULT,
             g2: true,
             profile: false,
@@ -80,12 +80,15 @@ impl Default for CudaConfig {
 #[serde(rename_all = "lowercase")]
 pub enum WitnessStaging {
     /// Page-lock the caller's memory in place (`cuMemHostRegister`), undone after
-    /// the call.
-    #[default]
+    /// the call: no memory beyond the witness, but ~2 s of driver work a 4.2 GB
+    /// witness (32 GiB PoRep) that holds a GPU worker.
     Register,
     /// Copy it into page-locked buffers the backend keeps: no driver call per
-    /// partition, a parallel memcpy instead; the buffers count as the backend's
-    /// pinned host memory.
+    /// partition, a parallel memcpy instead; the buffers (one a GPU worker) count
+    /// as the backend's pinned host memory. The default: on the H200 at the 32 GiB
+    /// PoRep shape, 15.06 s/proof steady against 17.28 with `register`, same visit
+    /// (BENCHMARKS.md, 2026-12-03).
+    #[default]
     Copy,
 }
 
@@ -272,10 +275,11 @@ mod tests {
             ("msm_sum", "calls"),
             ("ba_waves", "2"),
             ("kernel_cache_dir", "/tmp/k"),
-            ("witness_staging", "copy"),
+            ("witness_staging", "register"),
         ])
         .unwrap();
-        assert_eq!(c.witness_staging, WitnessStaging::Copy);
+        assert_eq!(c.witness_staging, WitnessStaging::Register);
+        assert_eq!(CudaConfig::default().witness_staging, WitnessStaging::Copy);
         assert_eq!(c.ntt_kernel, NttKernel::Radix2WarpFast);
         assert_eq!(c.bases(), BasePlacement::Streamed { chunk_bases: 4096 });
         assert!(!c.g2);
@@ -356,6 +360,11 @@ mod tests {
             .find(|(name, _)| name == "cuda-copy.toml")
             .expect("configs/cuda-copy.toml");
         assert_eq!(copy.1.witness_staging, WitnessStaging::Copy);
+        let register = seen
+            .iter()
+            .find(|(name, _)| name == "cuda-register.toml")
+            .expect("configs/cuda-register.toml");
+        assert_eq!(register.1.witness_staging, WitnessStaging::Register);
         assert!(seen.len() >= 3, "{seen:?}");
     }
 

@@ -308,14 +308,15 @@ fn prove_partition_witness_matches_host_abc_and_the_cpu_backend_or_no_device() {
     }) else {
         return;
     };
-    let Some(copying) = open(CudaConfig {
-        witness_staging: WitnessStaging::Copy,
+    // The default stages by copy; the other way, page-locking in place, too.
+    let Some(registering) = open(CudaConfig {
+        witness_staging: WitnessStaging::Register,
         ..CudaConfig::default()
     }) else {
         return;
     };
     assert_eq!(streamed.capabilities().name, "cuda");
-    let backends = [&resident, &streamed, &copying];
+    let backends = [&resident, &streamed, &registering];
     let compiled =
         cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(9)).unwrap()).unwrap();
     check_prove(
@@ -494,7 +495,10 @@ fn shapes_coexist_and_a_stale_copy_is_replaced_or_no_device() {
 #[test]
 fn staging_a_witness_registers_it_in_place_or_no_device() {
     let _turn = one_at_a_time();
-    let Some(backend) = open(CudaConfig::default()) else {
+    let Some(backend) = open(CudaConfig {
+        witness_staging: WitnessStaging::Register,
+        ..CudaConfig::default()
+    }) else {
         return;
     };
     let mut r = ChaCha20Rng::seed_from_u64(21);

@@ -51,8 +51,8 @@ impl BackendPlugin for Cuda {
         ),
         ParamDoc::new(
             "witness_staging",
-            "register",
-            "a witness before the GPU lock: register (page-locked in place) or copy (into pinned buffers the backend keeps)",
+            "copy",
+            "a witness before the GPU lock: copy (into pinned buffers the backend keeps, one a GPU worker) or register (page-locked in place)",
         ),
         ParamDoc::new(
             "ntt_kernel",
