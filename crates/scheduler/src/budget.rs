@@ -322,9 +322,24 @@ impl MemoryBudget {
         }))
     }
 
+    /// A non-critical partition fits within the total less the reserve, with the
+    /// external bytes; a critical one within the total, without them. External
+    /// bytes (the backend's page-locked buffers) come out of non-critical room
+    /// only: they grow after the partitions that cause them were admitted (a
+    /// witness staged by copy gets its buffer at its GPU worker, long after its
+    /// permit), so they can spend the reserve that admission kept for critical
+    /// work, and a critical partition must not wait for them. On the H200, with
+    /// `witness_staging = "copy"`, the first two 4.2 GB copy buffers of a 32 GiB
+    /// PoRep stream made a WinningPoSt wait ~2.4 s for PoRep partitions to finish
+    /// (3.48 s from submission, against 1.04 s with nothing copied). So a critical
+    /// partition may take the host past the total by at most the external bytes,
+    /// which the total's margin (`default_total`) is for.
     fn blocked(&self, st: &State, bytes: u64, critical: bool) -> bool {
-        (!critical && st.critical_waiting > 0)
-            || st.used + self.external() + bytes > self.limit_in(st, critical)
+        if critical {
+            st.used + bytes > self.limit_in(st, true)
+        } else {
+            st.critical_waiting > 0 || st.used + self.external() + bytes > self.limit_in(st, false)
+        }
     }
 
     /// Whether `bytes` would have to wait now for a non-critical partition.
@@ -493,6 +508,32 @@ mod tests {
         assert_eq!(b.used(), 20);
         drop(q);
         assert_eq!(b.used(), 0);
+    }
+
+    /// External bytes that grew after non-critical admissions spent the reserve:
+    /// a critical partition still goes in at once, a non-critical one waits.
+    #[test]
+    fn external_bytes_never_hold_back_a_critical_partition() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let b = MemoryBudget::with_reserve(100, CriticalReserve::Bytes(10));
+        let ext = Arc::new(AtomicU64::new(0));
+        let e = ext.clone();
+        b.count_external(move || e.load(Ordering::Relaxed));
+        let normal = b.acquire(90).unwrap().unwrap();
+        // The backend's buffers arrive after that admission.
+        ext.store(20, Ordering::Relaxed);
+        assert!(b.would_wait(1), "non-critical room is gone");
+        assert!(
+            !b.would_wait_for(10, true),
+            "the reserve is still the critical one's"
+        );
+        let crit = b.acquire_for(10, true).unwrap().unwrap();
+        assert!(
+            b.would_wait_for(1, true),
+            "past the total without external bytes"
+        );
+        drop((normal, crit));
+        assert!(!b.would_wait(70) && b.would_wait(71));
     }
 
     #[test]
