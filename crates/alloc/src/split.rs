@@ -49,6 +49,74 @@ fn is_canonical(limbs: &[u64; 4]) -> bool {
     false
 }
 
+/// Fewest tail terms one thread of [`first_error`] checks: below twice this the
+/// check runs on the calling thread (a WinningPoSt's queries never spawn).
+const CHECK_PIECE: usize = 1 << 20;
+
+/// Runs `check` over `0..n` in ranges, on scoped threads (at most the cores) when
+/// `n` is large, and returns the error of the first failing range in order: what
+/// one `check(0..n)` that stops at its first error would return, provided `check`
+/// reports the first error within its range.
+fn first_error(
+    n: usize,
+    check: impl Fn(std::ops::Range<usize>) -> Result<(), SplitError> + Sync,
+) -> Result<(), SplitError> {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let pieces = (n / CHECK_PIECE).clamp(1, threads.max(1));
+    if pieces == 1 {
+        return check(0..n);
+    }
+    let size = n.div_ceil(pieces);
+    let check = &check;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(size)
+            .map(|lo| s.spawn(move || check(lo..(lo + size).min(n))))
+            .collect();
+        // Joined in order: the first failing range's error wins.
+        let mut out = Ok(());
+        for h in handles {
+            let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            if out.is_ok() {
+                out = r;
+            }
+        }
+        out
+    })
+}
+
+/// The tail indices in `range`: in bounds, increasing (from the one before the
+/// range), none of them a one.
+fn check_indices(
+    num_bases: usize,
+    ones: &[u64],
+    tail_indices: &[u32],
+    range: std::ops::Range<usize>,
+) -> Result<(), SplitError> {
+    let one = |i: usize| ones[i / 64] >> (i % 64) & 1 == 1;
+    let mut prev: Option<u32> = range.start.checked_sub(1).map(|k| tail_indices[k]);
+    for &i in &tail_indices[range] {
+        if (i as usize) >= num_bases {
+            return Err(SplitError::IndexOutOfRange {
+                index: i as usize,
+                bases: num_bases,
+            });
+        }
+        if prev.is_some_and(|p| p >= i) {
+            return Err(SplitError::Malformed(format!(
+                "tail index {i} does not increase"
+            )));
+        }
+        if one(i as usize) {
+            return Err(SplitError::Malformed(format!(
+                "base {i} is both a one and in the tail"
+            )));
+        }
+        prev = Some(i);
+    }
+    Ok(())
+}
+
 impl SplitScalars {
     /// A split its producer built: `prep_msm`, which keeps by construction what
     /// [`SplitScalars::from_parts`] checks (so a multi-gigabyte split is not walked
@@ -182,29 +250,25 @@ impl<'a> SplitRef<'a> {
                 tail_scalars.len()
             )));
         }
-        let one = |i: usize| ones[i / 64] >> (i % 64) & 1 == 1;
-        let mut prev: Option<u32> = None;
-        for &i in tail_indices {
-            if (i as usize) >= num_bases {
-                return Err(SplitError::IndexOutOfRange {
-                    index: i as usize,
-                    bases: num_bases,
-                });
+        // In pieces on several threads for a long tail (a WindowPoSt query's is
+        // 90-130 M terms, and the check runs inside the host's GPU lock), the first
+        // error in index order the same as one pass would find: the indices first,
+        // then the scalars.
+        first_error(tail_indices.len(), |r| {
+            check_indices(num_bases, ones, tail_indices, r)
+        })?;
+        first_error(tail_scalars.len(), |r| {
+            match tail_scalars[r.clone()]
+                .iter()
+                .position(|s| !is_canonical(s))
+            {
+                Some(k) => Err(malformed(format!(
+                    "the tail scalar of base {} is not a canonical field element",
+                    tail_indices[r.start + k]
+                ))),
+                None => Ok(()),
             }
-            if prev.is_some_and(|p| p >= i) {
-                return Err(malformed(format!("tail index {i} does not increase")));
-            }
-            if one(i as usize) {
-                return Err(malformed(format!("base {i} is both a one and in the tail")));
-            }
-            prev = Some(i);
-        }
-        if let Some(k) = tail_scalars.iter().position(|s| !is_canonical(s)) {
-            return Err(malformed(format!(
-                "the tail scalar of base {} is not a canonical field element",
-                tail_indices[k]
-            )));
-        }
+        })?;
         let count: usize = ones.iter().map(|w| w.count_ones() as usize).sum();
         Ok(Self {
             num_bases,
@@ -312,5 +376,54 @@ mod tests {
                 bases: 100
             })
         );
+    }
+
+    /// A tail long enough to be checked in pieces on several threads gives the
+    /// error one pass would: the first in index order, indices before scalars, and
+    /// a break in the order across two pieces' boundary is seen.
+    #[test]
+    fn a_long_tail_is_checked_in_pieces_with_one_pass_errors() {
+        let n = 5 * CHECK_PIECE + 17;
+        let ones = vec![0u64; n.div_ceil(64)];
+        let idx: Vec<u32> = (0..n as u32).collect();
+        let sc: Vec<[u64; 4]> = (0..n as u64).map(|i| [i, 0, 0, 1]).collect();
+        let check = |idx: &[u32], sc: &[[u64; 4]]| SplitRef::checked(n, &ones, idx, sc).map(|_| ());
+        // Run on this machine's threads (pieces at most the cores, at least one).
+        let pieces =
+            (n / CHECK_PIECE).clamp(1, std::thread::available_parallelism().unwrap().get());
+        let size = n.div_ceil(pieces);
+        assert_eq!(check(&idx, &sc), Ok(()));
+        // Out of range late, out of order early: the early one.
+        let mut bad = idx.clone();
+        bad[n - 3] = n as u32 + 5;
+        bad[10] = 9;
+        assert_eq!(
+            check(&bad, &sc),
+            Err(SplitError::Malformed(
+                "tail index 9 does not increase".into()
+            ))
+        );
+        // An index error in the last piece beats a scalar error in the first.
+        let mut bad_idx = idx.clone();
+        bad_idx[n - 1] = n as u32;
+        let mut bad_sc = sc.clone();
+        bad_sc[1] = MODULUS;
+        assert_eq!(
+            check(&bad_idx, &bad_sc),
+            Err(SplitError::IndexOutOfRange { index: n, bases: n })
+        );
+        assert_eq!(
+            check(&idx, &bad_sc),
+            Err(SplitError::Malformed(
+                "the tail scalar of base 1 is not a canonical field element".into()
+            ))
+        );
+        // Equal neighbours across the first boundary between pieces (none on one
+        // core: then the same pass sees them).
+        let mut seam = idx.clone();
+        let at = size.min(n - 1);
+        seam[at] = seam[at - 1];
+        let want = format!("tail index {} does not increase", seam[at]);
+        assert_eq!(check(&seam, &sc), Err(SplitError::Malformed(want)));
     }
 }

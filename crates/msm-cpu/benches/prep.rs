@@ -3,6 +3,11 @@
 //! WinningPoSt, where the tail is almost everything) and 90% zeros and ones (a
 //! SHA-256-heavy one: PoRep).
 //!
+//! Also `split_check_dense`: the check a plugin runs on a split that crossed the
+//! plugin boundary (`SplitRef::checked`, inside the host's GPU lock), on the random
+//! witness's split, whose tail is everything; it uses the cores the process may run
+//! on, so `taskset -c 0` gives the one-thread figure.
+//!
 //! Run: `BENCH_NPOW=22 cargo bench -p cuzk-msm-cpu --bench prep` (BENCH_NPOW defaults
 //! to 20; BENCH_THREADS to the machine's cores).
 
@@ -47,6 +52,19 @@ fn prep(c: &mut Criterion) {
     });
     group.bench_function("prep_msm_01heavy", |b| {
         b.iter(|| prep_msm(&[], None, &heavy, None, &pool).unwrap())
+    });
+    let split = prep_msm(&[], None, &dense, None, &pool).unwrap();
+    let v = split.as_ref();
+    group.bench_function("split_check_dense", |b| {
+        b.iter(|| {
+            cuzk_alloc::SplitRef::checked(
+                v.num_bases(),
+                v.ones_words(),
+                v.tail_indices(),
+                v.tail_scalars(),
+            )
+            .unwrap()
+        })
     });
     group.finish();
 }
