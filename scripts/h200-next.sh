@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# What the session of 2026-12-02 (sixth) left for the next H200 visit, one part a
-# device call (each under 10 minutes). Stage first (bash scripts/stage-device.sh,
-# then rm -rf .device/run/pg to stay under the carry limit), then through the device
+# What the session of 2026-12-03 left for the next H200 visit, one part a device
+# call (each under 10 minutes). Stage first (bash scripts/stage-device.sh, then
+# rm -rf .device/run/pg to stay under the carry limit), then through the device
 # tool with carry [".device/run"]:
 #
 #   SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh OUT
-#                                           first: the device tests; tests/spmv.rs has
-#                                           the new witness-by-copy test (the upload
-#                                           reads the staged copy, its buffer reused)
-#   bash scripts/h200-next.sh OUT copy      the 32 GiB bar with witness_staging =
-#                                           "copy" (configs/cuda-copy.toml), 5 sectors:
-#                                           "steady" s/proof (bar <= 15; register gave
-#                                           17.98) and the GPU_START period (1.94 s)
-#   bash scripts/h200-next.sh OUT porep     the same with register (configs/cuda-register.toml),
-#                                           for the A/B in one visit
+#                                           first: the device tests
+#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: its
+#                                           GPU stage was 9.1-9.5 s for 6.7 s of device
+#                                           work; the split check now runs on the cores
+#                                           (~0.8 s of the gap, BENCHMARKS.md): how much
+#                                           of the rest is left?
+#   bash scripts/h200-next.sh OUT copy      the 32 GiB bar, 5 sectors, witness staging
+#                                           by copy (the default now): 15.06 s/proof
+#                                           steady on 2026-12-03 (bar <= 15)
+#   bash scripts/h200-next.sh OUT porep     the same with register
+#                                           (configs/cuda-register.toml): 17.28
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
-#                                           marks, now one per step of the enqueue
-#                                           (where do its 653 ms go?)
-#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled
-#                                           (9.76 s of device work on 2026-12-02, ~4.4 s
-#                                           of it the streamed bases' chunk overhead)
+#                                           marks: where the ~65 ms a partition between
+#                                           the device work (1.465 s) and the period
+#                                           (1.53 s) go
+#   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency
+#                                           WinningPoSt behind ten PoRep sectors with
+#                                           copy staging: 2.50 s on 2026-12-03 (bar 3 s;
+#                                           register gave 1.04)
 set -u
 out=${1:?usage: h200-next.sh OUT copy|porep|profile|window}
 case "${2:?usage: h200-next.sh OUT copy|porep|profile|window}" in
