@@ -339,10 +339,18 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
         cfg.engine.verify = false;
     }
     let built = load_policies(&cfg, &cfg.config.backend_needs(Some(log)))?;
+    // The run's TIMELINE beside its manifest, as `bench` writes its own: where a
+    // latency goes (the queue, the budget, synthesis, the GPU lock) is in it.
+    fs::create_dir_all(&w.out).with_context(|| format!("creating {}", w.out.display()))?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let timeline = w.out.join(format!("mix-{stamp}.timeline.jsonl"));
     let engine = PipelineEngine::start(
         cfg.engine.clone(),
         built.policies,
-        Arc::new(Recorder::new(Instant::now())),
+        Arc::new(Recorder::new(Instant::now()).with_jsonl(&timeline)?),
     )?;
 
     // PoRep jobs are built (circuits from the vanilla proofs) before the clock
@@ -504,16 +512,9 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
             "min_s": min, "mean_s": mean, "max_s": max,
         }));
     }
-    fs::create_dir_all(&w.out).with_context(|| format!("creating {}", w.out.display()))?;
-    let path = w.out.join(format!(
-        "mix-{}.json",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0)
-    ));
+    let path = w.out.join(format!("mix-{stamp}.json"));
     let manifest = serde_json::json!({
-        "mix": args.mix, "timing_only": w.timing_only, "c1": w.c1,
+        "mix": args.mix, "timing_only": w.timing_only, "c1": w.c1, "timeline": timeline,
         "submit_on_gpu": args.submit_on_gpu, "stop_after": args.stop_after,
         "engine": {
             "critical_reserve": cfg.engine.critical_reserve,
@@ -530,6 +531,7 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
     fs::write(&path, serde_json::to_vec_pretty(&manifest)?)
         .with_context(|| format!("writing {}", path.display()))?;
     println!("manifest: {}", path.display());
+    println!("timeline: {}", timeline.display());
     Ok(())
 }
 

@@ -289,3 +289,63 @@ fn shape_only_inputs_are_labelled_and_need_timing_only() {
     assert_eq!(out.matches("stage (ms)").count(), 2, "{out}");
     assert_eq!(std::fs::read(&proof).unwrap().len(), 192);
 }
+
+/// `bench --mix` here: two WinningPoSt proofs of a 2 KiB sector (inputs made by
+/// the run), each kind's latency row, the manifest, and the run's TIMELINE beside
+/// it (where a latency goes), with both jobs from submission to done.
+#[test]
+fn a_mix_reports_latency_with_its_manifest_and_timeline() {
+    let kind = PostKind::new(RegisteredPoStProof::StackedDrgWinning2KiBV1).unwrap();
+    params(&kind);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().display().to_string();
+    let mut args = vec!["bench", "--mix", "winning:2", "--out", &dir];
+    args.extend_from_slice(&ENGINE);
+    let o = cuzk(&args);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 5 && w[0] == "winning" && w[1] == "2"
+        }),
+        "no latency row for the two WinningPoSt jobs: {t}"
+    );
+    let named = |suffix: &str| {
+        std::fs::read_dir(out.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no *{suffix} in {dir}: {t}"))
+    };
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(named(".json")).unwrap()).unwrap();
+    let kinds = manifest["kinds"].as_array().unwrap();
+    assert_eq!(kinds.len(), 1, "{manifest}");
+    assert_eq!(kinds[0]["kind"], "winning");
+    let latency = kinds[0]["latency_s"].as_array().unwrap();
+    assert_eq!(latency.len(), 2);
+    assert!(
+        latency.iter().all(|s| s.as_f64().unwrap() > 0.0),
+        "{manifest}"
+    );
+    let timeline = named(".timeline.jsonl");
+    assert_eq!(
+        manifest["timeline"].as_str(),
+        Some(timeline.to_str().unwrap())
+    );
+    let events = cuzk_timeline::read_jsonl(&timeline).unwrap();
+    let jobs = |kind: cuzk_timeline::EventKind| {
+        let mut ids: Vec<u64> = events
+            .iter()
+            .filter(|e| e.event == kind)
+            .map(|e| e.job)
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    let submitted = jobs(cuzk_timeline::EventKind::JobSubmit);
+    assert_eq!(submitted.len(), 2, "{events:?}");
+    assert_eq!(jobs(cuzk_timeline::EventKind::JobDone), submitted);
+    assert!(!jobs(cuzk_timeline::EventKind::GpuStart).is_empty());
+}
