@@ -41,7 +41,8 @@ profile)
         bash scripts/h200-filecoin.sh "$out/profile"
     ;;
 window)
-    RUST_LOG=cuzk_cuda::profile=info CONFIG=configs/cuda-profile.toml KINDS=window \
+    RUST_LOG=cuzk_cuda::profile=info,cuzk_plugin_api::profile=info \
+        CONFIG=configs/cuda-profile.toml KINDS=window \
         REPEAT=2 KIND_TIMEOUT=400 bash scripts/h200-kinds.sh "$out/window" kinds
     ;;
 *) echo "the part is copy, porep, profile or window" >&2; exit 2 ;;
