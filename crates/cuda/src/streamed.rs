@@ -78,6 +78,12 @@ pub struct ChunkTerms<'a> {
 }
 
 impl ChunkTerms<'_> {
+    /// The most bytes the terms of a chunk of `points` take: every point in the
+    /// tail, and its bitmap's words.
+    fn most_bytes(points: usize) -> usize {
+        points.div_ceil(64) * 8 + points * (4 + 32)
+    }
+
     fn bytes(&self) -> usize {
         std::mem::size_of_val(self.words)
             + std::mem::size_of_val(self.idx)
@@ -427,9 +433,9 @@ impl<C: DeviceCurve> DeviceSlots<C> {
         })
     }
 
-    /// The slots' terms buffers, made (in compute-stream order, before the copy
-    /// stream's DMAs into them) at the first call.
-    fn terms(&mut self, gpu: &Gpu, chunk: usize) -> Result<&mut Vec<DeviceTerms>, CudaError> {
+    /// Makes the slots' terms buffers (in compute-stream order, before the copy
+    /// stream's DMAs into them) unless made already.
+    fn make_terms(&mut self, gpu: &Gpu, chunk: usize) -> Result<(), CudaError> {
         if self.terms.is_none() {
             let t = (0..SLOTS)
                 .map(|_| DeviceTerms::new(gpu, chunk))
@@ -437,7 +443,7 @@ impl<C: DeviceCurve> DeviceSlots<C> {
             gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
             self.terms = Some(t);
         }
-        Ok(self.terms.get_or_insert_with(Vec::new))
+        Ok(())
     }
 }
 
@@ -526,14 +532,16 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
         // (H) in every partition, and buffers sized for H alone would be made anew.
         let affine = std::mem::size_of::<C::Affine>();
         self.stager
-            .reserve(gpu, chunk * affine + chunk.div_ceil(64) * 8 + chunk * 36)?;
+            .reserve(gpu, chunk * affine + ChunkTerms::most_bytes(chunk))?;
         let device = match &mut self.device {
             Some(d) => d,
             none => none.insert(DeviceSlots::new(gpu, chunk)?),
         };
         if terms.is_some() {
-            device.terms(gpu, chunk)?;
+            device.make_terms(gpu, chunk)?;
         }
+        // Each chunk's (words, tail terms), counted when it is staged, for its MSMs.
+        let mut counts = vec![(0, 0); ranges.len()];
         let first = self.stager.cursor;
         for step in plan(ranges.len(), first) {
             match step {
@@ -550,6 +558,7 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
                             )));
                         }
                     }
+                    counts[k] = t.as_ref().map_or((0, 0), |t| (t.words.len(), t.idx.len()));
                     let len = bases.len() + t.as_ref().map_or(0, ChunkTerms::bytes);
                     let (buf, slot_terms) = (
                         &mut device.bufs[slot],
@@ -588,19 +597,20 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
                         .wait(&self.stager.slots[slot].copied)
                         .ctx("cuStreamWaitEvent")?;
                     let (lo, hi) = ranges[k];
-                    let on_device = match (terms, &device.terms) {
-                        (Some(f), Some(d)) => {
-                            let t = f((lo, hi));
-                            Some(TermsOnDevice {
+                    let (nwords, nterms) = counts[k];
+                    let split = terms.is_some();
+                    let on_device =
+                        device
+                            .terms
+                            .as_ref()
+                            .filter(|_| split)
+                            .map(|d| TermsOnDevice {
                                 words: &d[slot].words,
-                                nwords: t.words.len(),
+                                nwords,
                                 idx: &d[slot].idx,
                                 scalars: &d[slot].scalars,
-                                nterms: t.idx.len(),
-                            })
-                        }
-                        _ => None,
-                    };
+                                nterms,
+                            });
                     per_chunk((lo, hi), &device.bufs[slot], on_device)?;
                     device.consumed[slot]
                         .record(&gpu.compute)
