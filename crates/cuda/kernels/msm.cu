@@ -378,17 +378,7 @@ extern "C" __global__ void scan_apply(const u32* cnt, u32 slots, u32 K, const u3
         replicate<F>(src, m, out, n);                                                                                \
     }
 
-// One curve per module: G2's kernels are a module of their own (msm_g2, compiled with
-// CUZK_G2 defined, in parallel with msm), so G1's module and its compile time stay
-// as they were.
-#ifdef CUZK_G2
-MSM_CURVE_KERNELS(g2, Fq2, 0)
-#else
-// G1's bucket sums inline the mixed addition with its products called (V = 1): the
-// fastest XYZZ kernel on the H200 (the inlined products, the called formula and the
-// products by reference were removed; NOTES.md).
-MSM_CURVE_KERNELS(g1, Fq, 1)
-// ---- Batch-affine bucket sums (G1; SumVariant::BatchAffine in msm.rs) ----
+// ---- Batch-affine bucket sums (SumVariant::BatchAffine in msm.rs; G1 and G2) ----
 //
 // Rounds over the sorted entries: each round sums the entries of every bucket in
 // pairs (2j, 2j + 1) in affine coordinates, an odd last entry passing through, so a
@@ -396,33 +386,45 @@ MSM_CURVE_KERNELS(g1, Fq, 1)
 // rounds. All pairs of a round are independent: thread t takes `per` consecutive
 // outputs, multiplies their denominators into a running product (kept in scratch,
 // one column per thread so that a warp's stores coalesce), inverts the product once
-// (fq_inverse_gcd) and walks back, peeling each pair's inverse off it (Montgomery's
-// trick): ~6 products per pair and the inversion's ~486 shared by up to `per` pairs.
+// (field_inverse) and walks back, peeling each pair's inverse off it (Montgomery's
+// trick): ~6 products per pair (Fq, or Fq2 for G2) and the inversion shared by up
+// to `per` pairs.
 //
 // Round 1 reads the bases through the sorted entries (sign bit: the negated point);
 // later rounds the previous round's output. Output slot o belongs to the bucket x
 // with out_start[x] <= o < out_start[x] + ceil(in_cnt[x] / 2) (the scan of the
 // level code with K = 2); its input entries start at in_start[x] + 2 (o - out_start[x]).
-__device__ __forceinline__ Affine ba_entry(const Affine* bases, const u32* sorted, const Affine* in, u32 i) {
+template <class F>
+__device__ __forceinline__ AffineT<F> ba_entry(const AffineT<F>* bases, const u32* sorted, const AffineT<F>* in, u32 i) {
     if (sorted) {
         const u32 v = sorted[i];
-        Affine a = Affine::load(bases + (v & 0x7fffffffu));
+        AffineT<F> a = AffineT<F>::load(bases + (v & 0x7fffffffu));
         return (v >> 31) ? neg_affine(a) : a;
     }
-    return Affine::load(in + i);
+    return AffineT<F>::load(in + i);
 }
 
 // The x coordinate of entry i (negation leaves it as it is).
-__device__ __forceinline__ Fq ba_x(const Affine* bases, const u32* sorted, const Affine* in, u32 i) {
-    return Fq::load(sorted ? &bases[sorted[i] & 0x7fffffffu].x : &in[i].x);
+template <class F>
+__device__ __forceinline__ F ba_x(const AffineT<F>* bases, const u32* sorted, const AffineT<F>* in, u32 i) {
+    return F::load(sorted ? &bases[sorted[i] & 0x7fffffffu].x : &in[i].x);
 }
 
-// Slots a batch-affine thread steps over before it searches (see msm_ba_round).
+// 1 / a: Fq's binary-GCD inverse; in Fq2 = Fq[u] / (u^2 + 1), 1 / (c0 + c1 u) =
+// (c0 - c1 u) / (c0^2 + c1^2), one Fq inversion and four products. 0 gives 0.
+__device__ __forceinline__ Fq field_inverse(const Fq& a) { return fq_inverse_gcd(a); }
+__device__ __forceinline__ Fq2 field_inverse(const Fq2& a) {
+    const Fq t = fq_inverse_gcd(Fq::add(Fq::sqr(a.c0), Fq::sqr(a.c1)));
+    return Fq2::make(Fq::mul(a.c0, t), Fq::neg(Fq::mul(a.c1, t)));
+}
+
+// Slots a batch-affine thread steps over before it searches (see ba_round).
 #define BA_WALK 8u
 
-extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, const Affine* in, const u32* in_start,
-                                        const u32* in_cnt, const u32* out_start, const u32* out_total, u32 slots,
-                                        u32 per, Fq* scratch, Affine* out) {
+template <class F>
+__device__ __forceinline__ void ba_round(const AffineT<F>* bases, const u32* sorted, const AffineT<F>* in,
+                                         const u32* in_start, const u32* in_cnt, const u32* out_start,
+                                         const u32* out_total, u32 slots, u32 per, F* scratch, AffineT<F>* out) {
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     const u32 nthreads = gridDim.x * blockDim.x;
     const u32 total = *out_total;
@@ -432,7 +434,7 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
     const u32 o1 = (u32)min((u64)total, first + per);
     u32 x = find_slot(out_start, slots, o0);
     // Forward: the running product of the denominators, stored after each output.
-    Fq acc = Fq::one();
+    F acc = F::one();
     bool any = false;
     for (u32 o = o0; o < o1; o++) {
         // The next bucket: the neighbour, or a few slots on; past BA_WALK empty
@@ -451,22 +453,22 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
             const u32 i = in_start[x] + 2 * j;
             // Only the x coordinates, unless they leave the kind open (equal, or
             // zero as the identity's are).
-            const Fq xp = ba_x(bases, sorted, in, i), xq = ba_x(bases, sorted, in, i + 1);
+            const F xp = ba_x(bases, sorted, in, i), xq = ba_x(bases, sorted, in, i + 1);
             if (!xp.eq(xq) && !xp.is_zero() && !xq.is_zero()) {
-                acc = Fq::mul(acc, Fq::sub(xq, xp));
+                acc = F::mul(acc, F::sub(xq, xp));
                 any = true;
             } else {
-                const Affine p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
+                const AffineT<F> p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
                 const u32 kind = pair_kind(p, q);
                 if (kind <= PAIR_DBL) {
-                    acc = Fq::mul(acc, pair_den(kind, p, q));
+                    acc = F::mul(acc, pair_den(kind, p, q));
                     any = true;
                 }
             }
         }
         acc.store(scratch + (size_t)(o - o0) * nthreads + t);
     }
-    Fq inv = any ? fq_inverse_gcd(acc) : acc;
+    F inv = any ? field_inverse(acc) : acc;
     // Backward: inv is 1 / (product of the denominators up to o); the pair's own
     // inverse is inv times the product before it.
     for (u32 o = o1; o-- > o0;) {
@@ -479,14 +481,14 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
         }
         const u32 j = o - out_start[x];
         const u32 i = in_start[x] + 2 * j;
-        Affine r;
+        AffineT<F> r;
         if (2 * j + 1 < in_cnt[x]) {
-            const Affine p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
+            const AffineT<F> p = ba_entry(bases, sorted, in, i), q = ba_entry(bases, sorted, in, i + 1);
             const u32 kind = pair_kind(p, q);
-            Fq own = inv;
+            F own = inv;
             if (kind <= PAIR_DBL) {
-                if (o > o0) own = Fq::mul(inv, Fq::load(scratch + (size_t)(o - 1 - o0) * nthreads + t));
-                inv = Fq::mul(inv, pair_den(kind, p, q));
+                if (o > o0) own = F::mul(inv, F::load(scratch + (size_t)(o - 1 - o0) * nthreads + t));
+                inv = F::mul(inv, pair_den(kind, p, q));
             }
             r = pair_sum(kind, p, q, own);
         } else {
@@ -497,12 +499,40 @@ extern "C" __global__ void msm_ba_round(const Affine* bases, const u32* sorted, 
 }
 
 // After the last round every bucket has at most one entry: bucket x in XYZZ.
-extern "C" __global__ void msm_ba_buckets(const Affine* in, const u32* start, const u32* cnt, u32 slots, Xyzz* buckets) {
+template <class F>
+__device__ __forceinline__ void ba_buckets(const AffineT<F>* in, const u32* start, const u32* cnt, u32 slots,
+                                           XyzzT<F>* buckets) {
     const u32 x = blockIdx.x * blockDim.x + threadIdx.x;
     if (x >= slots) return;
-    const Xyzz b = cnt[x] ? Xyzz::from_affine(Affine::load(in + start[x])) : Xyzz::inf();
+    const XyzzT<F> b = cnt[x] ? XyzzT<F>::from_affine(AffineT<F>::load(in + start[x])) : XyzzT<F>::inf();
     b.store(buckets + x);
 }
+
+// The rounds' kernels of each curve: msm_ba_round (G1, as before G2 had them) and
+// msm_ba_round_g2, and likewise msm_ba_buckets (DeviceCurve's KERNELS names them).
+#define BA_KERNELS(NAME_ROUND, NAME_BUCKETS, F)                                                                      \
+    extern "C" __global__ void NAME_ROUND(const AffineT<F>* bases, const u32* sorted, const AffineT<F>* in,          \
+                                          const u32* in_start, const u32* in_cnt, const u32* out_start,              \
+                                          const u32* out_total, u32 slots, u32 per, F* scratch, AffineT<F>* out) {   \
+        ba_round<F>(bases, sorted, in, in_start, in_cnt, out_start, out_total, slots, per, scratch, out);            \
+    }                                                                                                                \
+    extern "C" __global__ void NAME_BUCKETS(const AffineT<F>* in, const u32* start, const u32* cnt, u32 slots,       \
+                                            XyzzT<F>* buckets) {                                                     \
+        ba_buckets<F>(in, start, cnt, slots, buckets);                                                               \
+    }
+
+// One curve per module: G2's kernels are a module of their own (msm_g2, compiled with
+// CUZK_G2 defined, in parallel with msm), so G1's module and its compile time stay
+// as they were.
+#ifdef CUZK_G2
+MSM_CURVE_KERNELS(g2, Fq2, 0)
+BA_KERNELS(msm_ba_round_g2, msm_ba_buckets_g2, Fq2)
+#else
+// G1's bucket sums inline the mixed addition with its products called (V = 1): the
+// fastest XYZZ kernel on the H200 (the inlined products, the called formula and the
+// products by reference were removed; NOTES.md).
+MSM_CURVE_KERNELS(g1, Fq, 1)
+BA_KERNELS(msm_ba_round, msm_ba_buckets, Fq)
 
 // The ones as one bucket for the batch-affine rounds (ones_sum_affine in msm.rs):
 // word w's set bits among the first n_bases bases, counted, then written out in

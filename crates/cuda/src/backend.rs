@@ -305,15 +305,11 @@ impl CudaBackend {
         let big = 1usize << crate::log_domain(n);
         let h = Ntt::h_device_bytes(self.ntt_kernel, n);
         let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
-        // A query's ones sum, then its tail MSM (G1's ones by batch-affine rounds,
-        // G2's by the XYZZ kernel, whose partials are small).
+        // A query's ones sum (by batch-affine rounds, or the XYZZ kernel, whose
+        // partials are small), then its tail MSM.
         let scratch = |m: SplitRef<'_>, xyzz: u64| {
             let t = m.tail_indices().len();
-            let ones = if xyzz == G1::XYZZ_BYTES {
-                msm::ones_scratch_bytes(m.num_bases())
-            } else {
-                0
-            };
+            let ones = msm::ones_scratch_bytes(m.num_bases(), xyzz);
             MsmPlan::for_size(t).scratch_bytes_for(t, xyzz).max(ones)
         };
         let data =

@@ -100,6 +100,8 @@ pub struct CudaTuning {
     /// G1's bucket sums: `affine` (batch-affine rounds, then XYZZ levels) or `calls`
     /// (XYZZ levels only).
     pub msm_sum: crate::msm::SumVariant,
+    /// G2's bucket sums (the B query in G2), `affine` or `calls` likewise.
+    pub msm_sum_g2: crate::msm::SumVariant,
     /// Fewest pairs per thread for which a batch-affine round runs (the rest goes
     /// to the XYZZ levels). 1 makes every round affine.
     pub ba_min_per: u64,
@@ -117,6 +119,7 @@ impl Default for CudaTuning {
     fn default() -> Self {
         Self {
             msm_sum: crate::msm::SumVariant::BatchAffine,
+            msm_sum_g2: crate::msm::SumVariant::BatchAffine,
             ba_min_per: 32,
             ba_group_log: 28,
             ba_waves: 1,
@@ -127,8 +130,9 @@ impl Default for CudaTuning {
 
 impl CudaTuning {
     /// The keys of this struct, which the plugin's flat parameters route here.
-    pub const KEYS: [&'static str; 5] = [
+    pub const KEYS: [&'static str; 6] = [
         "msm_sum",
+        "msm_sum_g2",
         "ba_min_per",
         "ba_group_log",
         "ba_waves",
@@ -273,6 +277,7 @@ mod tests {
             ("stream_chunk", "4096"),
             ("g2", "false"),
             ("msm_sum", "calls"),
+            ("msm_sum_g2", "calls"),
             ("ba_waves", "2"),
             ("kernel_cache_dir", "/tmp/k"),
             ("witness_staging", "register"),
@@ -284,6 +289,7 @@ mod tests {
         assert_eq!(c.bases(), BasePlacement::Streamed { chunk_bases: 4096 });
         assert!(!c.g2);
         assert_eq!(c.tuning.msm_sum, crate::msm::SumVariant::CalledProducts);
+        assert_eq!(c.tuning.msm_sum_g2, crate::msm::SumVariant::CalledProducts);
         assert_eq!(c.tuning.ba_waves, 2);
         assert_eq!(c.kernel_cache_dir, Some(PathBuf::from("/tmp/k")));
         assert_eq!(CudaConfig::from_params([]).unwrap(), CudaConfig::default());

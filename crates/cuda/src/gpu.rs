@@ -245,6 +245,9 @@ pub struct CurveKernels {
     pub reduce: &'static str,
     pub ones_sum: &'static str,
     pub replicate: &'static str,
+    /// The batch-affine rounds and their last step into XYZZ buckets.
+    pub ba_round: &'static str,
+    pub ba_buckets: &'static str,
 }
 
 /// A group the MSM kernels are instantiated for: its host and device point types,
@@ -301,6 +304,8 @@ impl DeviceCurve for G1 {
         reduce: "xyzz_reduce_g1",
         ones_sum: "ones_sum_g1",
         replicate: "replicate_affine_g1",
+        ba_round: "msm_ba_round",
+        ba_buckets: "msm_ba_buckets",
     };
     fn to_projective(p: &XyzzRepr) -> G1Projective {
         xyzz_to_projective(p)
@@ -324,6 +329,8 @@ impl DeviceCurve for G2 {
         reduce: "xyzz_reduce_g2",
         ones_sum: "ones_sum_g2",
         replicate: "replicate_affine_g2",
+        ba_round: "msm_ba_round_g2",
+        ba_buckets: "msm_ba_buckets_g2",
     };
     fn to_projective(p: &Xyzz2Repr) -> G2Projective {
         xyzz2_to_projective(p)

@@ -95,6 +95,8 @@ pub const MSM_G2_MODULE: ModuleSource = ModuleSource {
         "xyzz_reduce_g2",
         "ones_sum_g2",
         "replicate_affine_g2",
+        "msm_ba_round_g2",
+        "msm_ba_buckets_g2",
         "fq2_ops_test",
         "g2_ops_test",
     ],

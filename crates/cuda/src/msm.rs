@@ -30,7 +30,7 @@ mod ones;
 #[cfg(test)]
 mod tests;
 
-use batch_affine::{ba_bucket_sums, ba_first_round_per};
+use batch_affine::{ba_bucket_sums, ba_first_round_per, group_entries_for};
 pub use batch_affine::{
     batch_affine_group_entries, batch_affine_min_per, set_batch_affine_group_entries,
     set_batch_affine_min_per, set_batch_affine_waves,
@@ -119,17 +119,19 @@ impl MsmPlan {
     }
 
     /// [`Self::scratch_bytes`] for XYZZ points of `xyzz` bytes (192 for G1, 384
-    /// for G2): the XYZZ levels' scratch, and for G1 with batch-affine rounds
-    /// theirs besides.
+    /// for G2): the XYZZ levels' scratch, and with batch-affine rounds (the
+    /// curve's [`SumVariant`]) theirs besides.
     pub fn scratch_bytes_for(&self, n: usize, xyzz: u64) -> u64 {
         self.level_scratch_bytes(n, xyzz)
-            + if sum_variant() == SumVariant::BatchAffine && xyzz == G1::XYZZ_BYTES {
-                // A window group's first round (affine outputs and running products)
-                // and the second round's outputs next to it.
+            + if batch_affine_for(xyzz) {
+                // A window group's first round (affine outputs, half an XYZZ point,
+                // and running products, a quarter) and the second round's outputs
+                // next to it.
                 let group =
-                    (batch_affine_group_entries() / (n as u64).max(1)).clamp(1, self.nwin as u64);
+                    (group_entries_for(xyzz) / (n as u64).max(1)).clamp(1, self.nwin as u64);
                 let g = group * n as u64 + group * self.nb as u64;
-                g / 2 * (96 + 48) + g / 4 * 96
+                let affine = xyzz / 2;
+                g / 2 * (affine + affine / 2) + g / 4 * affine
             } else {
                 0
             }
@@ -176,17 +178,19 @@ const FAN: u32 = 32;
 /// Bitmap words (64 bases) per thread in the ones sum.
 const ONES_WORDS_PER_THREAD: u32 = 4;
 
-/// How G1's bucket sums run (`CudaTuning::msm_sum`).
+/// How a curve's bucket sums run (`CudaTuning::msm_sum` for G1, `msm_sum_g2` for
+/// G2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SumVariant {
-    /// `calls`: XYZZ levels only, the mixed addition inlined with its Fq products
-    /// called (the fastest XYZZ kernel on the H200; the other ways of compiling it,
-    /// `inline`, `fcall` and `refs`, were removed: NOTES.md).
+    /// `calls`: XYZZ levels only (for G1 the mixed addition inlined with its Fq
+    /// products called, the fastest XYZZ kernel on the H200; the other ways of
+    /// compiling it, `inline`, `fcall` and `refs`, were removed: NOTES.md).
     #[serde(rename = "calls")]
     CalledProducts = 1,
     /// `affine`: batch-affine rounds (affine additions sharing one inversion per
-    /// thread, ~6 products per addition instead of 10), then the XYZZ levels for
-    /// what they leave; G2 MSMs run the XYZZ levels.
+    /// thread, ~6 products per addition instead of the mixed addition's 10; in
+    /// G2 ~6 Fq2 products instead of 33 Fq ones), then the XYZZ levels for what
+    /// they leave.
     #[serde(rename = "affine")]
     BatchAffine = 4,
 }
@@ -206,6 +210,8 @@ pub enum Scatter {
 /// The G1 bucket sums of every later MSM of this process (set from the backend's
 /// [`crate::CudaTuning`] by [`apply_tuning`]).
 static SUM_VARIANT: AtomicU8 = AtomicU8::new(SumVariant::BatchAffine as u8);
+/// G2's, likewise.
+static SUM_VARIANT_G2: AtomicU8 = AtomicU8::new(SumVariant::BatchAffine as u8);
 /// [`Scatter`] as 0, 1, 2.
 static SCATTER: AtomicU8 = AtomicU8::new(0);
 
@@ -214,6 +220,7 @@ static SCATTER: AtomicU8 = AtomicU8::new(0);
 /// override the first's): the MSM code reads them where no backend is at hand.
 pub fn apply_tuning(t: &crate::CudaTuning) {
     set_sum_variant(t.msm_sum);
+    set_sum_variant_g2(t.msm_sum_g2);
     set_batch_affine_min_per(t.ba_min_per);
     set_batch_affine_group_entries(1u64 << t.ba_group_log.clamp(10, 30));
     set_batch_affine_waves(t.ba_waves);
@@ -227,10 +234,35 @@ pub fn set_sum_variant(v: SumVariant) {
 
 /// The G1 bucket sums in use.
 pub fn sum_variant() -> SumVariant {
-    match SUM_VARIANT.load(Ordering::Relaxed) {
+    variant_of(SUM_VARIANT.load(Ordering::Relaxed))
+}
+
+/// Selects the G2 bucket sums for every later MSM of this process.
+pub fn set_sum_variant_g2(v: SumVariant) {
+    SUM_VARIANT_G2.store(v as u8, Ordering::Relaxed);
+}
+
+/// The G2 bucket sums in use.
+pub fn sum_variant_g2() -> SumVariant {
+    variant_of(SUM_VARIANT_G2.load(Ordering::Relaxed))
+}
+
+fn variant_of(v: u8) -> SumVariant {
+    match v {
         1 => SumVariant::CalledProducts,
         _ => SumVariant::BatchAffine,
     }
+}
+
+/// Whether MSMs over XYZZ points of `xyzz` bytes (G1's 192, G2's 384) sum their
+/// buckets by batch-affine rounds: their curve's [`SumVariant`].
+pub(crate) fn batch_affine_for(xyzz: u64) -> bool {
+    let v = if xyzz == G1::XYZZ_BYTES {
+        sum_variant()
+    } else {
+        sum_variant_g2()
+    };
+    v == SumVariant::BatchAffine
 }
 
 fn sum_kernel<C: DeviceCurve>() -> &'static str {
@@ -511,9 +543,8 @@ fn msm_on<C: DeviceCurve>(
     }
     Phases::mark(&mut phases, gpu, "scatter")?;
     drop(cursors);
-    let batch_affine = C::KERNELS.sum_points == G1::KERNELS.sum_points
-        && sum_variant() == SumVariant::BatchAffine
-        && ba_first_round_per(gpu, n, plan)? >= batch_affine_min_per();
+    let batch_affine = batch_affine_for(C::XYZZ_BYTES)
+        && ba_first_round_per::<C>(gpu, n, plan)? >= batch_affine_min_per();
     let buckets = if batch_affine {
         let b = ba_bucket_sums::<C>(gpu, bases, &sorted, &counts, &offsets, n, plan, None)?;
         drop(sorted);

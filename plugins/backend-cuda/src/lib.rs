@@ -76,6 +76,11 @@ impl BackendPlugin for Cuda {
             "tuning: G1 bucket sums, affine (batch-affine rounds) or calls (XYZZ only)",
         ),
         ParamDoc::new(
+            "msm_sum_g2",
+            "affine",
+            "tuning: G2 bucket sums, affine (batch-affine rounds) or calls (XYZZ only)",
+        ),
+        ParamDoc::new(
             "ba_min_per",
             "32",
             "tuning: fewest pairs per thread for a batch-affine round",

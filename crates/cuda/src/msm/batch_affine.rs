@@ -1,4 +1,4 @@
-//! G1's bucket sums by batch-affine rounds (`msm_ba_round` in msm.cu): affine
+//! Bucket sums by batch-affine rounds (`ba_round` in msm.cu, G1 and G2): affine
 //! additions sharing one inversion per thread, the default
 //! ([`SumVariant::BatchAffine`]), and their process-wide knobs.
 
@@ -23,9 +23,18 @@ pub fn set_batch_affine_group_entries(entries: u64) {
     BA_GROUP_SETTING.store(entries.max(1), Ordering::Relaxed);
 }
 
-/// The most sorted entries of a batch-affine window group.
+/// The most sorted entries of a batch-affine window group (G1's; see
+/// [`group_entries_for`]).
 pub fn batch_affine_group_entries() -> u64 {
     BA_GROUP_SETTING.load(Ordering::Relaxed)
+}
+
+/// The most sorted entries of a window group over XYZZ points of `xyzz` bytes:
+/// [`batch_affine_group_entries`] for G1, half as many for G2, whose points are
+/// twice the bytes, so that a group's scratch is the same for both curves (~20 GB
+/// at 2^28 G1 entries).
+pub(super) fn group_entries_for(xyzz: u64) -> u64 {
+    (batch_affine_group_entries() * G1::XYZZ_BYTES / xyzz.max(1)).max(1)
 }
 /// Pairs per thread in a batch-affine round: one wave of threads (as many as the
 /// device holds at once) shares the round's pairs, so each thread's inversion
@@ -61,10 +70,11 @@ pub fn batch_affine_min_per() -> u64 {
     BA_MIN_PER_SETTING.load(Ordering::Relaxed)
 }
 
-/// Threads of one wave of `msm_ba_round` (blocks of BA_BLOCK) on this device.
-pub(super) fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
+/// Threads of one wave of the curve's batch-affine round (blocks of BA_BLOCK) on
+/// this device.
+pub(super) fn ba_wave<C: DeviceCurve>(gpu: &Gpu) -> Result<u64, CudaError> {
     let blocks = gpu
-        .function("msm_ba_round")?
+        .function(C::KERNELS.ba_round)?
         .occupancy_max_active_blocks_per_multiprocessor(BA_BLOCK, 0, None)
         .map_err(|source| CudaError::Driver {
             call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
@@ -77,12 +87,17 @@ pub(super) fn ba_wave(gpu: &Gpu) -> Result<u64, CudaError> {
 }
 
 /// Pairs per thread of the first batch-affine round of an MSM of `n` terms.
-pub(super) fn ba_first_round_per(gpu: &Gpu, n: usize, plan: MsmPlan) -> Result<u64, CudaError> {
-    let group = (batch_affine_group_entries() / (n as u64).max(1)).clamp(1, plan.nwin as u64);
-    Ok((group * n as u64 / 2).div_ceil(ba_wave(gpu)?))
+pub(super) fn ba_first_round_per<C: DeviceCurve>(
+    gpu: &Gpu,
+    n: usize,
+    plan: MsmPlan,
+) -> Result<u64, CudaError> {
+    let group =
+        (group_entries_for(C::XYZZ_BYTES) / (n as u64).max(1)).clamp(1, plan.nwin as u64);
+    Ok((group * n as u64 / 2).div_ceil(ba_wave::<C>(gpu)?))
 }
 
-/// The bucket sums by batch-affine rounds (G1; see `msm_ba_round` in msm.cu): per
+/// The bucket sums by batch-affine rounds (see `ba_round` in msm.cu): per
 /// group of windows, rounds that halve every bucket's entries with affine additions
 /// sharing one inversion per thread, while a round has at least BA_MIN_PER pairs per
 /// thread of a wave; then each bucket's one point becomes its XYZZ bucket, or, where
@@ -115,8 +130,10 @@ pub(super) fn ba_bucket_sums<C: DeviceCurve>(
     .max(2);
     let rounds_needed = 32 - (fullest - 1).leading_zeros();
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
-    let group = (batch_affine_group_entries() / n as u64).clamp(1, nwin as u64) as u32;
-    let wave = ba_wave(gpu)?;
+    let group = (group_entries_for(C::XYZZ_BYTES) / n as u64).clamp(1, nwin as u64) as u32;
+    let wave = ba_wave::<C>(gpu)?;
+    // A running product per output: one base-field element, half an affine point.
+    let field_u64s = (C::AFFINE_BYTES / 16) as usize;
     let (sorted_ptr, _sorted_use) = sorted.device_ptr(gpu.compute_stream());
     let dtod = |source| CudaError::Driver {
         call: "cuMemcpyDtoDAsync",
@@ -163,7 +180,8 @@ pub(super) fn ba_bucket_sums<C: DeviceCurve>(
             // SAFETY: msm_ba_round writes a thread's running product of output o
             // before it reads it back, and every output below the round's total; the
             // next round and the final kernels read only those.
-            let mut scratch = unsafe { gpu.alloc_scratch::<[u64; 6]>((per * threads) as usize) }?;
+            let mut scratch =
+                unsafe { gpu.alloc_scratch::<u64>((per * threads) as usize * field_u64s) }?;
             let mut out = unsafe { gpu.alloc_scratch::<C::Affine>(bound as usize) }?;
             let (in_ptr, in_use) = match &prev {
                 Some(p) => {
@@ -181,7 +199,7 @@ pub(super) fn ba_bucket_sums<C: DeviceCurve>(
             };
             crate::launch!(
                 gpu,
-                "msm_ba_round",
+                C::KERNELS.ba_round,
                 cfg,
                 bases,
                 &sp,
@@ -206,7 +224,7 @@ pub(super) fn ba_bucket_sums<C: DeviceCurve>(
             let mut view = buckets.slice_mut(s0..s1);
             crate::launch!(
                 gpu,
-                "msm_ba_buckets",
+                C::KERNELS.ba_buckets,
                 grid(gs as usize, 128),
                 &last,
                 &start,

@@ -70,11 +70,11 @@ pub(super) const ONES_PLAN: MsmPlan = MsmPlan {
     balanced: true,
 };
 
-/// The ones by batch-affine rounds (G1 with [`SumVariant::BatchAffine`]): the set
+/// The ones by batch-affine rounds (the curve's [`SumVariant::BatchAffine`]): the set
 /// bits' indices compacted out of the bitmap as one bucket's sorted entries (a
 /// count per word, a scan, a write-out), then the bucket sums' rounds and XYZZ
 /// levels, ~6 products per addition instead of the mixed addition's 10. One more
-/// readback (the count of ones) to size the rounds. `None` for G2, for another sum
+/// readback (the count of ones) to size the rounds. `None` for the other sum
 /// variant, and where the first round would give a thread fewer pairs than
 /// [`batch_affine_min_per`] (the one-thread-per-words XYZZ kernel then).
 pub(super) fn ones_sum_affine<C: DeviceCurve>(
@@ -84,9 +84,9 @@ pub(super) fn ones_sum_affine<C: DeviceCurve>(
     n_words: usize,
     n_bases: usize,
 ) -> Result<Option<PendingSum<C>>, CudaError> {
-    let affine =
-        C::KERNELS.sum_points == G1::KERNELS.sum_points && sum_variant() == SumVariant::BatchAffine;
-    if !affine || ba_first_round_per(gpu, n_bases, ONES_PLAN)? < batch_affine_min_per() {
+    if !batch_affine_for(C::XYZZ_BYTES)
+        || ba_first_round_per::<C>(gpu, n_bases, ONES_PLAN)? < batch_affine_min_per()
+    {
         return Ok(None);
     }
     let (nw, nbs) = (n_words as u32, n_bases as u32);
@@ -115,7 +115,7 @@ pub(super) fn ones_sum_affine<C: DeviceCurve>(
     )?;
     drop((counts, copy));
     let m = gpu.download(&total, 1)?[0] as usize;
-    if ba_first_round_per(gpu, m, ONES_PLAN)? < batch_affine_min_per() {
+    if ba_first_round_per::<C>(gpu, m, ONES_PLAN)? < batch_affine_min_per() {
         return Ok(None);
     }
     let mut sorted = gpu.alloc_poisoned::<u32>(m)?;
@@ -149,12 +149,15 @@ pub(super) fn ones_sum_affine<C: DeviceCurve>(
     }))
 }
 
-/// Device bytes [`ones_sum`] may take for `n_bases` bases (G1, batch-affine: the
-/// compacted entries and the first rounds' outputs and running products; the XYZZ
-/// kernel's partials are far fewer).
-pub fn ones_scratch_bytes(n_bases: usize) -> u64 {
+/// Device bytes [`ones_sum`] may take for `n_bases` bases over XYZZ points of
+/// `xyzz` bytes (batch-affine: the compacted entries and the first rounds' outputs
+/// and running products; the XYZZ kernel's partials are far fewer).
+pub fn ones_scratch_bytes(n_bases: usize, xyzz: u64) -> u64 {
+    if !batch_affine_for(xyzz) {
+        return 0;
+    }
     let n = n_bases as u64;
     // Per word: count, start and its copy; per entry: the index, then
-    // ONES_PLAN's share of scratch_bytes_for (96 bytes an entry).
-    n.div_ceil(64) * 12 + n * 4 + ONES_PLAN.scratch_bytes(n_bases)
+    // ONES_PLAN's share of scratch_bytes_for (96 bytes an entry in G1).
+    n.div_ceil(64) * 12 + n * 4 + ONES_PLAN.scratch_bytes_for(n_bases, xyzz)
 }

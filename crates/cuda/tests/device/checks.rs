@@ -492,7 +492,7 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
         |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g1(p, s.as_ref(), pool)?),
     )?;
     mark("ones and splits");
-    check_ones_affine(gpu, log, &mut r, &points, &dbases)?;
+    check_ones_affine::<G1>(gpu, log, &mut r, &points, &dbases, "")?;
     mark("batch-affine ones");
     // Every bucket-sum kernel (SumVariant) on the same inputs.
     let default_variant = msm::sum_variant();
@@ -584,6 +584,59 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
         log.check(&format!("g2 msm equal c={} n={n}", plan.c), got == want, "");
     }
 
+    // G2's bucket sums both ways (`msm_sum_g2`), and batch-affine with every round
+    // affine (min 1 pair per thread), handing over to the XYZZ levels after a few
+    // (min 2), and in window groups of 2^10 entries (a window per group): random,
+    // equal (one bucket of n points a window) and 0/1-heavy scalars, and the
+    // identity among the bases (every 97th of the first 4096).
+    let variants = [
+        (SumVariant::CalledProducts, 1, 1u64 << 30),
+        (SumVariant::BatchAffine, 1, 1 << 30),
+        (SumVariant::BatchAffine, 2, 1 << 30),
+        (SumVariant::BatchAffine, 2, 1 << 10),
+    ];
+    for n in [2usize, 33, 1000, 1 << 12, 1 << 16]
+        .into_iter()
+        .filter(|&n| n <= big)
+    {
+        let random: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut r)).collect();
+        let equal = vec![Scalar::random(&mut r); n];
+        let heavy = heavy_scalars(n, &mut r);
+        for (kind, scalars) in [("random", random), ("equal", equal), ("0/1-heavy", heavy)] {
+            let want = if n <= 64 {
+                naive_msm_g2(&points[..n], &scalars)
+            } else {
+                cuzk_msm_cpu::msm_g2(&points[..n], &scalars, pool)?
+            };
+            let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
+            for (v, min_per, group) in variants {
+                let before = (
+                    msm::sum_variant_g2(),
+                    msm::batch_affine_min_per(),
+                    msm::batch_affine_group_entries(),
+                );
+                msm::set_sum_variant_g2(v);
+                msm::set_batch_affine_min_per(min_per);
+                msm::set_batch_affine_group_entries(group);
+                let plan = MsmPlan::for_size(n);
+                let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
+                    .and_then(|p| p.finish(gpu));
+                msm::set_sum_variant_g2(before.0);
+                msm::set_batch_affine_min_per(before.1);
+                msm::set_batch_affine_group_entries(before.2);
+                log.check(
+                    &format!(
+                        "g2 msm {kind} {v:?} (min {min_per}, groups {group}) c={} n={n}",
+                        plan.c
+                    ),
+                    got? == want,
+                    "",
+                );
+            }
+        }
+    }
+    check_ones_affine::<G2>(gpu, log, &mut r, &points, &dbases, "g2 ")?;
+
     // Ones and the whole split against split_msm_g2.
     let sizes: Vec<usize> = (1..=33)
         .chain([1000, 1 << 16])
@@ -660,13 +713,17 @@ where
 /// rounds), forced at every size by a minimum of 1 pair per thread, against the
 /// host's sum: bitmaps random, full, empty, one bit, and with bits set past
 /// `n_bases` in the last word (which must not count).
-pub fn check_ones_affine(
+pub fn check_ones_affine<C: DeviceCurve>(
     gpu: &Gpu,
     log: &Log,
     r: &mut ChaCha20Rng,
-    points: &[G1Affine],
-    dbases: &CudaSlice<AffineRepr>,
-) -> Result<()> {
+    points: &[C::HostAffine],
+    dbases: &CudaSlice<C::Affine>,
+    label: &str,
+) -> Result<()>
+where
+    C::Projective: From<C::HostAffine> + std::iter::Sum,
+{
     let before = msm::batch_affine_min_per();
     msm::set_batch_affine_min_per(1);
     let result = (|| -> Result<()> {
@@ -684,11 +741,15 @@ pub fn check_ones_affine(
             ] {
                 let dw = gpu.upload::<u64>(bytes_of(&words))?;
                 let got = msm::ones_sum(gpu, dbases, &dw, nw, n)?.finish(gpu)?;
-                let want: G1Projective = (0..n)
+                let want: C::Projective = (0..n)
                     .filter(|&i| words[i / 64] >> (i % 64) & 1 == 1)
-                    .map(|i| G1Projective::from(points[i]))
+                    .map(|i| C::Projective::from(points[i]))
                     .sum();
-                log.check(&format!("batch-affine ones {kind} n={n}"), got == want, "");
+                log.check(
+                    &format!("{label}batch-affine ones {kind} n={n}"),
+                    got == want,
+                    "",
+                );
             }
         }
         Ok(())

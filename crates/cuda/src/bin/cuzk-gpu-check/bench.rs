@@ -273,20 +273,35 @@ pub fn bench(
     let max_g2 = 22usize;
     let mut bases2 = gpu.alloc_poisoned::<Affine2Repr>(1 << max_g2)?;
     msm::replicate_bases(gpu, &dsrc2, &mut bases2)?;
+    // Both G2 bucket sums (`msm_sum_g2`), the default's row first, in turn.
+    let default_g2 = msm::sum_variant_g2();
+    let other_g2 = match default_g2 {
+        SumVariant::BatchAffine => SumVariant::CalledProducts,
+        SumVariant::CalledProducts => SumVariant::BatchAffine,
+    };
     for lg in [20usize, 22].into_iter().filter(|_| on("g2-bench")) {
         let n = 1usize << lg;
         let plan = MsmPlan::for_size(n);
-        let ms = time5(gpu, || {
-            let p = msm::msm(gpu, &bases2, &dsc, n, ScalarFormat::Montgomery, None, plan)?;
-            p.finish(gpu).map(|_| ())
-        })?;
-        log.row(
-            "G2 MSM",
-            &format!("2^{lg}"),
-            ms,
-            format!("{:.1} ns/pt, c={}", ms * 1e6 / n as f64, plan.c),
-            "-",
-        );
+        for v in [default_g2, other_g2] {
+            msm::set_sum_variant_g2(v);
+            let ms = time5(gpu, || {
+                let p = msm::msm(gpu, &bases2, &dsc, n, ScalarFormat::Montgomery, None, plan)?;
+                p.finish(gpu).map(|_| ())
+            });
+            msm::set_sum_variant_g2(default_g2);
+            let ms = ms?;
+            let name = match v {
+                SumVariant::BatchAffine => "G2 MSM (affine)",
+                SumVariant::CalledProducts => "G2 MSM (calls)",
+            };
+            log.row(
+                name,
+                &format!("2^{lg}"),
+                ms,
+                format!("{:.1} ns/pt, c={}", ms * 1e6 / n as f64, plan.c),
+                "-",
+            );
+        }
     }
     drop(bases2);
     let host_scalars = fast_scalars(1 << max_g2, r.next_u64());
