@@ -13,7 +13,11 @@
 #                                           of the rest is left?
 #   bash scripts/h200-next.sh OUT copy      the 32 GiB bar, 5 sectors, witness staging
 #                                           by copy (the default now): 15.06 s/proof
-#                                           steady on 2026-12-03 (bar <= 15)
+#                                           steady on 2026-12-03 (bar <= 15), before
+#                                           split data went through pinned memory
+#   bash scripts/h200-next.sh OUT pageable  the same with the split data uploaded from
+#                                           pageable memory (configs/cuda-pageable.toml):
+#                                           the A/B of split_upload
 #   bash scripts/h200-next.sh OUT porep     the same with register
 #                                           (configs/cuda-register.toml): 17.28
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
@@ -25,11 +29,15 @@
 #                                           copy staging: 2.50 s on 2026-12-03 (bar 3 s;
 #                                           register gave 1.04)
 set -u
-out=${1:?usage: h200-next.sh OUT copy|porep|profile|window}
-case "${2:?usage: h200-next.sh OUT copy|porep|profile|window}" in
+out=${1:?usage: h200-next.sh OUT copy|pageable|porep|profile|window}
+case "${2:?usage: h200-next.sh OUT copy|pageable|porep|profile|window}" in
 copy)
     CONFIG=configs/cuda-copy.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
         bash scripts/h200-filecoin.sh "$out/copy"
+    ;;
+pageable)
+    CONFIG=configs/cuda-pageable.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
+        bash scripts/h200-filecoin.sh "$out/pageable"
     ;;
 porep)
     CONFIG=configs/cuda-register.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
@@ -45,5 +53,5 @@ window)
         CONFIG=configs/cuda-profile.toml KINDS=window \
         REPEAT=2 KIND_TIMEOUT=400 bash scripts/h200-kinds.sh "$out/window" kinds
     ;;
-*) echo "the part is copy, porep, profile or window" >&2; exit 2 ;;
+*) echo "the part is copy, pageable, porep, profile or window" >&2; exit 2 ;;
 esac

@@ -28,6 +28,7 @@ mod gate;
 mod prove;
 mod queries;
 mod r1cs;
+mod split_staging;
 #[cfg(test)]
 mod tests;
 mod witness_copy;
@@ -123,6 +124,9 @@ struct Inner {
     placement: BasePlacement,
     /// Pinned staging buffers of streamed bases, kept across partitions.
     stager: Stager,
+    /// The pinned buffer a partition's split data go up through
+    /// (`split_upload = "pinned"`), kept across partitions.
+    splits: split_staging::SplitStaging,
 }
 
 fn dev(e: CudaError) -> BackendError {
@@ -216,6 +220,7 @@ impl CudaBackend {
                 budget,
                 placement: config.bases(),
                 stager: Stager::new(config.copy_threads),
+                splits: split_staging::SplitStaging::new(config.copy_threads),
             }),
             caps,
             ntt_kernel: config.ntt_kernel,

@@ -35,6 +35,12 @@ pub struct CudaConfig {
     /// into page-locked buffers the backend keeps (`backend/witness_copy.rs`),
     /// `register` page-locks the caller's memory in place (unlocked after the call).
     pub witness_staging: WitnessStaging,
+    /// How a partition's split data (ones bitmaps, tail terms) go up when its bases
+    /// are resident: `pinned` (the default) through a page-locked buffer the backend
+    /// keeps, L's ones started once its bitmap is in and the rest uploaded while
+    /// they run; `pageable` straight from the caller's memory, every bitmap before
+    /// the first kernel.
+    pub split_upload: SplitUpload,
     /// The NTT pass kernel: `r2wg` (fastest; a table of N/2 roots per size, 2 GiB at
     /// 2^27) or `r2wf` (no such table).
     pub ntt_kernel: NttKernel,
@@ -64,6 +70,7 @@ impl Default for CudaConfig {
             stream_chunk: 0,
             copy_threads: 8,
             witness_staging: WitnessStaging::Copy,
+            split_upload: SplitUpload::Pinned,
             ntt_kernel: NttKernel::DEFAULT,
             g2: true,
             profile: false,
@@ -72,6 +79,22 @@ impl Default for CudaConfig {
             tuning: CudaTuning::default(),
         }
     }
+}
+
+/// How [`crate::CudaBackend`] uploads a partition's split data
+/// ([`CudaConfig::split_upload`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SplitUpload {
+    /// Copied by the backend's threads into a page-locked buffer it keeps (up to
+    /// 1 GiB of split data; larger ones go as `pageable`), then uploaded by
+    /// asynchronous DMAs: the enqueuing thread waits for no copy, and the device
+    /// starts on L's ones once its bitmap is in.
+    #[default]
+    Pinned,
+    /// Uploaded from the caller's (pageable) memory: each copy holds the enqueuing
+    /// thread while the driver stages it.
+    Pageable,
 }
 
 /// How [`crate::CudaBackend`] stages a witness before the GPU lock
@@ -281,9 +304,11 @@ mod tests {
             ("ba_waves", "2"),
             ("kernel_cache_dir", "/tmp/k"),
             ("witness_staging", "register"),
+            ("split_upload", "pageable"),
         ])
         .unwrap();
         assert_eq!(c.witness_staging, WitnessStaging::Register);
+        assert_eq!(c.split_upload, SplitUpload::Pageable);
         assert_eq!(CudaConfig::default().witness_staging, WitnessStaging::Copy);
         assert_eq!(c.ntt_kernel, NttKernel::Radix2WarpFast);
         assert_eq!(c.bases(), BasePlacement::Streamed { chunk_bases: 4096 });

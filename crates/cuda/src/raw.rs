@@ -322,6 +322,20 @@ impl PinnedBuffer {
         // SAFETY: in bounds (clamped), initialised by the caller's contract.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>(), len.min(self.len)) }
     }
+
+    /// Bytes `range` (clamped to the buffer), as written.
+    ///
+    /// # Safety
+    /// Every one of those bytes must have been written through
+    /// [`PinnedBuffer::as_uninit_mut`].
+    pub unsafe fn assume_init_range(&self, range: std::ops::Range<usize>) -> &[u8] {
+        let end = range.end.min(self.len);
+        let start = range.start.min(end);
+        // SAFETY: in bounds (clamped), initialised by the caller's contract.
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>().add(start), end - start)
+        }
+    }
 }
 
 impl Drop for PinnedBuffer {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_cuda::spmv::{self, DeviceR1cs, R1csKey, ValidR1cs};
-use cuzk_cuda::{CudaBackend, CudaConfig, CudaError, WitnessStaging};
+use cuzk_cuda::{CudaBackend, CudaConfig, CudaError, SplitUpload, WitnessStaging};
 use cuzk_gpu_backend::{
     AbcEval, AbcRef, BackendError, CpuBackend, CsrRef, GpuBackend, R1csRef, SplitMsm, Term,
     WitnessJobRef,
@@ -315,8 +315,16 @@ fn prove_partition_witness_matches_host_abc_and_the_cpu_backend_or_no_device() {
     }) else {
         return;
     };
+    // Split data through the backend's pinned buffer (the default) and from the
+    // caller's memory.
+    let Some(pageable) = open(CudaConfig {
+        split_upload: SplitUpload::Pageable,
+        ..CudaConfig::default()
+    }) else {
+        return;
+    };
     assert_eq!(streamed.capabilities().name, "cuda");
-    let backends = [&resident, &streamed, &registering];
+    let backends = [&resident, &streamed, &registering, &pageable];
     let compiled =
         cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(9)).unwrap()).unwrap();
     check_prove(
@@ -531,8 +539,11 @@ fn staging_a_witness_registers_it_in_place_or_no_device() {
 #[test]
 fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device() {
     let _turn = one_at_a_time();
+    // Split data from the caller's memory: the pinned bytes counted here are the
+    // witness copies' alone (the split buffer has a test of its own).
     let Some(backend) = open(CudaConfig {
         witness_staging: WitnessStaging::Copy,
+        split_upload: SplitUpload::Pageable,
         ..CudaConfig::default()
     }) else {
         return;
@@ -604,4 +615,53 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
         .unwrap()
         .is_staged());
     assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
+}
+
+/// `split_upload = "pinned"`: a partition's bitmaps and tail terms go up through
+/// one page-locked buffer the backend allocates at the first partition (counted as
+/// its pinned memory, in steps of 64 MiB) and reuses for the next, whose results
+/// are the CPU backend's.
+#[test]
+fn split_data_go_up_through_one_kept_pinned_buffer_or_no_device() {
+    let _turn = one_at_a_time();
+    let Some(backend) = open(CudaConfig {
+        witness_staging: WitnessStaging::Register,
+        split_upload: SplitUpload::Pinned,
+        ..CudaConfig::default()
+    }) else {
+        return;
+    };
+    let compiled =
+        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(5)).unwrap()).unwrap();
+    let view = compiled.r1cs.view();
+    let (input, aux) = (&compiled.witness.input, &compiled.witness.aux);
+    let pool = pool();
+    let cpu = CpuBackend::new(pool.clone());
+    let params = Params::new(view.num_constraints(), input.len() + aux.len(), 11);
+    let split = cuzk_msm_cpu::prep_msm(input, None, aux, None, &pool).unwrap();
+    let q = SplitMsm {
+        bases: &params.q_bases[..],
+        split: split.as_ref(),
+    };
+    let job = WitnessJobRef {
+        r1cs: view,
+        input,
+        aux,
+        h_bases: &params.h_bases,
+        l: q,
+        a: q,
+        b_g1: q,
+        b_g2: Some(SplitMsm {
+            bases: &params.q_bases_g2[..],
+            split: split.as_ref(),
+        }),
+    };
+    let want = cpu.prove_partition_witness(job).unwrap();
+    let before = backend.pinned_host_bytes();
+    assert_eq!(backend.prove_partition_witness(job).unwrap(), want);
+    let grown = backend.pinned_host_bytes() - before;
+    assert!(grown > 0 && grown % (64 << 20) == 0, "{grown} bytes");
+    // The second partition reuses the buffer.
+    assert_eq!(backend.prove_partition_witness(job).unwrap(), want);
+    assert_eq!(backend.pinned_host_bytes() - before, grown);
 }

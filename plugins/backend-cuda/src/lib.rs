@@ -55,6 +55,11 @@ impl BackendPlugin for Cuda {
             "a witness before the GPU lock: copy (into pinned buffers the backend keeps, one a GPU worker) or register (page-locked in place)",
         ),
         ParamDoc::new(
+            "split_upload",
+            "pinned",
+            "a partition's bitmaps and tail terms: pinned (through a page-locked buffer the backend keeps, uploaded while L's ones run) or pageable (from the caller's memory)",
+        ),
+        ParamDoc::new(
             "ntt_kernel",
             "r2wg",
             "NTT pass kernel: r2wg (fastest; N/2 roots per size, 2 GiB at 2^27) or r2wf (no table)",

@@ -166,6 +166,7 @@ impl CudaBackend {
             bases_g2,
             stager,
             r1cs: shapes,
+            splits,
             ..
         } = &mut *inner;
         let gpu = &*gpu;
@@ -195,41 +196,79 @@ impl CudaBackend {
         // G1 sets not resident stream through one pair of chunk buffers (allocated
         // at the first streamed chunk, kept for L, A, B_G1 and H).
         let mut g1_stream = BaseStream::<G1>::new(gpu, stager, chunk);
-        // B_G2's bitmap and tail terms go up before any work is queued, like L, A and
-        // B's: issued behind the H MSM, the pageable tail copy (its stream waits for
-        // the compute stream) held this thread for the whole partition.
-        let g2_up = match &b_g2 {
-            Some(m) if bases_g2.contains_key(&key::<G2>(m.bases)) => Some((
+        // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
+        // while the compute stream does L, A and B, and the transforms follow. The
+        // queries' own data goes first: behind a, b, c on the copy engine it waited
+        // ~230 ms at 2^27 (H200, third session). L's bitmap goes up, L's ones start,
+        // and the other bitmaps and the tail terms travel while they run. With any of
+        // L, A, B streamed (their chunks upload as they go), H comes first.
+        let g1_sets = [&l, &a, &b_g1];
+        let resident: Vec<&CudaSlice<AffineRepr>> = g1_sets
+            .iter()
+            .filter_map(|m| bases.get(&key::<G1>(m.bases)))
+            .collect();
+        let g2_resident = b_g2
+            .as_ref()
+            .is_some_and(|m| bases_g2.contains_key(&key::<G2>(m.bases)));
+        // `split_upload = "pinned"`: every split's data through the backend's
+        // page-locked buffer (backend/split_staging.rs), L's ones enqueued once its
+        // bitmap is in.
+        let staged = match (&resident[..], self.config.split_upload) {
+            ([rl, _, _], crate::SplitUpload::Pinned) => {
+                let mut parts = vec![l.split, a.split, b_g1.split];
+                if let (true, Some(m)) = (g2_resident, &b_g2) {
+                    parts.push(m.split);
+                }
+                splits
+                    .upload(gpu, &parts, |ones| ones_msm::<G1>(gpu, rl, ones))
+                    .map_err(dev)?
+            }
+            _ => None,
+        };
+        HostMarks::mark(&mut host, "splits staged");
+        let (l_ones_staged, g1_staged, g2_staged) = match staged {
+            Some((l_ones, mut up)) => {
+                let g2 = if up.ones.len() > g1_sets.len() {
+                    up.ones.pop().zip(up.tails.pop())
+                } else {
+                    None
+                };
+                (Some(l_ones), Some(up), g2)
+            }
+            None => (None, None, None),
+        };
+        // Otherwise from the caller's memory: B_G2's bitmap and tail terms before any
+        // work is queued, like L, A and B's: issued behind the H MSM, the pageable
+        // tail copy (its stream waits for the compute stream) held this thread for
+        // the whole partition.
+        let g2_up = match (&b_g2, g2_staged) {
+            (_, Some(up)) => Some(up),
+            (Some(m), None) if g2_resident => Some((
                 upload_ones(gpu, m.split).map_err(dev)?,
                 upload_tail(gpu, m.split).map_err(dev)?,
             )),
             _ => None,
         };
         HostMarks::mark(&mut host, "B_G2 uploads");
-        // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
-        // while the compute stream does L, A and B, and the transforms follow. The
-        // queries' own data goes first: behind a, b, c on the copy engine it waited
-        // ~230 ms at 2^27 (H200, third session). The bitmaps go up, L's ones start,
-        // and the tail terms travel (copy stream) while they run. With any of L, A,
-        // B streamed (their chunks upload as they go), H comes first.
-        let g1_sets = [&l, &a, &b_g1];
-        let resident: Vec<&CudaSlice<AffineRepr>> = g1_sets
-            .iter()
-            .filter_map(|m| bases.get(&key::<G1>(m.bases)))
-            .collect();
         let (h, l_p, a_p, b_p) = if let [rl, ra, rb] = resident[..] {
-            let ones = g1_sets
-                .iter()
-                .map(|m| upload_ones(gpu, m.split))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(dev)?;
-            HostMarks::mark(&mut host, "bitmaps up");
-            let l_ones = ones_msm::<G1>(gpu, rl, &ones[0]).map_err(dev)?;
-            let tails = g1_sets
-                .iter()
-                .map(|m| upload_tail(gpu, m.split))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(dev)?;
+            let (l_ones, ones, tails) = match (l_ones_staged, g1_staged) {
+                (Some(l_ones), Some(up)) => (l_ones, up.ones, up.tails),
+                _ => {
+                    let ones = g1_sets
+                        .iter()
+                        .map(|m| upload_ones(gpu, m.split))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(dev)?;
+                    HostMarks::mark(&mut host, "bitmaps up");
+                    let l_ones = ones_msm::<G1>(gpu, rl, &ones[0]).map_err(dev)?;
+                    let tails = g1_sets
+                        .iter()
+                        .map(|m| upload_tail(gpu, m.split))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(dev)?;
+                    (l_ones, ones, tails)
+                }
+            };
             HostMarks::mark(&mut host, "tails up");
             let h = source.start(gpu).map_err(dev)?;
             self.fault_after_upload(gpu).map_err(dev)?;
