@@ -133,6 +133,17 @@ fn dev(e: CudaError) -> BackendError {
     BackendError::Device(e.to_string())
 }
 
+/// How [`CudaBackend::working_bytes_for`] counts a partition whose base sets may
+/// stream: MSMs of at most `chunk` points over the sets not resident now
+/// (`resident`: H, L, A, B_G1, B_G2), whole ones over the others. A partition
+/// needs at least this much next to the resident data; all of its sets resident,
+/// the whole-query count.
+#[derive(Clone, Copy, Debug)]
+struct StreamEstimate {
+    chunk: usize,
+    resident: [bool; 5],
+}
+
 /// A resident base set's key: the host slice's address and length, and a
 /// fingerprint of its contents (eight points spread over it), so that a slice
 /// freed and another allocated at the same address with other points is not
@@ -302,36 +313,55 @@ impl CudaBackend {
     /// Device bytes `prove_partition` needs for `job` beyond the bases (H buffers, the
     /// largest MSM's scratch, the split uploads).
     pub fn working_bytes(&self, job: &PartitionJobRef<'_>) -> u64 {
-        self.working_bytes_for(job.abc.len(), &Queries::of(job))
+        self.working_bytes_for(job.abc.len(), &Queries::of(job), None)
     }
 
-    /// [`Self::working_bytes`] for `n` constraints and the job's queries.
-    fn working_bytes_for(&self, n: usize, job: &Queries<'_>) -> u64 {
+    /// [`Self::working_bytes`] for `n` constraints and the job's queries, with every
+    /// MSM over whole queries (`stream` `None`: the bases resident), or with the
+    /// streamed sets' MSMs per chunk.
+    fn working_bytes_for(&self, n: usize, job: &Queries<'_>, stream: Option<StreamEstimate>) -> u64 {
         let big = 1usize << crate::log_domain(n);
+        // Points one MSM over query k's bases may take at once: all of them, or a
+        // chunk's when they stream.
+        let at_once = |k: usize, len: usize| match stream {
+            Some(s) if !s.resident[k] => len.min(s.chunk),
+            _ => len,
+        };
         let h = Ntt::h_device_bytes(self.ntt_kernel, n);
-        let h_msm = MsmPlan::for_size(big).scratch_bytes(big) + big as u64 * 32;
+        // H's coefficients stay while their MSM runs (streamed: a chunk's copy too).
+        let hm = at_once(0, big);
+        let h_msm = MsmPlan::for_size(hm).scratch_bytes(hm)
+            + big as u64 * 32
+            + if hm < big { hm as u64 * 32 } else { 0 };
         // A query's ones sum (by batch-affine rounds, or the XYZZ kernel, whose
         // partials are small), then its tail MSM.
-        let scratch = |m: SplitRef<'_>, xyzz: u64| {
-            let t = m.tail_indices().len();
-            let ones = msm::ones_scratch_bytes(m.num_bases(), xyzz);
+        let scratch = |k: usize, m: SplitRef<'_>, xyzz: u64| {
+            let t = at_once(k, m.tail_indices().len());
+            let ones = msm::ones_scratch_bytes(at_once(k, m.num_bases()), xyzz);
             MsmPlan::for_size(t).scratch_bytes_for(t, xyzz).max(ones)
         };
-        let data =
-            |m: SplitRef<'_>| m.tail_indices().len() as u64 * 36 + m.ones_words().len() as u64 * 8;
+        // A query's bitmap and tail terms on the device: whole when its bases are
+        // resident; streamed, a chunk's travel in the chunk buffers.
+        let data = |k: usize, m: SplitRef<'_>| {
+            if at_once(k, m.num_bases()) < m.num_bases() {
+                0
+            } else {
+                m.tail_indices().len() as u64 * 36 + m.ones_words().len() as u64 * 8
+            }
+        };
         let g1 = [&job.l, &job.a, &job.b_g1];
         // One query's MSM scratch at a time; L, A and B's scalars are uploaded
         // together, before a, b, c, and live next to the H buffers.
-        let tails = g1
-            .map(|m| scratch(m.split, G1::XYZZ_BYTES))
-            .into_iter()
+        let tails = (1..)
+            .zip(g1)
+            .map(|(k, m)| scratch(k, m.split, G1::XYZZ_BYTES))
             .chain(
                 job.b_g2
-                    .map(|m| scratch(m.split, G2::XYZZ_BYTES) + data(m.split)),
+                    .map(|m| scratch(4, m.split, G2::XYZZ_BYTES) + data(4, m.split)),
             )
             .max()
             .unwrap_or(0)
-            + g1.map(|m| data(m.split)).iter().sum::<u64>();
+            + (1..).zip(g1).map(|(k, m)| data(k, m.split)).sum::<u64>();
         h.max(h_msm) + tails
     }
 }
@@ -371,7 +401,7 @@ impl Inner {
         &mut self,
         sets: &[&[G1Affine]],
         sets_g2: &[&[G2Affine]],
-        working: u64,
+        (working, least): (u64, u64),
         keep: Option<&R1csKey>,
     ) -> Result<usize, BackendError> {
         let wanted: Vec<BaseKey> = sets.iter().map(|s| key::<G1>(s)).collect();
@@ -425,15 +455,16 @@ impl Inner {
             }
             return Ok(MIN_STREAM_CHUNK);
         }
+        // Streamed: the chunks' MSMs take less scratch than the whole queries'.
         let left = self
             .budget
             .saturating_sub(self.cached_bytes())
-            .saturating_sub(working);
+            .saturating_sub(least);
         stream_chunk(left, forced).ok_or_else(|| {
             dev(CudaError::OutOfMemory {
                 what: "partition (H buffers + MSM scratch + two chunks of streamed bases)",
                 need: self.cached_bytes()
-                    + working
+                    + least
                     + 2 * MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT,
                 available: self.budget,
             })

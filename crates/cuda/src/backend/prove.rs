@@ -113,11 +113,12 @@ impl CudaBackend {
         // Held until this partition's work is enqueued: other partitions' page-locking
         // waits (backend/gate.rs).
         let launch = self.gate.launch();
-        let mut working = self.working_bytes_for(n, &job);
-        if let AbcSource::Witness { r1cs, .. } = src {
-            // The witness buffer lives next to the H buffers while the kernel runs.
-            working += (r1cs.num_inputs + r1cs.num_aux).max(1) as u64 * 32;
-        }
+        // The witness buffer lives next to the H buffers while the kernel runs.
+        let witness_bytes = match src {
+            AbcSource::Witness { r1cs, .. } => (r1cs.num_inputs + r1cs.num_aux).max(1) as u64 * 32,
+            AbcSource::Host(_) => 0,
+        };
+        let working = self.working_bytes_for(n, &job, None) + witness_bytes;
         let Queries {
             h_bases,
             l,
@@ -147,16 +148,37 @@ impl CudaBackend {
         HostMarks::mark(&mut host, "pin");
         let mut inner = self.lock();
         HostMarks::mark(&mut host, "backend lock");
+        // The least this partition runs in: the sets not resident now streamed, in
+        // chunks of at most the largest streaming takes (the whole-query count
+        // overstates it by the MSMs' scratch: tens of GB at the WindowPoSt shape).
+        let least = {
+            let g1 = |b: &[G1Affine]| inner.bases.contains_key(&key::<G1>(b));
+            let resident = [
+                g1(h_bases),
+                g1(l.bases),
+                g1(a.bases),
+                g1(b_g1.bases),
+                b_g2
+                    .as_ref()
+                    .is_some_and(|m| inner.bases_g2.contains_key(&key::<G2>(m.bases))),
+            ];
+            let chunk = match inner.placement {
+                BasePlacement::Auto => queries::MAX_AUTO_STREAM_CHUNK,
+                BasePlacement::Streamed { chunk_bases } => chunk_bases,
+            };
+            let estimate = StreamEstimate { chunk, resident };
+            (self.working_bytes_for(n, &job, Some(estimate)) + witness_bytes).min(working)
+        };
         // The compiled shape first: it cannot be streamed, the bases can.
         let shape = match src {
             AbcSource::Host(_) => None,
-            AbcSource::Witness { r1cs, .. } => Some(inner.prepare_r1cs(r1cs, working)?),
+            AbcSource::Witness { r1cs, .. } => Some(inner.prepare_r1cs(r1cs, least)?),
         };
         let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
         let chunk = inner.prepare_bases(
             &[h_bases, l.bases, a.bases, b_g1.bases],
             &g2_sets,
-            working,
+            (working, least),
             shape.as_ref(),
         )?;
         let Inner {
