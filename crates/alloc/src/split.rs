@@ -50,8 +50,11 @@ fn is_canonical(limbs: &[u64; 4]) -> bool {
 }
 
 /// Fewest tail terms one thread of [`first_error`] checks: below twice this the
-/// check runs on the calling thread (a WinningPoSt's queries never spawn).
-const CHECK_PIECE: usize = 1 << 20;
+/// check runs on the calling thread. 2^16 terms (2.4 MB of indices and scalars) a
+/// piece: a 32 GiB PoRep query's 1.2-1.7 M terms, checked on one thread at 2^20,
+/// were ~7 ms each on the 2-core machine and the four queries' checks ~55-65 ms
+/// of the H200's GPU lock a partition (BENCHMARKS.md).
+const CHECK_PIECE: usize = 1 << 16;
 
 /// Runs `check` over `0..n` in ranges, on scoped threads (at most the cores) when
 /// `n` is large, and returns the error of the first failing range in order: what

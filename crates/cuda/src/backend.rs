@@ -319,7 +319,12 @@ impl CudaBackend {
     /// [`Self::working_bytes`] for `n` constraints and the job's queries, with every
     /// MSM over whole queries (`stream` `None`: the bases resident), or with the
     /// streamed sets' MSMs per chunk.
-    fn working_bytes_for(&self, n: usize, job: &Queries<'_>, stream: Option<StreamEstimate>) -> u64 {
+    fn working_bytes_for(
+        &self,
+        n: usize,
+        job: &Queries<'_>,
+        stream: Option<StreamEstimate>,
+    ) -> u64 {
         let big = 1usize << crate::log_domain(n);
         // Points one MSM over query k's bases may take at once: all of them, or a
         // chunk's when they stream.

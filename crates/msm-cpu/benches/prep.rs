@@ -3,10 +3,12 @@
 //! WinningPoSt, where the tail is almost everything) and 90% zeros and ones (a
 //! SHA-256-heavy one: PoRep).
 //!
-//! Also `split_check_dense`: the check a plugin runs on a split that crossed the
-//! plugin boundary (`SplitRef::checked`, inside the host's GPU lock), on the random
-//! witness's split, whose tail is everything; it uses the cores the process may run
-//! on, so `taskset -c 0` gives the one-thread figure.
+//! Also `split_check_dense` and `split_check_porep`: the check a plugin runs on a
+//! split that crossed the plugin boundary (`SplitRef::checked`, inside the host's
+//! GPU lock), on the random witness's split, whose tail is everything, and on a
+//! PoRep query's (a tail of 1 in 80); it uses the cores the process may run on, so
+//! `taskset -c 0` gives the one-thread figure. `BENCH_NPOW=27` is the 32 GiB
+//! PoRep partition's size.
 //!
 //! Run: `BENCH_NPOW=22 cargo bench -p cuzk-msm-cpu --bench prep` (BENCH_NPOW defaults
 //! to 20; BENCH_THREADS to the machine's cores).
@@ -56,6 +58,30 @@ fn prep(c: &mut Criterion) {
     let split = prep_msm(&[], None, &dense, None, &pool).unwrap();
     let v = split.as_ref();
     group.bench_function("split_check_dense", |b| {
+        b.iter(|| {
+            cuzk_alloc::SplitRef::checked(
+                v.num_bases(),
+                v.ones_words(),
+                v.tail_indices(),
+                v.tail_scalars(),
+            )
+            .unwrap()
+        })
+    });
+    // A PoRep query's split: 1 value in 80 neither 0 nor 1, as a real 32 GiB
+    // partition's 1.2-1.7 M tail terms of 2^27 bases are. Below 2^21 tail terms the
+    // check ran on one thread, its bitmap lookups 16 MB apart at 2^27.
+    let porep: Vec<Scalar> = (0..n)
+        .map(|_| match rng.next_u32() % 80 {
+            0 => Scalar::random(&mut rng),
+            1..=40 => Scalar::ZERO,
+            _ => Scalar::ONE,
+        })
+        .collect();
+    let split = prep_msm(&[], None, &porep, None, &pool).unwrap();
+    drop(porep);
+    let v = split.as_ref();
+    group.bench_function("split_check_porep", |b| {
         b.iter(|| {
             cuzk_alloc::SplitRef::checked(
                 v.num_bases(),

@@ -158,8 +158,7 @@ impl CudaBackend {
                 g1(l.bases),
                 g1(a.bases),
                 g1(b_g1.bases),
-                b_g2
-                    .as_ref()
+                b_g2.as_ref()
                     .is_some_and(|m| inner.bases_g2.contains_key(&key::<G2>(m.bases))),
             ];
             let chunk = match inner.placement {

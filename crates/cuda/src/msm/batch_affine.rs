@@ -92,8 +92,7 @@ pub(super) fn ba_first_round_per<C: DeviceCurve>(
     n: usize,
     plan: MsmPlan,
 ) -> Result<u64, CudaError> {
-    let group =
-        (group_entries_for(C::XYZZ_BYTES) / (n as u64).max(1)).clamp(1, plan.nwin as u64);
+    let group = (group_entries_for(C::XYZZ_BYTES) / (n as u64).max(1)).clamp(1, plan.nwin as u64);
     Ok((group * n as u64 / 2).div_ceil(ba_wave::<C>(gpu)?))
 }
 
