@@ -1,33 +1,31 @@
 #!/usr/bin/env bash
-# What the session of 2026-12-03 left for the next H200 visit, one part a device
+# What the sessions of 2026-12-03 left for the next H200 visit, one part a device
 # call (each under 10 minutes). Stage first (bash scripts/stage-device.sh, then
 # rm -rf .device/run/pg to stay under the carry limit), then through the device
 # tool with carry [".device/run"]:
 #
 #   SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh OUT
 #                                           first: the device tests
-#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: its
-#                                           GPU stage was 9.1-9.5 s for 6.7 s of device
-#                                           work; the split check now runs on the cores
-#                                           (~0.8 s of the gap, BENCHMARKS.md): how much
-#                                           of the rest is left?
-#   bash scripts/h200-next.sh OUT copy      the 32 GiB bar, 5 sectors, witness staging
-#                                           by copy (the default now): 15.06 s/proof
-#                                           steady on 2026-12-03 (bar <= 15), before
-#                                           split data went through pinned memory
-#   bash scripts/h200-next.sh OUT pageable  the same with the split data uploaded from
-#                                           pageable memory (configs/cuda-pageable.toml):
-#                                           the A/B of split_upload
-#   bash scripts/h200-next.sh OUT porep     the same with register
-#                                           (configs/cuda-register.toml): 17.28
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
-#                                           marks: where the ~65 ms a partition between
-#                                           the device work (1.465 s) and the period
-#                                           (1.53 s) go
+#                                           marks: the plugin's job conversion was
+#                                           53-66 ms a partition at 06:59 (the split
+#                                           checks on one thread); 7d0356c checks in
+#                                           pieces: is it a few ms now?
+#   bash scripts/h200-next.sh OUT copy      the 32 GiB bar, 5 sectors (copy staging,
+#                                           pinned split upload, the defaults): period
+#                                           1529.5 ms at 06:44 (bar <= 15 s/proof:
+#                                           a period <= 1.5 s, and synthesis keeping up:
+#                                           compare the R1CS compile time with 77 s to
+#                                           tell a slow host)
+#   bash scripts/h200-next.sh OUT pageable  the same with the split data from pageable
+#                                           memory (configs/cuda-pageable.toml): 1552.5
+#   bash scripts/h200-next.sh OUT porep     the same with register
+#                                           (configs/cuda-register.toml)
+#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
+#                                           stage 6.09 s, device work 5.81 s at 06:44
 #   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency
-#                                           WinningPoSt behind ten PoRep sectors with
-#                                           copy staging: 2.50 s on 2026-12-03 (bar 3 s;
-#                                           register gave 1.04)
+#                                           WinningPoSt behind ten PoRep sectors: 1.88 s
+#                                           at 06:57 (bar 3 s)
 set -u
 out=${1:?usage: h200-next.sh OUT copy|pageable|porep|profile|window}
 case "${2:?usage: h200-next.sh OUT copy|pageable|porep|profile|window}" in

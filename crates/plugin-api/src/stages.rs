@@ -99,12 +99,8 @@ pub fn prove_partition_witness(
     let r1cs = r1cs.to_ref()?;
     let msms = Msms::new(h_bases, l, a, b_g1, b_g2)?;
     // Inside the host's GPU lock: what the job's conversion costs (the splits are
-    // checked and copied) is time the device may wait.
-    tracing::info!(
-        target: "cuzk_plugin_api::profile",
-        "witness job converted in {:.2} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    // checked in place) is time the device may wait; so is the result's.
+    let converted = t.elapsed();
     let r = prove(WitnessJobRef {
         r1cs,
         input: Scalar::slice_from_repr(input.as_slice()),
@@ -116,7 +112,17 @@ pub fn prove_partition_witness(
         b_g2: msms.b_g2,
     })
     .map_err(backend_error)?;
-    Ok(result_c(r))
+    let proved = t.elapsed();
+    let out = result_c(r);
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    tracing::info!(
+        target: "cuzk_plugin_api::profile",
+        "witness job converted in {:.2} ms, proved in {:.2} ms, result converted in {:.2} ms",
+        ms(converted),
+        ms(proved - converted),
+        ms(t.elapsed() - proved)
+    );
+    Ok(out)
 }
 
 /// The MSM queries of a job in cuzk's in-process types, splits checked in place

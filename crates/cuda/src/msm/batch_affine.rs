@@ -23,8 +23,8 @@ pub fn set_batch_affine_group_entries(entries: u64) {
     BA_GROUP_SETTING.store(entries.max(1), Ordering::Relaxed);
 }
 
-/// The most sorted entries of a batch-affine window group (G1's; see
-/// [`group_entries_for`]).
+/// The most sorted entries of a batch-affine window group (G1's; G2's groups hold
+/// half as many, the same bytes).
 pub fn batch_affine_group_entries() -> u64 {
     BA_GROUP_SETTING.load(Ordering::Relaxed)
 }
