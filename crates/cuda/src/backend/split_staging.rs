@@ -82,12 +82,29 @@ impl SplitStaging {
         splits: &[SplitRef<'_>],
         first: impl FnOnce(&OnesOnDevice) -> Result<T, CudaError>,
     ) -> Result<Option<(T, Uploads)>, CudaError> {
-        let Some((layouts, total)) = layout(splits, MAX_STAGED_BYTES) else {
-            return Ok(None);
-        };
         if let Some(e) = self.last.take() {
             e.synchronize().ctx("cuEventSynchronize")?;
         }
+        let out = self.stage(gpu, splits, first);
+        if out.is_err() {
+            // DMAs out of the buffer may be queued with no `last` event to wait
+            // for: let them finish before the next staging writes into it.
+            if let Err(e) = gpu.copy.synchronize() {
+                tracing::warn!("the copy stream after a failed split staging: {e}");
+            }
+        }
+        out
+    }
+
+    fn stage<T>(
+        &mut self,
+        gpu: &Gpu,
+        splits: &[SplitRef<'_>],
+        first: impl FnOnce(&OnesOnDevice) -> Result<T, CudaError>,
+    ) -> Result<Option<(T, Uploads)>, CudaError> {
+        let Some((layouts, total)) = layout(splits, MAX_STAGED_BYTES) else {
+            return Ok(None);
+        };
         let buf = match self.buf.take() {
             Some(b) if b.len() >= total => b,
             old => {
