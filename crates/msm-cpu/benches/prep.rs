@@ -56,18 +56,7 @@ fn prep(c: &mut Criterion) {
         b.iter(|| prep_msm(&[], None, &heavy, None, &pool).unwrap())
     });
     let split = prep_msm(&[], None, &dense, None, &pool).unwrap();
-    let v = split.as_ref();
-    group.bench_function("split_check_dense", |b| {
-        b.iter(|| {
-            cuzk_alloc::SplitRef::checked(
-                v.num_bases(),
-                v.ones_words(),
-                v.tail_indices(),
-                v.tail_scalars(),
-            )
-            .unwrap()
-        })
-    });
+    bench_check(&mut group, "split_check_dense", &split);
     // A PoRep query's split: 1 value in 80 neither 0 nor 1, as a real 32 GiB
     // partition's 1.2-1.7 M tail terms of 2^27 bases are. Below 2^21 tail terms the
     // check ran on one thread, its bitmap lookups 16 MB apart at 2^27.
@@ -80,8 +69,18 @@ fn prep(c: &mut Criterion) {
         .collect();
     let split = prep_msm(&[], None, &porep, None, &pool).unwrap();
     drop(porep);
+    bench_check(&mut group, "split_check_porep", &split);
+    group.finish();
+}
+
+/// Times `SplitRef::checked` on the parts of `split`.
+fn bench_check(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    split: &cuzk_alloc::SplitScalars,
+) {
     let v = split.as_ref();
-    group.bench_function("split_check_porep", |b| {
+    group.bench_function(name, |b| {
         b.iter(|| {
             cuzk_alloc::SplitRef::checked(
                 v.num_bases(),
@@ -92,7 +91,6 @@ fn prep(c: &mut Criterion) {
             .unwrap()
         })
     });
-    group.finish();
 }
 
 criterion_group!(benches, prep);

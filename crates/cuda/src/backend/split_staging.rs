@@ -1,4 +1,4 @@
-//! A partition's split data through page-locked memory (`split_staging = "pinned"`):
+//! A partition's split data through page-locked memory (`split_upload = "pinned"`):
 //! the ones bitmaps and tail terms of L, A, B_G1 (and B_G2) copied by the backend's
 //! threads into one page-locked buffer it keeps, and from there to the device by
 //! asynchronous DMAs on the copy stream.

@@ -24,6 +24,18 @@ use rand::{Rng, RngCore};
 use rand_chacha::ChaCha20Rng;
 
 use crate::common::*;
+
+/// The bucket sums the MSM checks run, as (variant, least pairs per thread of a
+/// batch-affine round, entries of a window group): the XYZZ levels; every round
+/// affine (min 1); handing over to the levels after a few (min 2); and in window
+/// groups of 2^10 entries (a window per group), as the large MSMs go.
+const SUM_VARIANTS: [(SumVariant, u64, u64); 4] = [
+    (SumVariant::CalledProducts, 1, 1 << 30),
+    (SumVariant::BatchAffine, 1, 1 << 30),
+    (SumVariant::BatchAffine, 2, 1 << 30),
+    (SumVariant::BatchAffine, 2, 1 << 10),
+];
+
 // ---------------------------------------------------------------- field and curve
 
 pub fn check_fields(gpu: &Gpu, log: &Log) -> Result<()> {
@@ -433,18 +445,9 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
                 MsmPlan::for_window(20).with_pieces(32, true),
                 MsmPlan::for_window(13).with_pieces(7, true),
             ]);
-            // The batch-affine rounds too, every round affine (min 1 pair per thread)
-            // and handing over to the XYZZ levels after a few (min 2): equal scalars
-            // give every window one bucket of n points (log2 n rounds in one bucket).
-            // And in window groups of 2^10 entries (a window per group), as the
-            // large MSMs go.
-            let variants = [
-                (SumVariant::CalledProducts, 1, 1u64 << 30),
-                (SumVariant::BatchAffine, 1, 1 << 30),
-                (SumVariant::BatchAffine, 2, 1 << 30),
-                (SumVariant::BatchAffine, 2, 1 << 10),
-            ];
-            for (plan, (v, min_per, group)) in plans.flat_map(|p| variants.map(|v| (p, v))) {
+            // Every bucket sum of SUM_VARIANTS: equal scalars give every window one
+            // bucket of n points (log2 n rounds in one bucket).
+            for (plan, (v, min_per, group)) in plans.flat_map(|p| SUM_VARIANTS.map(|v| (p, v))) {
                 let before = (
                     msm::sum_variant(),
                     msm::batch_affine_min_per(),
@@ -584,17 +587,9 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
         log.check(&format!("g2 msm equal c={} n={n}", plan.c), got == want, "");
     }
 
-    // G2's bucket sums both ways (`msm_sum_g2`), and batch-affine with every round
-    // affine (min 1 pair per thread), handing over to the XYZZ levels after a few
-    // (min 2), and in window groups of 2^10 entries (a window per group): random,
-    // equal (one bucket of n points a window) and 0/1-heavy scalars, and the
-    // identity among the bases (every 97th of the first 4096).
-    let variants = [
-        (SumVariant::CalledProducts, 1, 1u64 << 30),
-        (SumVariant::BatchAffine, 1, 1 << 30),
-        (SumVariant::BatchAffine, 2, 1 << 30),
-        (SumVariant::BatchAffine, 2, 1 << 10),
-    ];
+    // G2's bucket sums (`msm_sum_g2`), every one of SUM_VARIANTS: random, equal
+    // (one bucket of n points a window) and 0/1-heavy scalars, and the identity
+    // among the bases (every 97th of the first 4096).
     for n in [2usize, 33, 1000, 1 << 12, 1 << 16]
         .into_iter()
         .filter(|&n| n <= big)
@@ -609,7 +604,7 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
                 cuzk_msm_cpu::msm_g2(&points[..n], &scalars, pool)?
             };
             let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
-            for (v, min_per, group) in variants {
+            for (v, min_per, group) in SUM_VARIANTS {
                 let before = (
                     msm::sum_variant_g2(),
                     msm::batch_affine_min_per(),
