@@ -4,7 +4,7 @@
 //! engine (bellperson's verifier) and checked again here.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicUsize, Ordering},
@@ -21,7 +21,7 @@ use cuzk_circuits::MulChain;
 use cuzk_gpu_backend::{
     lock::{GpuLock, LockGuard, NoLock, Region, SingleLock, SplitLock},
     AbcEval, AbcRef, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob,
-    PartitionJobRef, PartitionResult, Staged, WitnessJobRef,
+    PartitionJobRef, PartitionResult, SplitMsm, SplitRef, Staged, WitnessJobRef,
 };
 use cuzk_plugin_host::{PluginSpec, SearchPath};
 use cuzk_scheduler::{
@@ -485,6 +485,32 @@ struct Staging {
     /// What it says of evaluating a, b, c from the witness (the CPU backend does,
     /// on the host): `Device` makes the engine hand it witnesses by default.
     abc_eval: AbcEval,
+    /// What became of the split data staged (`stage_splits`).
+    splits: Arc<Mutex<SplitLog>>,
+}
+
+/// The split data's stagings as the staging backend saw them.
+#[derive(Debug, Default)]
+struct SplitLog {
+    /// L's bitmap address of each staging alive now, with how many queries.
+    staged: HashMap<usize, usize>,
+    /// Per staging: whether the staging thread held the GPU lock.
+    locked: Vec<bool>,
+    /// Backend calls whose L split was staged then (and how many were not).
+    proven_staged: usize,
+    proven_unstaged: usize,
+}
+
+impl SplitLog {
+    fn prove<G>(&mut self, l: &SplitMsm<'_, G>) {
+        match self
+            .staged
+            .contains_key(&(l.split.ones_words().as_ptr() as usize))
+        {
+            true => self.proven_staged += 1,
+            false => self.proven_unstaged += 1,
+        }
+    }
 }
 
 impl Staging {
@@ -496,6 +522,7 @@ impl Staging {
             staged: Arc::default(),
             fail,
             abc_eval: AbcEval::No,
+            splits: Arc::default(),
         }
     }
 
@@ -551,6 +578,24 @@ impl GpuBackend for Staging {
         self.stage_at(aux.as_ptr() as usize)
     }
 
+    fn stage_splits(&self, splits: &[SplitRef<'_>]) -> Result<Staged, BackendError> {
+        match self.fail {
+            Some("error") => return Err(BackendError::Device("could not copy".into())),
+            Some(_) => panic!("the backend panicked while staging split data"),
+            None => {}
+        }
+        let addr = splits[0].ones_words().as_ptr() as usize;
+        {
+            let mut log = self.splits.lock().unwrap();
+            log.staged.insert(addr, splits.len());
+            log.locked.push(Self::locked(&self.holder));
+        }
+        let log = Arc::clone(&self.splits);
+        Ok(Staged::new(move || {
+            log.lock().unwrap().staged.remove(&addr);
+        }))
+    }
+
     fn prove_partition_witness(
         &self,
         job: WitnessJobRef<'_>,
@@ -564,6 +609,7 @@ impl GpuBackend for Staging {
             locked: Self::locked(&self.holder),
             staged,
         });
+        self.splits.lock().unwrap().prove(&job.l);
         self.inner.prove_partition_witness(job)
     }
 
@@ -585,6 +631,7 @@ impl GpuBackend for Staging {
             locked: Self::locked(&self.holder),
             staged,
         });
+        self.splits.lock().unwrap().prove(&job.l);
         self.inner.prove_partition_ref(job)
     }
 }
@@ -666,6 +713,14 @@ fn the_engine_stages_before_the_gpu_lock_and_unstages_after_the_call() {
     };
     assert_eq!(staged_rounds(&calls, prove_ref), 6);
     assert!(backend.staged.lock().unwrap().is_empty());
+    // The split data too: staged unlocked (L, A, B: the G2 sum is the engine's
+    // here), found staged by every backend call, all unstaged after.
+    {
+        let log = backend.splits.lock().unwrap();
+        assert_eq!(log.locked, [false; 6]);
+        assert_eq!((log.proven_staged, log.proven_unstaged), (6, 0));
+        assert!(log.staged.is_empty(), "{log:?}");
+    }
 
     // One STAGED event per partition, before its lock wait.
     let events = rec.events();

@@ -13,7 +13,7 @@ use blstrs::Scalar;
 
 use crate::{
     AbcEval, AbcRef, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionJobRef,
-    PartitionResult, Staged, WitnessJobRef,
+    PartitionResult, SplitRef, Staged, WitnessJobRef,
 };
 
 /// One device's backend and the ordinal it was opened on.
@@ -135,6 +135,10 @@ impl GpuBackend for DeviceSet {
         job: WitnessJobRef<'_>,
     ) -> Result<PartitionResult, BackendError> {
         self.first().prove_partition_witness(job)
+    }
+
+    fn stage_splits(&self, splits: &[SplitRef<'_>]) -> Result<Staged, BackendError> {
+        self.first().stage_splits(splits)
     }
 
     fn pinned_host_bytes(&self) -> u64 {

@@ -108,6 +108,12 @@ pub trait BackendPlugin: Sized + Send + Sync + 'static {
     ) -> Result<Option<StageGuard>, AbiError> {
         Ok(None)
     }
+    /// [`BackendPlugin::stage`] for a partition's split data (see
+    /// [`BackendMod::stage_splits`]); the guard is kept until the host's
+    /// `unstage`, as `stage`'s. Default: nothing staged.
+    fn stage_splits(&self, _splits: &[SplitDataC<'_>]) -> Result<Option<StageGuard>, AbiError> {
+        Ok(None)
+    }
     /// Evaluates `a, b, c` from the witness and proves (see
     /// [`BackendMod::prove_partition_witness`]). The R1CS is the host's and not
     /// to be trusted: the backend validates it before it uses an index from it
@@ -329,6 +335,17 @@ mod backend {
             Ok(h.keep(g))
         })
     }
+    pub extern "C" fn stage_splits<T: BackendPlugin>(
+        i: &Instance,
+        splits: RSlice<'_, SplitDataC<'_>>,
+    ) -> RResult<u64, AbiError> {
+        guard(|| {
+            // SAFETY: as above.
+            let h = unsafe { hosted::<T>(i) };
+            let g = h.plugin.stage_splits(splits.as_slice())?;
+            Ok(h.keep(g))
+        })
+    }
     pub extern "C" fn abc_eval<T: BackendPlugin>(i: &Instance) -> RResult<AbcEvalC, AbiError> {
         // SAFETY: as above.
         guard(|| unsafe { hosted::<T>(i) }.plugin.abc_eval())
@@ -537,6 +554,7 @@ pub fn backend_root<T: BackendPlugin>(
         stage_witness: backend::stage_witness::<T>,
         prove_partition_witness: backend::prove_partition_witness::<T>,
         open_sibling: backend::open_sibling::<T>,
+        stage_splits: backend::stage_splits::<T>,
     }
     .leak_into_prefix();
     let c = Common {

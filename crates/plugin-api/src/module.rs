@@ -253,6 +253,34 @@ pub struct BackendMod {
     /// not offered.
     #[sabi(missing_field(option))]
     pub open_sibling: extern "C" fn(instance: &Instance) -> RResult<ROption<Instance>, AbiError>,
+
+    // Appended in ABI 1 without changing it (split data staged before the GPU
+    // lock). A plugin built before lacks it: the host stages no split data, and
+    // the backend call copies them as before.
+    /// `stage` for a partition's split data: the ones bitmaps and tail terms of
+    /// the queries the partition's backend call will take, in its order (L, A,
+    /// B_G1, then B_G2 when the job has it), prepared before the host's GPU lock
+    /// (a GPU backend copies them into page-locked memory). Returns a token for
+    /// `unstage` (the same call and contract as `stage`'s: the host keeps the
+    /// arrays unchanged until `unstage` returns), or 0 when nothing was staged.
+    #[sabi(missing_field(option))]
+    pub stage_splits: extern "C" fn(
+        instance: &Instance,
+        splits: RSlice<'_, SplitDataC<'_>>,
+    ) -> RResult<u64, AbiError>,
+}
+
+/// A query's split data without its bases: [`SplitMsmC`]'s ones bitmap and tail
+/// terms (`BackendMod::stage_splits`).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct SplitDataC<'a> {
+    pub num_bases: u64,
+    /// `Density::words()` of the ones bitmap: 64 base indices per word, LSB first.
+    pub ones_words: RSlice<'a, u64>,
+    pub tail_indices: RSlice<'a, u32>,
+    /// Canonical (not Montgomery) little-endian limbs, parallel to `tail_indices`.
+    pub tail_scalars: RSlice<'a, [u64; 4]>,
 }
 
 /// A range of host addresses, `start..end` (bytes).

@@ -21,8 +21,8 @@ use cuzk_gpu_backend::{
 
 use crate::{
     AbcC, AbcEvalC, AbcRefC, AbiError, BackendCaps, DeviceInfoC, ErrorCode, G1AffineRepr,
-    G2AffineRepr, PartitionJobC, PartitionJobRefC, PartitionResultC, Repr, ScalarRepr, SplitMsmC,
-    StageGuard, WitnessJobRefC, CURVE,
+    G2AffineRepr, PartitionJobC, PartitionJobRefC, PartitionResultC, Repr, ScalarRepr, SplitDataC,
+    SplitMsmC, StageGuard, WitnessJobRefC, CURVE,
 };
 
 /// `a, b, c` of a job: handed over by the host (`prove_partition`, freed when the
@@ -59,6 +59,21 @@ pub fn stage_witness(
     let staged = backend
         .stage_witness(Scalar::slice_from_repr(input), Scalar::slice_from_repr(aux))
         .map_err(backend_error)?;
+    Ok(staged.is_staged().then(|| Box::new(staged) as StageGuard))
+}
+
+/// `BackendPlugin::stage_splits` for a plugin wrapping an in-process backend: each
+/// query's split data checked as a job's are, then its `GpuBackend::stage_splits`,
+/// boxed as [`stage`]'s.
+pub fn stage_splits(
+    backend: &dyn GpuBackend,
+    splits: &[SplitDataC<'_>],
+) -> Result<Option<StageGuard>, AbiError> {
+    let splits = splits
+        .iter()
+        .map(|d| split_ref(d.num_bases, d.ones_words, d.tail_indices, d.tail_scalars))
+        .collect::<Result<Vec<_>, _>>()?;
+    let staged = backend.stage_splits(&splits).map_err(backend_error)?;
     Ok(staged.is_staged().then(|| Box::new(staged) as StageGuard))
 }
 
@@ -250,25 +265,35 @@ fn borrowed<'a, R, G: 'a>(
     m: &SplitMsmC<'a, R>,
     bases: impl FnOnce(&'a [R]) -> &'a [G],
 ) -> Result<SplitMsm<'a, G>, AbiError> {
-    let n = usize::try_from(m.num_bases)
-        .map_err(|_| AbiError::shape("num_bases does not fit in memory"))?;
     if m.ones_len != m.num_bases {
         return Err(AbiError::shape(format!(
-            "the ones bitmap covers {} bases, but the split has {n} bases",
-            m.ones_len,
+            "the ones bitmap covers {} bases, but the split has {} bases",
+            m.ones_len, m.num_bases,
         )));
     }
-    let split = SplitRef::checked(
-        n,
-        m.ones_words.as_slice(),
-        m.tail_indices.as_slice(),
-        m.tail_scalars.as_slice(),
-    )
-    .map_err(|e| AbiError::shape(e.to_string()))?;
+    let split = split_ref(m.num_bases, m.ones_words, m.tail_indices, m.tail_scalars)?;
     Ok(SplitMsm {
         bases: bases(m.bases.as_slice()),
         split,
     })
+}
+
+/// A query's split data from the host, checked ([`SplitRef::checked`]).
+fn split_ref<'a>(
+    num_bases: u64,
+    ones_words: RSlice<'a, u64>,
+    tail_indices: RSlice<'a, u32>,
+    tail_scalars: RSlice<'a, [u64; 4]>,
+) -> Result<SplitRef<'a>, AbiError> {
+    let n = usize::try_from(num_bases)
+        .map_err(|_| AbiError::shape("num_bases does not fit in memory"))?;
+    SplitRef::checked(
+        n,
+        ones_words.as_slice(),
+        tail_indices.as_slice(),
+        tail_scalars.as_slice(),
+    )
+    .map_err(|e| AbiError::shape(e.to_string()))
 }
 
 /// A backend error as an ABI error with the matching code.
@@ -304,5 +329,79 @@ pub fn capabilities(c: &Capabilities, resident_bases: bool) -> BackendCaps {
                 free_memory: d.free_memory,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_gpu_backend::PartitionJob;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Counts the split data stagings that reach it, alive and in all.
+    #[derive(Default)]
+    struct Counting {
+        alive: Arc<AtomicUsize>,
+        calls: AtomicUsize,
+    }
+
+    impl GpuBackend for Counting {
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                name: "counting".into(),
+                max_log_domain: 10,
+                g2: false,
+                g2_preferred: false,
+                devices: Vec::new(),
+            }
+        }
+        fn prove_partition(&self, _: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+            Err(BackendError::Unsupported("proving"))
+        }
+        fn stage_splits(
+            &self,
+            _: &[SplitRef<'_>],
+        ) -> Result<cuzk_gpu_backend::Staged, BackendError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.alive.fetch_add(1, Ordering::SeqCst);
+            let alive = Arc::clone(&self.alive);
+            Ok(cuzk_gpu_backend::Staged::new(move || {
+                alive.fetch_sub(1, Ordering::SeqCst);
+            }))
+        }
+    }
+
+    fn data<'a>(n: u64, words: &'a [u64], idx: &'a [u32], sc: &'a [[u64; 4]]) -> SplitDataC<'a> {
+        SplitDataC {
+            num_bases: n,
+            ones_words: words.into(),
+            tail_indices: idx.into(),
+            tail_scalars: sc.into(),
+        }
+    }
+
+    /// Well-formed split data reach the backend and are unstaged with the guard;
+    /// malformed ones (a tail index among the ones, out of range, a bitmap of the
+    /// wrong length) are a SHAPE error before the backend sees any of them.
+    #[test]
+    fn split_data_are_checked_before_the_backend_stages_them() {
+        let b = Counting::default();
+        let (words, sc) = ([0b101u64], [[7u64, 0, 0, 0]]);
+        let good = data(10, &words, &[1], &sc);
+        let guard = stage_splits(&b, &[good, good]).unwrap();
+        assert!(guard.is_some());
+        assert_eq!(b.alive.load(Ordering::SeqCst), 1);
+        drop(guard);
+        assert_eq!(b.alive.load(Ordering::SeqCst), 0);
+        for bad in [
+            data(10, &words, &[2], &sc),
+            data(10, &words, &[10], &sc),
+            data(100, &words, &[1], &sc),
+        ] {
+            let e = stage_splits(&b, &[good, bad]).err().expect("refused");
+            assert_eq!(e.code, ErrorCode::SHAPE, "{e:?}");
+        }
+        assert_eq!(b.calls.load(Ordering::SeqCst), 1);
     }
 }

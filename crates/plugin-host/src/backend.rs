@@ -6,12 +6,13 @@ use std::sync::Arc;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu_backend::{
     AbcEval, AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob,
-    PartitionJobRef, PartitionResult, SplitMsm, Staged, WitnessJobRef,
+    PartitionJobRef, PartitionResult, SplitMsm, SplitRef, Staged, WitnessJobRef,
 };
 use cuzk_plugin_api::abi_stable::std_types::{ROption, RResult, RSlice};
 use cuzk_plugin_api::{
     r1cs_to_c, AbcC, AbcEvalC, AbcRefC, BackendMod_Ref, BaseQuery, BasesC, ErrorCode, Instance,
-    PartitionJobC, PartitionJobRefC, PartitionResultC, Repr, SplitMsmC, WitnessJobRefC, CURVE,
+    PartitionJobC, PartitionJobRefC, PartitionResultC, Repr, SplitDataC, SplitMsmC, WitnessJobRefC,
+    CURVE,
 };
 
 use crate::load::Library;
@@ -603,6 +604,30 @@ impl GpuBackend for PluginBackend {
         job: WitnessJobRef<'_>,
     ) -> Result<PartitionResult, BackendError> {
         self.prove_partition_witness_resident(job, None)
+    }
+
+    /// The plugin's `stage_splits`, when it offers it with `unstage`; the guard
+    /// calls `unstage`. A plugin built before the call existed stages nothing.
+    fn stage_splits(&self, splits: &[SplitRef<'_>]) -> Result<Staged, BackendError> {
+        let (Some(stage), Some(_)) = (self.module.stage_splits(), self.module.unstage()) else {
+            return Ok(Staged::none());
+        };
+        let data: Vec<SplitDataC<'_>> = splits
+            .iter()
+            .map(|s| SplitDataC {
+                num_bases: s.num_bases() as u64,
+                ones_words: s.ones_words().into(),
+                tail_indices: s.tail_indices().into(),
+                tail_scalars: s.tail_scalars().into(),
+            })
+            .collect();
+        let token = stage(self.instance(), data.as_slice().into())
+            .into_result()
+            .map_err(|e| {
+                let e = PluginError::from_abi(&self.name, "stage_splits", e);
+                BackendError::Device(e.to_string())
+            })?;
+        Ok(self.staged(token))
     }
 }
 

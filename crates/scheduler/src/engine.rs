@@ -55,8 +55,8 @@ use crate::{
     srs::{Srs, SrsError},
     stages::{
         assembly_stage, b_g2_msm, gpu_stage, gpu_stage_ref, gpu_stage_witness, panic_message,
-        prep_stage, query_bases, spmv_stage, stage_abc, stage_witness, ProveError, Splits,
-        StageTimes,
+        prep_stage, query_bases, spmv_stage, stage_abc, stage_splits, stage_witness, ProveError,
+        Splits, StageTimes,
     },
 };
 use cuzk_synth::R1cs;

@@ -28,6 +28,6 @@ pub use engine::{
 pub use srs::{Bases, Srs, SrsError};
 pub use stages::{
     abc_on_backend, assembly_stage, b_g2_msm, b_g2_on_backend, gpu_stage, gpu_stage_ref,
-    gpu_stage_witness, prep_stage, query_bases, spmv_stage, stage_abc, stage_witness, ProveError,
-    Proved, Prover, ProverConfig, QueryBases, Splits, StageTimes,
+    gpu_stage_witness, prep_stage, query_bases, spmv_stage, stage_abc, stage_splits, stage_witness,
+    ProveError, Proved, Prover, ProverConfig, QueryBases, Splits, StageTimes,
 };

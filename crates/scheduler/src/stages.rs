@@ -390,6 +390,21 @@ pub fn stage_witness(backend: &dyn GpuBackend, witness: &Witness) -> (Staged, Re
     })
 }
 
+/// [`stage_abc`] for a partition's split data ([`GpuBackend::stage_splits`]), in
+/// the order the backend call takes them: L, A, B_G1, and B again when the
+/// backend sums B_G2.
+pub fn stage_splits(
+    backend: &dyn GpuBackend,
+    splits: &Splits,
+    b_g2_on_backend: bool,
+) -> (Staged, Result<(), String>) {
+    let mut parts = vec![splits.l.as_ref(), splits.a.as_ref(), splits.b.as_ref()];
+    if b_g2_on_backend {
+        parts.push(splits.b.as_ref());
+    }
+    staging(backend, "the split data", || backend.stage_splits(&parts))
+}
+
 /// The `b_g2_msm` stage: the B query in G2 on the CPU pool given.
 pub fn b_g2_msm(
     bases: &[G2Affine],

@@ -22,6 +22,10 @@ struct Rec {
     abc_eval: u32,
     /// Witness stagings not yet undone.
     staged: Arc<AtomicUsize>,
+    /// Split data stagings not yet undone.
+    staged_splits: Arc<AtomicUsize>,
+    /// What the last split data staging was given.
+    splits_seen: Arc<std::sync::Mutex<String>>,
 }
 
 /// Undoes a `Rec` witness staging.
@@ -43,6 +47,8 @@ impl BackendPlugin for Rec {
         Ok(Rec {
             abc_eval: p.get("abc_eval")?,
             staged: Arc::new(AtomicUsize::new(0)),
+            staged_splits: Arc::new(AtomicUsize::new(0)),
+            splits_seen: Arc::default(),
         })
     }
     fn capabilities(&self) -> Result<BackendCaps, AbiError> {
@@ -85,20 +91,42 @@ impl BackendPlugin for Rec {
         self.staged.fetch_add(1, Ordering::SeqCst);
         Ok(Some(Box::new(Unstage(Arc::clone(&self.staged)))))
     }
+    /// Notes what crossed; its error says so, with the stagings outstanding.
+    fn stage_splits(
+        &self,
+        splits: &[cuzk_plugin_api::SplitDataC<'_>],
+    ) -> Result<Option<StageGuard>, AbiError> {
+        let seen: Vec<String> = splits
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}:{}:{}",
+                    d.num_bases,
+                    d.ones_words.len(),
+                    d.tail_indices.len()
+                )
+            })
+            .collect();
+        *self.splits_seen.lock().unwrap() = seen.join(",");
+        self.staged_splits.fetch_add(1, Ordering::SeqCst);
+        Ok(Some(Box::new(Unstage(Arc::clone(&self.staged_splits)))))
+    }
     /// Refuses the shape (so the host's mapping to `Rejected` shows), saying
-    /// what crossed and how many witness stagings are outstanding.
+    /// what crossed and how many witness and split stagings are outstanding.
     fn prove_partition_witness(
         &self,
         job: WitnessJobRefC<'_>,
     ) -> Result<PartitionResultC, AbiError> {
         Err(AbiError::shape(format!(
-            "witness rows={} inputs={}+{} aux={}+{} staged={}",
+            "witness rows={} inputs={}+{} aux={}+{} staged={} splits staged={} [{}]",
             job.r1cs.a.row_ptr.len() - 1,
             job.r1cs.num_inputs,
             job.input.len(),
             job.r1cs.num_aux,
             job.aux.len(),
-            self.staged.load(Ordering::SeqCst)
+            self.staged.load(Ordering::SeqCst),
+            self.staged_splits.load(Ordering::SeqCst),
+            self.splits_seen.lock().unwrap()
         )))
     }
 }
@@ -344,6 +372,53 @@ impl TinyR1cs {
     }
 }
 
+/// Split data staged through a plugin: they cross (two queries here: 200 bases
+/// with 4 bitmap words and 2 tail terms, 64 with 1 and none), `unstage` undoes the
+/// staging when the guard goes; a plugin built before `stage_splits` stages
+/// nothing.
+#[test]
+fn split_data_staging_crosses_and_defaults_for_older_plugins() {
+    let (words, idx, sc) = ([0b110u64, 0, 0, 1 << 7], [0u32, 9], [[5u64, 0, 0, 0]; 2]);
+    let a = SplitRef::checked(200, &words, &idx, &sc).unwrap();
+    let b = SplitRef::checked(64, &words[..1], &[], &[]).unwrap();
+    let new = PluginBackend::from_module("rec".into(), new_module(), &[]).unwrap();
+    let staged = new.stage_splits(&[a, b]).unwrap();
+    assert!(staged.is_staged());
+    let w = [Scalar::from(5u64); 4];
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
+    let none = SplitMsm {
+        bases: &[][..],
+        split: split.as_ref(),
+    };
+    let r1cs = TinyR1cs::new();
+    let job = WitnessJobRef {
+        r1cs: r1cs.view(3),
+        input: &w[..1],
+        aux: &w[1..],
+        h_bases: &[],
+        l: none,
+        a: none,
+        b_g1: none,
+        b_g2: None,
+    };
+    let said = |job| match new.prove_partition_witness(job) {
+        Err(BackendError::Rejected(m)) => m,
+        other => panic!("expected the recorder's rejection, got {other:?}"),
+    };
+    let m = said(job);
+    assert!(m.contains("splits staged=1 [200:4:2,64:1:0]"), "{m}");
+    drop(staged);
+    assert!(said(job).contains("splits staged=0"));
+
+    let older = PluginBackend::from_module("rec".into(), pre_witness_module(), &[]).unwrap();
+    assert!(older.module.stage_splits().is_none());
+    assert!(!older.stage_splits(&[a, b]).unwrap().is_staged());
+}
+
 /// What a plugin without the witness calls answers: not offered, nothing staged,
 /// the call refused before it reaches the plugin.
 fn assert_no_witness_calls(b: &PluginBackend) {
@@ -432,13 +507,13 @@ fn witness_calls_cross_and_default_for_older_plugins() {
     };
     let m = rejected(job);
     assert!(
-        m.contains("witness rows=1 inputs=1+1 aux=3+3 staged=1"),
+        m.contains("witness rows=1 inputs=1+1 aux=3+3 staged=1 "),
         "{m}"
     );
     // Dropping the guard reaches the plugin's `unstage`, through the token map
     // `stage` uses.
     drop(staged);
-    assert!(rejected(job).contains("staged=0"));
+    assert!(rejected(job).contains("3+3 staged=0 "));
     // It offers no G2: asking is refused before the plugin is called.
     let g2 = WitnessJobRef {
         b_g2: Some(SplitMsm {

@@ -299,20 +299,30 @@ pub(super) fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<Finis
         // Staging (the CUDA backend pins a, b, c or the witness) runs before the lock
         // is waited for, so it overlaps another partition's GPU work instead of
         // holding the device.
+        // So do the split data (the backend copies them into page-locked memory),
+        // which the backend call would otherwise copy while the device waits.
         let t = Instant::now();
         let (staged, stage_result) = match &input {
             GpuInput::Abc(abc) => stage_abc(backend, abc),
             GpuInput::Witness(w) => stage_witness(backend, w),
         };
+        let t_splits = Instant::now();
+        let (staged_splits, splits_result) = stage_splits(backend, &carry.splits, g2_on_backend);
+        let splits_ms = t_splits.elapsed().as_secs_f64() * 1e3;
         let took = t.elapsed().as_secs_f64() * 1e3;
-        match &stage_result {
-            Ok(()) if staged.is_staged() => {
-                let detail = format!("ms={took:.3}");
+        let splits_note = if staged_splits.is_staged() {
+            format!(" splits_ms={splits_ms:.3}")
+        } else {
+            String::new()
+        };
+        match (&stage_result, &splits_result) {
+            (Ok(()), Ok(())) if staged.is_staged() || staged_splits.is_staged() => {
+                let detail = format!("ms={took:.3}{splits_note}");
                 sh.rec(Ev::Staged, job.id, p, wk, dev, None, &detail);
             }
-            Ok(()) => {}
-            Err(why) => {
-                let detail = format!("ms={took:.3} failed: {why}");
+            (Ok(()), Ok(())) => {}
+            (Err(why), _) | (Ok(()), Err(why)) => {
+                let detail = format!("ms={took:.3}{splits_note} failed: {why}");
                 sh.rec(Ev::Staged, job.id, p, wk, dev, None, &detail);
             }
         }
@@ -323,6 +333,9 @@ pub(super) fn gpu_worker(sh: &Shared, lane: usize, w: u32, finish: &Sender<Finis
         let keep = staged.is_staged()
             || failed_on.len() + 1 < eligible(critical)
             || matches!(input, GpuInput::Witness(_));
+        // The split data's staging is undone with the partition's own, after the
+        // backend call (or when the partition goes back to the queue).
+        let staged = staged.and(staged_splits);
         let mut input = Some(input);
 
         sh.rec(Ev::LockWaitStart, job.id, p, wk, dev, None, "");
