@@ -22,6 +22,7 @@ use crate::raw::HostRegistration;
 use crate::spmv::{self, DeviceR1cs, R1csKey, WitnessUpload};
 use crate::streamed::{BaseStream, ChunkTerms, Stager, StreamStats, TERM_BYTES_PER_POINT};
 
+mod copies;
 #[cfg(any(test, feature = "fault-injection"))]
 mod faults;
 mod gate;
@@ -94,6 +95,8 @@ pub struct CudaBackend {
     gate: Arc<gate::Gate>,
     /// Witnesses staged by copy (`witness_staging = "copy"`) and their buffers.
     copies: Arc<witness_copy::WitnessCopies>,
+    /// Split data staged before the GPU lock (`stage_splits`) and their buffers.
+    split_copies: Arc<split_staging::SplitCopies>,
     /// The device context, outside the mutex: page-locking a partition's a, b, c
     /// needs it and is done before the device is taken.
     ctx: Arc<CudaContext>,
@@ -222,6 +225,7 @@ impl CudaBackend {
             ctx: gpu.ctx.clone(),
             gate: Arc::default(),
             copies: Arc::new(witness_copy::WitnessCopies::new(config.copy_threads)),
+            split_copies: Arc::new(split_staging::SplitCopies::new(config.copy_threads)),
             inner: Mutex::new(Inner {
                 gpu,
                 ntt,
@@ -637,6 +641,33 @@ impl GpuBackend for CudaBackend {
             .memory(|| unsafe { self.pin(&[input, aux]) })
             .map_err(dev)?;
         Ok(self.staged(pinned))
+    }
+
+    /// With `split_upload = "pinned"`, copies the split data into a page-locked
+    /// buffer the backend keeps (`backend/split_staging.rs`), which the backend
+    /// call that takes them in this order uploads from; the guard hands the
+    /// buffer back. Data too large to stage this way (a Poseidon witness's tails)
+    /// are not staged.
+    fn stage_splits(&self, splits: &[SplitRef<'_>]) -> Result<Staged, BackendError> {
+        if self.config.split_upload != crate::SplitUpload::Pinned {
+            return Ok(Staged::none());
+        }
+        let ctx = &self.ctx;
+        // A new buffer is the only driver call: behind the gate (backend/gate.rs).
+        let token = self
+            .split_copies
+            .stage(splits, |bytes| {
+                self.gate
+                    .memory(|| crate::raw::PinnedBuffer::new(ctx, bytes))
+            })
+            .map_err(dev)?;
+        Ok(match token {
+            Some(token) => {
+                let copies = Arc::clone(&self.split_copies);
+                Staged::new(move || copies.release(token))
+            }
+            None => Staged::none(),
+        })
     }
 
     /// Evaluates `a, b, c` on the device from the witness and the resident copy of

@@ -87,7 +87,8 @@ impl Default for CudaConfig {
 #[serde(rename_all = "lowercase")]
 pub enum SplitUpload {
     /// Copied by the backend's threads into a page-locked buffer it keeps (up to
-    /// 1 GiB of split data; larger ones go as `pageable`), then uploaded by
+    /// 1 GiB of split data; larger ones go as `pageable`), before the GPU lock
+    /// where the engine stages them (`stage_splits`), then uploaded by
     /// asynchronous DMAs: the enqueuing thread waits for no copy, and the device
     /// starts on L's ones once its bitmap is in.
     #[default]

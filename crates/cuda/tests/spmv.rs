@@ -665,3 +665,97 @@ fn split_data_go_up_through_one_kept_pinned_buffer_or_no_device() {
     assert_eq!(backend.prove_partition_witness(job).unwrap(), want);
     assert_eq!(backend.pinned_host_bytes() - before, grown);
 }
+
+/// Split data staged before the GPU lock (`stage_splits`): copied into a
+/// page-locked buffer at the staging (B's split, given twice for B_G1 and B_G2,
+/// copied once), found by the backend call, which then allocates no buffer of its
+/// own, and handed back by the guard for the next staging. Data staged in another
+/// order than the call's are not found, and the call copies them itself. The
+/// results are the CPU backend's either way; `pageable` stages nothing.
+#[test]
+fn split_data_staged_before_the_lock_go_up_from_their_copy_or_no_device() {
+    let _turn = one_at_a_time();
+    let Some(backend) = open(CudaConfig {
+        witness_staging: WitnessStaging::Register,
+        split_upload: SplitUpload::Pinned,
+        ..CudaConfig::default()
+    }) else {
+        return;
+    };
+    let compiled =
+        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(6)).unwrap()).unwrap();
+    let view = compiled.r1cs.view();
+    let (input, aux) = (&compiled.witness.input, &compiled.witness.aux);
+    let pool = pool();
+    let cpu = CpuBackend::new(pool.clone());
+    let params = Params::new(view.num_constraints(), input.len() + aux.len(), 11);
+    let split = cuzk_msm_cpu::prep_msm(input, None, aux, None, &pool).unwrap();
+    let l_split = cuzk_msm_cpu::prep_msm(input, None, aux, None, &pool).unwrap();
+    let (l, q) = (
+        SplitMsm {
+            bases: &params.q_bases[..],
+            split: l_split.as_ref(),
+        },
+        SplitMsm {
+            bases: &params.q_bases[..],
+            split: split.as_ref(),
+        },
+    );
+    let job = WitnessJobRef {
+        r1cs: view,
+        input,
+        aux,
+        h_bases: &params.h_bases,
+        l,
+        a: q,
+        b_g1: q,
+        b_g2: Some(SplitMsm {
+            bases: &params.q_bases_g2[..],
+            split: split.as_ref(),
+        }),
+    };
+    let order = [
+        l_split.as_ref(),
+        split.as_ref(),
+        split.as_ref(),
+        split.as_ref(),
+    ];
+    let want = cpu.prove_partition_witness(job).unwrap();
+
+    let before = backend.pinned_host_bytes();
+    let staged = backend.stage_splits(&order).unwrap();
+    assert!(staged.is_staged());
+    let copy = backend.pinned_host_bytes() - before;
+    assert!(copy > 0 && copy % (64 << 20) == 0, "{copy} bytes");
+    assert_eq!(backend.prove_partition_witness(job).unwrap(), want);
+    // Uploaded from the staged copy: the call allocated no buffer of its own.
+    assert_eq!(backend.pinned_host_bytes() - before, copy);
+    drop(staged);
+    // The next staging takes the buffer handed back.
+    let staged = backend.stage_splits(&order).unwrap();
+    assert_eq!(backend.pinned_host_bytes() - before, copy);
+    assert_eq!(backend.prove_partition_witness(job).unwrap(), want);
+    drop(staged);
+
+    // Staged in another order: not found, so the call copies them through its own
+    // buffer.
+    let other = [
+        split.as_ref(),
+        l_split.as_ref(),
+        split.as_ref(),
+        split.as_ref(),
+    ];
+    let staged = backend.stage_splits(&other).unwrap();
+    let with_other = backend.pinned_host_bytes() - before;
+    assert_eq!(backend.prove_partition_witness(job).unwrap(), want);
+    assert!(backend.pinned_host_bytes() - before > with_other);
+    drop(staged);
+
+    let Some(pageable) = open(CudaConfig {
+        split_upload: SplitUpload::Pageable,
+        ..CudaConfig::default()
+    }) else {
+        return;
+    };
+    assert!(!pageable.stage_splits(&order).unwrap().is_staged());
+}

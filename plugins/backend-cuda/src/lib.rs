@@ -22,7 +22,8 @@ use cuzk_cuda::{CudaBackend, CudaConfig};
 use cuzk_gpu_backend::GpuBackend;
 use cuzk_plugin_api::{
     stages, AbcEvalC, AbcRefC, AbiError, BackendCaps, BackendPlugin, ErrorCode, ParamDoc, Params,
-    PartitionJobC, PartitionJobRefC, PartitionResultC, ScalarRepr, StageGuard, WitnessJobRefC,
+    PartitionJobC, PartitionJobRefC, PartitionResultC, ScalarRepr, SplitDataC, StageGuard,
+    WitnessJobRefC,
 };
 
 pub struct Cuda {
@@ -150,6 +151,10 @@ impl BackendPlugin for Cuda {
         aux: &[ScalarRepr],
     ) -> Result<Option<StageGuard>, AbiError> {
         stages::stage_witness(&self.backend, input, aux)
+    }
+
+    fn stage_splits(&self, splits: &[SplitDataC<'_>]) -> Result<Option<StageGuard>, AbiError> {
+        stages::stage_splits(&self.backend, splits)
     }
 
     fn prove_partition_witness(

@@ -240,8 +240,12 @@ impl CudaBackend {
                 if let (true, Some(m)) = (g2_resident, &b_g2) {
                     parts.push(m.split);
                 }
+                // Staged before the GPU lock (`stage_splits`) when the caller could.
+                let ahead = self.split_copies.find(&parts);
                 splits
-                    .upload(gpu, &parts, |ones| ones_msm::<G1>(gpu, rl, ones))
+                    .upload(gpu, &parts, ahead.as_deref(), |ones| {
+                        ones_msm::<G1>(gpu, rl, ones)
+                    })
                     .map_err(dev)?
             }
             _ => None,

@@ -14,38 +14,22 @@
 //! The buffer holds `[input, aux]` as the device buffer does, so the upload is one
 //! DMA. A staged copy is keyed by the witness's address and lengths; the partition
 //! that proves that witness finds it ([`WitnessCopies::find`]) and uploads from it,
-//! page-locking nothing. The buffers are the backend's page-locked memory
-//! (`pinned_host_bytes`, which the engine's memory budget leaves room for): as many
-//! as witnesses staged at once (one a GPU worker), each kept for the next
-//! partition.
-
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+//! page-locking nothing. The buffers are kept as `copies.rs` keeps them: as many as
+//! witnesses staged at once (one a GPU worker), each kept for the next partition.
 
 use blstrs::Scalar;
 
+use super::copies::{Copied, Copies, Token};
 use crate::error::CudaError;
 use crate::gpu::scalars_as_bytes;
 use crate::raw::PinnedBuffer;
-use crate::streamed::{copy_in_pieces, copy_pool};
+use crate::streamed::copy_in_pieces;
 
 /// Smallest piece one copy thread takes (16 MiB).
 const MIN_PIECE: usize = 16 << 20;
 
-/// A witness copied into a page-locked buffer: `[input, aux]`, `bytes` long.
-#[derive(Debug)]
-pub(crate) struct WitnessCopy {
-    buf: PinnedBuffer,
-    bytes: usize,
-}
-
-impl WitnessCopy {
-    /// `[input, aux]` as bytes, ready for a DMA.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        // SAFETY: `stage` wrote the first `bytes` bytes before the copy was shared.
-        unsafe { self.buf.assume_init_prefix(self.bytes) }
-    }
-}
+/// A witness copied into a page-locked buffer: `[input, aux]`.
+pub(crate) type WitnessCopy = Copied<()>;
 
 /// Where a witness lives and how long its parts are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,72 +47,13 @@ impl Key {
     }
 }
 
-#[derive(Debug, Default)]
-struct State {
-    /// Buffers no staged witness holds, kept for the next one.
-    free: Vec<PinnedBuffer>,
-    /// The witnesses staged now, each with the number of its staging.
-    staged: HashMap<Key, (u64, Arc<WitnessCopy>)>,
-    /// Stagings so far.
-    count: u64,
-}
-
-/// One staging of a witness, for [`WitnessCopies::release`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Token {
-    key: Key,
-    number: u64,
-}
-
 /// The backend's witness copies and the buffers they go into.
 #[derive(Debug)]
-pub(crate) struct WitnessCopies {
-    copy_threads: usize,
-    /// The copy threads, made at the first copy (`None` inside: copy on the
-    /// calling thread).
-    pool: Mutex<Option<Option<rayon::ThreadPool>>>,
-    state: Mutex<State>,
-}
+pub(crate) struct WitnessCopies(Copies<Key, ()>);
 
 impl WitnessCopies {
     pub(crate) fn new(copy_threads: usize) -> Self {
-        Self {
-            copy_threads,
-            pool: Mutex::new(None),
-            state: Mutex::default(),
-        }
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A free buffer of at least `bytes`, or a new one (`alloc` runs the
-    /// allocation: the backend puts it behind its launch gate). Free buffers too
-    /// small for it (another shape's) are freed.
-    fn buffer(
-        &self,
-        bytes: usize,
-        alloc: impl FnOnce() -> Result<PinnedBuffer, CudaError>,
-    ) -> Result<PinnedBuffer, CudaError> {
-        let small = {
-            let mut st = self.state();
-            let fits = st
-                .free
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.len() >= bytes)
-                .min_by_key(|(_, b)| b.len())
-                .map(|(i, _)| i);
-            if let Some(i) = fits {
-                return Ok(st.free.swap_remove(i));
-            }
-            let (small, keep): (Vec<_>, Vec<_>) = st.free.drain(..).partition(|b| b.len() < bytes);
-            st.free = keep;
-            small
-        };
-        drop(small);
-        alloc()
+        Self(Copies::new(copy_threads))
     }
 
     /// Copies `[input, aux]` into a page-locked buffer and records it as the staged
@@ -139,65 +64,27 @@ impl WitnessCopies {
         input: &[Scalar],
         aux: &[Scalar],
         alloc: impl FnOnce(usize) -> Result<PinnedBuffer, CudaError>,
-    ) -> Result<Token, CudaError> {
-        let key = Key::of(input, aux);
+    ) -> Result<Token<Key>, CudaError> {
         let (ib, ab) = (std::mem::size_of_val(input), std::mem::size_of_val(aux));
-        let bytes = ib + ab;
-        let mut buf = self.buffer(bytes, || alloc(bytes))?;
-        {
-            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-            let pool = pool.get_or_insert_with(|| copy_pool(self.copy_threads));
-            let dst = buf.as_uninit_mut();
-            let (head, rest) = dst.split_at_mut(ib);
-            copy_in_pieces(head, scalars_as_bytes(input), pool.as_ref(), MIN_PIECE);
-            copy_in_pieces(
-                &mut rest[..ab],
-                scalars_as_bytes(aux),
-                pool.as_ref(),
-                MIN_PIECE,
-            );
-        }
-        let copy = Arc::new(WitnessCopy { buf, bytes });
-        let (number, old) = {
-            let mut st = self.state();
-            st.count += 1;
-            let number = st.count;
-            (number, st.staged.insert(key, (number, copy)))
-        };
-        // The same witness staged twice (the engine never does): the newer copy
-        // serves; the older one's release finds it gone.
-        if let Some((_, old)) = old {
-            self.give_back(old);
-        }
-        Ok(Token { key, number })
+        self.0
+            .stage(Key::of(input, aux), ib + ab, alloc, |dst, pool| {
+                let (head, rest) = dst.split_at_mut(ib);
+                copy_in_pieces(head, scalars_as_bytes(input), pool, MIN_PIECE);
+                copy_in_pieces(rest, scalars_as_bytes(aux), pool, MIN_PIECE);
+            })
     }
 
     /// The staged copy of this witness, if any.
-    pub(crate) fn find(&self, input: &[Scalar], aux: &[Scalar]) -> Option<Arc<WitnessCopy>> {
-        let st = self.state();
-        st.staged
-            .get(&Key::of(input, aux))
-            .map(|(_, c)| Arc::clone(c))
+    pub(crate) fn find(
+        &self,
+        input: &[Scalar],
+        aux: &[Scalar],
+    ) -> Option<std::sync::Arc<WitnessCopy>> {
+        self.0.find(&Key::of(input, aux))
     }
 
-    /// Ends a staging: its buffer goes back to the free ones (once no upload holds
-    /// the copy; the backend call that used it has returned by then).
-    pub(crate) fn release(&self, token: Token) {
-        let copy = {
-            let mut st = self.state();
-            match st.staged.get(&token.key) {
-                Some((n, _)) if *n == token.number => st.staged.remove(&token.key),
-                _ => None,
-            }
-        };
-        if let Some((_, copy)) = copy {
-            self.give_back(copy);
-        }
-    }
-
-    fn give_back(&self, copy: Arc<WitnessCopy>) {
-        if let Ok(copy) = Arc::try_unwrap(copy) {
-            self.state().free.push(copy.buf);
-        }
+    /// Ends a staging: its buffer goes back to the free ones.
+    pub(crate) fn release(&self, token: Token<Key>) {
+        self.0.release(token)
     }
 }
