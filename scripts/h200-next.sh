@@ -17,6 +17,10 @@
 #                                           a period <= 1.5 s, and synthesis keeping up:
 #                                           compare the R1CS compile time with 77 s to
 #                                           tell a slow host)
+#   bash scripts/h200-next.sh OUT stream    the same bar over 10 sectors: a stream long
+#                                           enough that start-up (compile, parameters,
+#                                           the first partition's shape upload) weighs
+#                                           less in s/proof
 #   bash scripts/h200-next.sh OUT pageable  the same with the split data from pageable
 #                                           memory (configs/cuda-pageable.toml): 1552.5
 #   bash scripts/h200-next.sh OUT porep     the same with register
@@ -27,11 +31,15 @@
 #                                           WinningPoSt behind ten PoRep sectors: 1.88 s
 #                                           at 06:57 (bar 3 s)
 set -u
-out=${1:?usage: h200-next.sh OUT copy|pageable|porep|profile|window}
-case "${2:?usage: h200-next.sh OUT copy|pageable|porep|profile|window}" in
+out=${1:?usage: h200-next.sh OUT copy|stream|pageable|porep|profile|window}
+case "${2:?usage: h200-next.sh OUT copy|stream|pageable|porep|profile|window}" in
 copy)
     CONFIG=configs/cuda-copy.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
         bash scripts/h200-filecoin.sh "$out/copy"
+    ;;
+stream)
+    CONFIG=configs/cuda-copy.toml RUNS="10:6:100" BENCH_TIMEOUT=560 \
+        bash scripts/h200-filecoin.sh "$out/stream"
     ;;
 pageable)
     CONFIG=configs/cuda-pageable.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
@@ -51,5 +59,5 @@ window)
         CONFIG=configs/cuda-profile.toml KINDS=window \
         REPEAT=2 KIND_TIMEOUT=400 bash scripts/h200-kinds.sh "$out/window" kinds
     ;;
-*) echo "the part is copy, pageable, porep, profile or window" >&2; exit 2 ;;
+*) echo "the part is copy, stream, pageable, porep, profile or window" >&2; exit 2 ;;
 esac
