@@ -282,6 +282,28 @@ impl<'a> SplitRef<'a> {
         })
     }
 
+    /// Views parts that [`SplitRef::checked`] accepted before, with the zeros it
+    /// counted ([`SplitRef::num_zeros`]), and that the caller knows unchanged
+    /// since (a boundary's contract: the host keeps staged data unchanged until
+    /// it unstages them): no pass over them. Host code does not rely on a split's
+    /// promises for memory safety (indices are bounds-checked where the host uses
+    /// them); they make the sums right.
+    pub fn prechecked(
+        num_bases: usize,
+        num_zeros: usize,
+        ones: &'a [u64],
+        tail_indices: &'a [u32],
+        tail_scalars: &'a [[u64; 4]],
+    ) -> Self {
+        Self {
+            num_bases,
+            num_zeros,
+            ones,
+            tail_indices,
+            tail_scalars,
+        }
+    }
+
     /// Length of the query's base vector this split indexes.
     pub fn num_bases(&self) -> usize {
         self.num_bases

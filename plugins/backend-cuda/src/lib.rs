@@ -28,6 +28,8 @@ use cuzk_plugin_api::{
 
 pub struct Cuda {
     backend: CudaBackend,
+    /// Split data checked when staged, not checked again inside the GPU lock.
+    checked: stages::CheckedSplits,
 }
 
 impl BackendPlugin for Cuda {
@@ -113,7 +115,10 @@ impl BackendPlugin for Cuda {
         config.staged_kernels_dir = own_dir().map(|d| d.join("kernels"));
         let backend = CudaBackend::new(config)
             .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
-        Ok(Self { backend })
+        Ok(Self {
+            backend,
+            checked: stages::CheckedSplits::default(),
+        })
     }
 
     fn capabilities(&self) -> Result<BackendCaps, AbiError> {
@@ -125,7 +130,9 @@ impl BackendPlugin for Cuda {
     }
 
     fn prove_partition_ref(&self, job: PartitionJobRefC<'_>) -> Result<PartitionResultC, AbiError> {
-        stages::InProcessJob::from_ref_c(job)?.run(|job| self.backend.prove_partition_ref(job))
+        self.checked
+            .job_from_ref_c(job)?
+            .run(|job| self.backend.prove_partition_ref(job))
     }
 
     fn stage(&self, abc: AbcRefC<'_>) -> Result<Option<StageGuard>, AbiError> {
@@ -138,7 +145,10 @@ impl BackendPlugin for Cuda {
             .backend
             .sibling()
             .map_err(|e| AbiError::new(ErrorCode::DEVICE, e.to_string()))?;
-        Ok(Some(Self { backend }))
+        Ok(Some(Self {
+            backend,
+            checked: stages::CheckedSplits::default(),
+        }))
     }
 
     fn abc_eval(&self) -> Result<AbcEvalC, AbiError> {
@@ -154,14 +164,15 @@ impl BackendPlugin for Cuda {
     }
 
     fn stage_splits(&self, splits: &[SplitDataC<'_>]) -> Result<Option<StageGuard>, AbiError> {
-        stages::stage_splits(&self.backend, splits)
+        self.checked.stage(&self.backend, splits)
     }
 
     fn prove_partition_witness(
         &self,
         job: WitnessJobRefC<'_>,
     ) -> Result<PartitionResultC, AbiError> {
-        stages::prove_partition_witness(job, |job| self.backend.prove_partition_witness(job))
+        self.checked
+            .prove_partition_witness(job, |job| self.backend.prove_partition_witness(job))
     }
 
     fn device_count(&self) -> Result<u32, AbiError> {
