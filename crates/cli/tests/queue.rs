@@ -88,8 +88,12 @@ impl WorkerProc {
         env: &[(&str, &Path)],
         flags: &[&str],
     ) -> WorkerProc {
+        // Tests run in parallel and reuse worker ids ("w1"): each worker gets a
+        // log of its own, or one test's workers write into another's log.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (dir, _) = cache();
-        let log = dir.join(format!("{id}-{}.log", std::process::id()));
+        let log = dir.join(format!("{id}-{}-{n}.log", std::process::id()));
         let child = cuzk()
             .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
             .args(["worker", "--queue", url, "--id", id])
