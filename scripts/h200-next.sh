@@ -7,29 +7,26 @@
 #   SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh OUT
 #                                           first: the device tests
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
-#                                           marks: the plugin's job conversion was
-#                                           53-66 ms a partition at 06:59 (the split
-#                                           checks on one thread); 7d0356c checks in
-#                                           pieces: is it a few ms now?
-#   bash scripts/h200-next.sh OUT copy      the 32 GiB bar, 5 sectors (copy staging,
-#                                           pinned split upload, the defaults): period
-#                                           1529.5 ms at 06:44 (bar <= 15 s/proof:
-#                                           a period <= 1.5 s, and synthesis keeping up:
-#                                           compare the R1CS compile time with 77 s to
-#                                           tell a slow host)
-#   bash scripts/h200-next.sh OUT stream    the same bar over 10 sectors: a stream long
-#                                           enough that start-up (compile, parameters,
-#                                           the first partition's shape upload) weighs
-#                                           less in s/proof
-#   bash scripts/h200-next.sh OUT pageable  the same with the split data from pageable
-#                                           memory (configs/cuda-pageable.toml): 1552.5
-#   bash scripts/h200-next.sh OUT porep     the same with register
+#                                           marks: at 11:01 the plugin's job
+#                                           conversion was still 20-302 ms in the
+#                                           lock; cf92a3f takes split data checked
+#                                           at their staging as checked: ~0 now?
+#   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency
+#                                           WinningPoSt behind ten PoRep sectors: 1.88 s
+#                                           at 06:57 (bar 3 s); not run since
+#                                           stage_splits (a visit cut short)
+#   bash scripts/h200-next.sh OUT stream    the 32 GiB bar over 10 sectors: GPU_START
+#                                           period 1427 ms at 11:42 (bar <= 1.5 s), but
+#                                           synthesis-bound (16.7 s/proof); compare
+#                                           the R1CS compile with 77-114 s to tell
+#                                           the host's speed
+#   bash scripts/h200-next.sh OUT copy      the same, 5 sectors
+#   bash scripts/h200-next.sh OUT pageable  5 sectors with the split data from
+#                                           pageable memory (configs/cuda-pageable.toml)
+#   bash scripts/h200-next.sh OUT porep     5 sectors with register
 #                                           (configs/cuda-register.toml)
 #   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
 #                                           stage 6.09 s, device work 5.81 s at 06:44
-#   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency
-#                                           WinningPoSt behind ten PoRep sectors: 1.88 s
-#                                           at 06:57 (bar 3 s)
 set -u
 out=${1:?usage: h200-next.sh OUT copy|stream|pageable|porep|profile|window}
 case "${2:?usage: h200-next.sh OUT copy|stream|pageable|porep|profile|window}" in
