@@ -160,10 +160,12 @@ event_kinds! {
     LockAcquired = "LOCK_ACQUIRED",
     /// A GPU worker took the partition from the GPU queue.
     GpuPickup = "GPU_PICKUP",
-    /// A GPU worker staged the partition's a, b, c for the backend (the CUDA
-    /// backend pins them) before waiting for the GPU lock; detail `ms=` is how long
-    /// it took, `failed: ...` if it did not (the partition then goes on unstaged).
-    /// Only recorded when something was staged or staging failed.
+    /// A GPU worker staged the partition's a, b, c or witness, and its split data,
+    /// for the backend (the CUDA backend copies or pins them) before waiting for
+    /// the GPU lock; detail `ms=` is how long it took in all, `splits_ms=` the
+    /// split data's part, `failed: ...` if a staging did not succeed (the
+    /// partition then goes on unstaged). Only recorded when something was staged
+    /// or staging failed.
     Staged = "STAGED",
     GpuStart = "GPU_START",
     GpuEnd = "GPU_END",
