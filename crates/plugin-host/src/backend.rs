@@ -347,9 +347,22 @@ impl PluginBackend {
         self.result("prove_partition_witness", call(self.instance(), c_job))
     }
 
+    /// What a staging call (`call`) answered, as a guard that calls the plugin's
+    /// `unstage` on its token when dropped (none for token 0, nothing staged).
+    fn staged(
+        &self,
+        call: &'static str,
+        answer: RResult<u64, cuzk_plugin_api::AbiError>,
+    ) -> Result<Staged, BackendError> {
+        let token = answer.into_result().map_err(|e| {
+            BackendError::Device(PluginError::from_abi(&self.name, call, e).to_string())
+        })?;
+        Ok(self.unstaged_on_drop(token))
+    }
+
     /// A guard that calls the plugin's `unstage` on `token` when dropped (none for
     /// token 0, nothing staged).
-    fn staged(&self, token: u64) -> Staged {
+    fn unstaged_on_drop(&self, token: u64) -> Staged {
         let Some(unstage) = self.module.unstage() else {
             return Staged::none();
         };
@@ -535,12 +548,7 @@ impl GpuBackend for PluginBackend {
         if self.module.prove_partition_ref().is_none() {
             return Ok(Staged::none());
         }
-        let token = stage(self.instance(), abc_c(abc))
-            .into_result()
-            .map_err(|e| {
-                BackendError::Device(PluginError::from_abi(&self.name, "stage", e).to_string())
-            })?;
-        Ok(self.staged(token))
+        self.staged("stage", stage(self.instance(), abc_c(abc)))
     }
 
     /// The plugin's; `No` for a plugin built before `abc_eval` existed, one that
@@ -590,13 +598,7 @@ impl GpuBackend for PluginBackend {
         };
         let input = Scalar::slice_to_repr(input).into();
         let aux = Scalar::slice_to_repr(aux).into();
-        let token = stage(self.instance(), input, aux)
-            .into_result()
-            .map_err(|e| {
-                let e = PluginError::from_abi(&self.name, "stage_witness", e);
-                BackendError::Device(e.to_string())
-            })?;
-        Ok(self.staged(token))
+        self.staged("stage_witness", stage(self.instance(), input, aux))
     }
 
     fn prove_partition_witness(
@@ -621,13 +623,10 @@ impl GpuBackend for PluginBackend {
                 tail_scalars: s.tail_scalars().into(),
             })
             .collect();
-        let token = stage(self.instance(), data.as_slice().into())
-            .into_result()
-            .map_err(|e| {
-                let e = PluginError::from_abi(&self.name, "stage_splits", e);
-                BackendError::Device(e.to_string())
-            })?;
-        Ok(self.staged(token))
+        self.staged(
+            "stage_splits",
+            stage(self.instance(), data.as_slice().into()),
+        )
     }
 }
 

@@ -57,6 +57,14 @@ impl<M> Copied<M> {
 /// A free buffer with the event its last DMAs recorded, if any.
 type Free = (PinnedBuffer, Option<CudaEvent>);
 
+/// A free buffer once its last DMAs have completed.
+fn settled((buf, reads): Free) -> Result<PinnedBuffer, CudaError> {
+    if let Some(e) = reads {
+        e.synchronize().ctx("cuEventSynchronize")?;
+    }
+    Ok(buf)
+}
+
 #[derive(Debug)]
 struct State<K, M> {
     /// Buffers no staging holds, kept for the next one.
@@ -129,19 +137,11 @@ impl<K: Hash + Eq + Clone, M> Copies<K, M> {
             }
         };
         // Freed only once nothing reads them any more.
-        for (b, reads) in small {
-            if let Some(e) = reads {
-                e.synchronize().ctx("cuEventSynchronize")?;
-            }
-            drop(b);
+        for free in small {
+            drop(settled(free)?);
         }
         match fit {
-            Some((b, reads)) => {
-                if let Some(e) = reads {
-                    e.synchronize().ctx("cuEventSynchronize")?;
-                }
-                Ok(b)
-            }
+            Some(free) => settled(free),
             None => alloc(bytes),
         }
     }
