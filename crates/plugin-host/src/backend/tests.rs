@@ -385,34 +385,16 @@ fn split_data_staging_crosses_and_defaults_for_older_plugins() {
     let staged = new.stage_splits(&[a, b]).unwrap();
     assert!(staged.is_staged());
     let w = [Scalar::from(5u64); 4];
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
-    let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
-    let none = SplitMsm {
-        bases: &[][..],
-        split: split.as_ref(),
-    };
-    let r1cs = TinyR1cs::new();
-    let job = WitnessJobRef {
-        r1cs: r1cs.view(3),
-        input: &w[..1],
-        aux: &w[1..],
-        h_bases: &[],
-        l: none,
-        a: none,
-        b_g1: none,
-        b_g2: None,
-    };
-    let said = |job| match new.prove_partition_witness(job) {
-        Err(BackendError::Rejected(m)) => m,
-        other => panic!("expected the recorder's rejection, got {other:?}"),
-    };
-    let m = said(job);
-    assert!(m.contains("splits staged=1 [200:4:2,64:1:0]"), "{m}");
-    drop(staged);
-    assert!(said(job).contains("splits staged=0"));
+    with_witness_job(&w[..1], &w[1..], |job, _| {
+        let said = |job| match new.prove_partition_witness(job) {
+            Err(BackendError::Rejected(m)) => m,
+            other => panic!("expected the recorder's rejection, got {other:?}"),
+        };
+        let m = said(job);
+        assert!(m.contains("splits staged=1 [200:4:2,64:1:0]"), "{m}");
+        drop(staged);
+        assert!(said(job).contains("splits staged=0"));
+    });
 
     let older = PluginBackend::from_module("rec".into(), pre_witness_module(), &[]).unwrap();
     assert!(older.module.stage_splits().is_none());
@@ -428,6 +410,19 @@ fn assert_no_witness_calls(b: &PluginBackend) {
     assert_eq!(b.abc_eval(), AbcEval::No);
     let w = vec![Scalar::from(5u64); 2];
     assert!(!b.stage_witness(&w[..1], &w).unwrap().is_staged());
+    with_witness_job(&w[..1], &w, |job, _| match b.prove_partition_witness(job) {
+        Err(BackendError::Unsupported(what)) => assert!(what.contains("witness"), "{what}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    })
+}
+
+/// Runs `f` on a witness job over [`TinyR1cs`] (with as many aux variables as
+/// `aux`) whose queries are empty, with the empty split they use.
+fn with_witness_job<R>(
+    input: &[Scalar],
+    aux: &[Scalar],
+    f: impl FnOnce(WitnessJobRef<'_>, SplitRef<'_>) -> R,
+) -> R {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
@@ -439,19 +434,16 @@ fn assert_no_witness_calls(b: &PluginBackend) {
     };
     let r1cs = TinyR1cs::new();
     let job = WitnessJobRef {
-        r1cs: r1cs.view(2),
-        input: &w[..1],
-        aux: &w,
+        r1cs: r1cs.view(aux.len()),
+        input,
+        aux,
         h_bases: &[],
         l: none,
         a: none,
         b_g1: none,
         b_g2: None,
     };
-    match b.prove_partition_witness(job) {
-        Err(BackendError::Unsupported(what)) => assert!(what.contains("witness"), "{what}"),
-        other => panic!("expected Unsupported, got {other:?}"),
-    }
+    f(job, split.as_ref())
 }
 
 /// The witness calls cross: `abc_eval` as the plugin answers it (a value this host
@@ -478,54 +470,36 @@ fn witness_calls_cross_and_default_for_older_plugins() {
     let staged = new.stage_witness(&w[..1], &w[1..]).unwrap();
     assert!(staged.is_staged());
 
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
-    let split = cuzk_msm_cpu::prep_msm(&[], None, &[], None, &pool).unwrap();
-    let none = SplitMsm {
-        bases: &[][..],
-        split: split.as_ref(),
-    };
-    let r1cs = TinyR1cs::new();
-    let job = WitnessJobRef {
-        r1cs: r1cs.view(3),
-        input: &w[..1],
-        aux: &w[1..],
-        h_bases: &[],
-        l: none,
-        a: none,
-        b_g1: none,
-        b_g2: None,
-    };
-    let rejected = |job| match new.prove_partition_witness(job) {
-        Err(BackendError::Rejected(m)) => {
-            assert!(m.contains("failed in prove_partition_witness"), "{m}");
-            m
-        }
-        other => panic!("expected the recorder's rejection, got {other:?}"),
-    };
-    let m = rejected(job);
-    assert!(
-        m.contains("witness rows=1 inputs=1+1 aux=3+3 staged=1 "),
-        "{m}"
-    );
-    // Dropping the guard reaches the plugin's `unstage`, through the token map
-    // `stage` uses.
-    drop(staged);
-    assert!(rejected(job).contains("3+3 staged=0 "));
-    // It offers no G2: asking is refused before the plugin is called.
-    let g2 = WitnessJobRef {
-        b_g2: Some(SplitMsm {
-            bases: &[][..],
-            split: split.as_ref(),
-        }),
-        ..job
-    };
-    assert!(matches!(
-        new.prove_partition_witness(g2),
-        Err(BackendError::Unsupported("the G2 MSM"))
-    ));
+    with_witness_job(&w[..1], &w[1..], |job, split| {
+        let rejected = |job| match new.prove_partition_witness(job) {
+            Err(BackendError::Rejected(m)) => {
+                assert!(m.contains("failed in prove_partition_witness"), "{m}");
+                m
+            }
+            other => panic!("expected the recorder's rejection, got {other:?}"),
+        };
+        let m = rejected(job);
+        assert!(
+            m.contains("witness rows=1 inputs=1+1 aux=3+3 staged=1 "),
+            "{m}"
+        );
+        // Dropping the guard reaches the plugin's `unstage`, through the token map
+        // `stage` uses.
+        drop(staged);
+        assert!(rejected(job).contains("3+3 staged=0 "));
+        // It offers no G2: asking is refused before the plugin is called.
+        let g2 = WitnessJobRef {
+            b_g2: Some(SplitMsm {
+                bases: &[][..],
+                split,
+            }),
+            ..job
+        };
+        assert!(matches!(
+            new.prove_partition_witness(g2),
+            Err(BackendError::Unsupported("the G2 MSM"))
+        ));
+    });
 
     let older = PluginBackend::from_module("rec".into(), pre_witness_module(), &[]).unwrap();
     assert!(older.offers_staging());
