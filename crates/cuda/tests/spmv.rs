@@ -617,6 +617,24 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
     assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
 }
 
+/// A 2^15 SHA-256 chain compiled with its witness (seed `seed`), parameters of its
+/// shape, and its witness split as `prep_msm` splits it.
+fn sha_chain(
+    seed: u64,
+    pool: &rayon::ThreadPool,
+) -> (cuzk_synth::Compiled, Params, cuzk_gpu_backend::SplitScalars) {
+    let compiled =
+        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(seed)).unwrap()).unwrap();
+    let (input, aux) = (&compiled.witness.input, &compiled.witness.aux);
+    let params = Params::new(
+        compiled.r1cs.view().num_constraints(),
+        input.len() + aux.len(),
+        11,
+    );
+    let split = cuzk_msm_cpu::prep_msm(input, None, aux, None, pool).unwrap();
+    (compiled, params, split)
+}
+
 /// `split_upload = "pinned"`: a partition's bitmaps and tail terms go up through
 /// one page-locked buffer the backend allocates at the first partition (counted as
 /// its pinned memory, in steps of 64 MiB) and reuses for the next, whose results
@@ -631,14 +649,11 @@ fn split_data_go_up_through_one_kept_pinned_buffer_or_no_device() {
     }) else {
         return;
     };
-    let compiled =
-        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(5)).unwrap()).unwrap();
-    let view = compiled.r1cs.view();
-    let (input, aux) = (&compiled.witness.input, &compiled.witness.aux);
     let pool = pool();
     let cpu = CpuBackend::new(pool.clone());
-    let params = Params::new(view.num_constraints(), input.len() + aux.len(), 11);
-    let split = cuzk_msm_cpu::prep_msm(input, None, aux, None, &pool).unwrap();
+    let (compiled, params, split) = sha_chain(5, &pool);
+    let view = compiled.r1cs.view();
+    let (input, aux) = (&compiled.witness.input, &compiled.witness.aux);
     let q = SplitMsm {
         bases: &params.q_bases[..],
         split: split.as_ref(),
@@ -682,14 +697,11 @@ fn split_data_staged_before_the_lock_go_up_from_their_copy_or_no_device() {
     }) else {
         return;
     };
-    let compiled =
-        cuzk_synth::compile(cuzk_circuits::Sha256Chain::new(15, Some(6)).unwrap()).unwrap();
-    let view = compiled.r1cs.view();
-    let (input, aux) = (&compiled.witness.input, &compiled.witness.aux);
     let pool = pool();
     let cpu = CpuBackend::new(pool.clone());
-    let params = Params::new(view.num_constraints(), input.len() + aux.len(), 11);
-    let split = cuzk_msm_cpu::prep_msm(input, None, aux, None, &pool).unwrap();
+    let (compiled, params, split) = sha_chain(6, &pool);
+    let view = compiled.r1cs.view();
+    let (input, aux) = (&compiled.witness.input, &compiled.witness.aux);
     let l_split = cuzk_msm_cpu::prep_msm(input, None, aux, None, &pool).unwrap();
     let (l, q) = (
         SplitMsm {
