@@ -15,7 +15,8 @@
 
 use blstrs::Scalar;
 use criterion::{criterion_group, criterion_main, Criterion};
-use cuzk_msm_cpu::prep_msm;
+use cuzk_alloc::Density;
+use cuzk_msm_cpu::{prep_msm, prep_msm_classified, ScalarClasses};
 use ff::Field;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -68,9 +69,38 @@ fn prep(c: &mut Criterion) {
         })
         .collect();
     let split = prep_msm(&[], None, &porep, None, &pool).unwrap();
-    drop(porep);
     bench_check(&mut group, "split_check_porep", &split);
+    // The three splits of a PoRep partition (L over all aux, A over 99.7% of them, B
+    // over 25.4%: the 32 GiB densities), as the scheduler's prep stage makes them.
+    let inputs: Vec<Scalar> = (0..328).map(|_| Scalar::random(&mut rng)).collect();
+    let a_aux = random_density(n, 997, &mut rng);
+    let b_aux = random_density(n, 254, &mut rng);
+    let mut b_in = Density::new(inputs.len());
+    b_in.set(0);
+    group.bench_function("prep_porep_partition", |b| {
+        b.iter(|| {
+            let c_in = ScalarClasses::of(&inputs, &pool);
+            let c_aux = ScalarClasses::of(&porep, &pool);
+            let none = ScalarClasses::default();
+            (
+                prep_msm_classified(&none, None, &c_aux, None, &pool).unwrap(),
+                prep_msm_classified(&c_in, None, &c_aux, Some(&a_aux), &pool).unwrap(),
+                prep_msm_classified(&c_in, Some(&b_in), &c_aux, Some(&b_aux), &pool).unwrap(),
+            )
+        })
+    });
     group.finish();
+}
+
+/// `len` variables, each present with probability `per_mille / 1000`.
+fn random_density(len: usize, per_mille: u32, rng: &mut ChaCha8Rng) -> Density {
+    let mut d = Density::new(len);
+    for i in 0..len {
+        if rng.next_u32() % 1000 < per_mille {
+            d.set(i);
+        }
+    }
+    d
 }
 
 /// Times `SplitRef::checked` on the parts of `split`.

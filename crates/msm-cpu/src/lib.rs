@@ -40,7 +40,8 @@
 //! Most witness values of Filecoin circuits are 0 or 1. [`prep_msm`] drops the zeros,
 //! marks the ones in a bitmap (their bases are simply added up, again batch-affine) and
 //! gathers the remaining scalars in canonical form with their base indices, ready for
-//! [`msm_g1_indexed`] here or a GPU backend.
+//! [`msm_g1_indexed`] here or a GPU backend. The scalars of a witness are read once
+//! ([`ScalarClasses`]) for all the queries split from them ([`prep_msm_classified`]).
 //!
 //! Architecture invariant: this crate knows nothing of circuits, parameters or GPUs; it
 //! takes slices and a thread pool and returns points.
@@ -55,8 +56,10 @@ mod field;
 #[cfg(test)]
 mod parts;
 mod pippenger;
+mod prep;
 mod table;
 
+pub use prep::{prep_msm, prep_msm_classified, ScalarClasses};
 pub use table::Table;
 
 /// A table of G1 bases ([`precompute_g1`]).
@@ -65,10 +68,8 @@ pub type G1Table = Table<G1Affine>;
 pub type G2Table = Table<G2Affine>;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_alloc::Density;
 /// The split (in `cuzk-alloc`, which every backend already depends on).
 pub use cuzk_alloc::{SplitError, SplitRef, SplitScalars};
-use ff::Field;
 use rayon::prelude::*;
 
 use crate::curve::{MsmCurve, G1, G2};
@@ -202,169 +203,6 @@ fn scalar_limbs(s: &Scalar) -> [u64; 4] {
         w.copy_from_slice(&b[8 * i..8 * i + 8]);
         u64::from_le_bytes(w)
     })
-}
-
-/// Variables per `prep_msm` task; a multiple of 64 so tasks own whole density words.
-const PREP_CHUNK: usize = 1 << 16;
-
-/// One task of `prep_msm`: a range of variables of one kind.
-struct PrepPart<'a> {
-    scalars: &'a [Scalar],
-    /// The density words of this range (None: every variable is in the query).
-    density: Option<&'a [u64]>,
-    /// Base index of the first query variable in this range.
-    base_start: usize,
-}
-
-#[derive(Default)]
-struct PrepOut {
-    base_start: usize,
-    zeros: usize,
-    /// The ones, as bits of the global bitmap starting at word `base_start / 64`.
-    ones_words: Vec<u64>,
-    tail_indices: Vec<u32>,
-    tail_scalars: Vec<[u64; 4]>,
-}
-
-impl PrepPart<'_> {
-    fn run(&self) -> PrepOut {
-        let mut out = PrepOut {
-            base_start: self.base_start,
-            ..PrepOut::default()
-        };
-        let mut k = self.base_start;
-        let mut visit = |s: &Scalar| {
-            if bool::from(s.is_zero()) {
-                out.zeros += 1;
-            } else if *s == Scalar::ONE {
-                let word = k / 64 - self.base_start / 64;
-                if out.ones_words.len() <= word {
-                    out.ones_words.resize(word + 1, 0);
-                }
-                out.ones_words[word] |= 1 << (k % 64);
-            } else {
-                out.tail_indices.push(k as u32);
-                out.tail_scalars.push(scalar_limbs(s));
-            }
-            k += 1;
-        };
-        match self.density {
-            None => self.scalars.iter().for_each(&mut visit),
-            Some(words) => {
-                for (wi, &w) in words.iter().enumerate() {
-                    let mut w = w;
-                    while w != 0 {
-                        let v = wi * 64 + w.trailing_zeros() as usize;
-                        w &= w - 1;
-                        visit(&self.scalars[v]);
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-fn check_density(
-    scalars: &[Scalar],
-    density: Option<&Density>,
-    which: &'static str,
-) -> Result<usize, MsmError> {
-    match density {
-        None => Ok(scalars.len()),
-        Some(d) if d.len() == scalars.len() => Ok(d.count()),
-        Some(d) => Err(MsmError::DensityLength {
-            which,
-            density: d.len(),
-            scalars: scalars.len(),
-        }),
-    }
-}
-
-/// Splits one query's scalars into parts that `prep_msm` tasks process independently.
-fn prep_parts<'a>(
-    scalars: &'a [Scalar],
-    density: Option<&'a Density>,
-    mut base_start: usize,
-    parts: &mut Vec<PrepPart<'a>>,
-) {
-    for (ci, chunk) in scalars.chunks(PREP_CHUNK).enumerate() {
-        let words = density.map(|d| {
-            let w0 = ci * PREP_CHUNK / 64;
-            &d.words()[w0..w0 + chunk.len().div_ceil(64)]
-        });
-        let count = words.map_or(chunk.len(), |ws| {
-            ws.iter().map(|w| w.count_ones() as usize).sum()
-        });
-        parts.push(PrepPart {
-            scalars: chunk,
-            density: words,
-            base_start,
-        });
-        base_start += count;
-    }
-}
-
-/// Builds the split for a query from the input scalars with their density (`None`: every
-/// input is in the query) and the aux scalars with theirs, in parallel on `pool`.
-pub fn prep_msm(
-    inputs: &[Scalar],
-    input_density: Option<&Density>,
-    aux: &[Scalar],
-    aux_density: Option<&Density>,
-    pool: &rayon::ThreadPool,
-) -> Result<SplitScalars, MsmError> {
-    let num_inputs = check_density(inputs, input_density, "input")?;
-    let num_aux = check_density(aux, aux_density, "aux")?;
-    let num_bases = num_inputs + num_aux;
-    if num_bases > u32::MAX as usize + 1 {
-        return Err(MsmError::TooManyBases { bases: num_bases });
-    }
-    let _span = tracing::info_span!("prep_msm", num_bases).entered();
-
-    let mut parts = Vec::new();
-    prep_parts(inputs, input_density, 0, &mut parts);
-    prep_parts(aux, aux_density, num_inputs, &mut parts);
-    let outs: Vec<PrepOut> = pool.install(|| parts.par_iter().map(PrepPart::run).collect());
-
-    let num_zeros = outs.iter().map(|o| o.zeros).sum();
-    let num_tail = outs.iter().map(|o| o.tail_indices.len()).sum();
-    let mut words = vec![0u64; num_bases.div_ceil(64)];
-    for o in &outs {
-        // Parts of the aux kind need not start on a word boundary of the query's bitmap,
-        // so neighbouring parts may share a word: OR, never assign.
-        for (i, w) in o.ones_words.iter().enumerate() {
-            words[o.base_start / 64 + i] |= w;
-        }
-    }
-    // The parts' tails go to their places in parallel: a dense witness (a WindowPoSt
-    // at 32 GiB) has tails of tens of millions of terms a query, and one thread
-    // copying them (into fresh pages) was most of prep_msm's 12-14 s on the H200.
-    // Zeroed allocations come from fresh pages, faulted in by the copying threads.
-    let mut tail_indices = vec![0u32; num_tail];
-    let mut tail_scalars = vec![[0u64; 4]; num_tail];
-    let mut places = Vec::with_capacity(outs.len());
-    let (mut idx, mut sc) = (&mut tail_indices[..], &mut tail_scalars[..]);
-    for o in &outs {
-        let n = o.tail_indices.len();
-        let (i, rest_i) = std::mem::take(&mut idx).split_at_mut(n);
-        let (c, rest_c) = std::mem::take(&mut sc).split_at_mut(n);
-        (idx, sc) = (rest_i, rest_c);
-        places.push((o, i, c));
-    }
-    pool.install(|| {
-        places.into_par_iter().for_each(|(o, i, c)| {
-            i.copy_from_slice(&o.tail_indices);
-            c.copy_from_slice(&o.tail_scalars);
-        })
-    });
-    Ok(SplitScalars::from_prepared(
-        num_bases,
-        num_zeros,
-        Density::from_words(words, num_bases),
-        tail_indices,
-        tail_scalars,
-    ))
 }
 
 /// `Σ ones + Σ tail` in G1: the bases whose scalar is one added up (batch-affine), plus

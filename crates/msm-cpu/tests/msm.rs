@@ -381,6 +381,12 @@ fn split_msm_matches_filtered_msm() {
             }
             // Single-threaded pools give the same split.
             assert_eq!(prep_msm(&inputs, din, &aux, daux, &pool(1)).unwrap(), split);
+            // So do the classes of the scalars, made once and shared by the queries.
+            let (c_in, c_aux) = (ScalarClasses::of(&inputs, &p), ScalarClasses::of(&aux, &p));
+            assert_eq!(
+                prep_msm_classified(&c_in, din, &c_aux, daux, &pool(1)).unwrap(),
+                split
+            );
         }
     }
 }
@@ -432,6 +438,18 @@ fn prep_msm_across_task_boundaries() {
     assert_eq!(split.tail_indices(), &tail[..]);
     let split2 = prep_msm(&inputs, Some(&d_in), &aux, Some(&d_aux), &pool(1)).unwrap();
     assert_eq!(split2.num_bases(), d_in.count() + d_aux.count());
+    let q2: Vec<Scalar> = filtered(&inputs, Some(&d_in))
+        .into_iter()
+        .chain(filtered(&aux, Some(&d_aux)))
+        .collect();
+    let ones2: Vec<usize> = (0..q2.len()).filter(|&k| q2[k] == Scalar::ONE).collect();
+    assert_eq!(split2.ones().iter_ones().collect::<Vec<_>>(), ones2);
+    let tail2: Vec<[u64; 4]> = q2
+        .iter()
+        .filter(|s| !bool::from(s.is_zero()) && **s != Scalar::ONE)
+        .map(limbs)
+        .collect();
+    assert_eq!(split2.tail_scalars(), &tail2[..]);
 }
 
 #[test]

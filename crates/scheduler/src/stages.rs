@@ -13,7 +13,7 @@ use cuzk_gpu_backend::{
     AbcEval, AbcRef, BackendError, GpuBackend, PartitionJob, PartitionJobRef, PartitionResult,
     SplitMsm, Staged, WitnessJobRef,
 };
-use cuzk_msm_cpu::{prep_msm, split_msm_g2, MsmError, SplitScalars};
+use cuzk_msm_cpu::{prep_msm_classified, split_msm_g2, MsmError, ScalarClasses, SplitScalars};
 use cuzk_synth::{check_shape, check_witness, spmv_parallel, R1cs, SynthError, Throttle};
 use rayon::ThreadPool;
 
@@ -212,24 +212,21 @@ pub fn spmv_stage(
     Ok(abc)
 }
 
-/// prep_msm for the L, A and B queries.
+/// prep_msm for the L, A and B queries, from one classification of the witness.
 pub fn prep_stage(r1cs: &R1cs, witness: &Witness, pool: &ThreadPool) -> Result<Splits, MsmError> {
     let _span = tracing::info_span!("prep_msm").entered();
+    let inputs = ScalarClasses::of(&witness.input, pool);
+    let aux = ScalarClasses::of(&witness.aux, pool);
+    let split = |inputs, input_density, aux_density| {
+        prep_msm_classified(inputs, input_density, &aux, aux_density, pool)
+    };
     Ok(Splits {
-        l: prep_msm(&[], None, &witness.aux, None, pool)?,
-        a: prep_msm(
-            &witness.input,
-            None,
-            &witness.aux,
-            Some(r1cs.a_aux_density()),
-            pool,
-        )?,
-        b: prep_msm(
-            &witness.input,
+        l: split(&ScalarClasses::default(), None, None)?,
+        a: split(&inputs, None, Some(r1cs.a_aux_density()))?,
+        b: split(
+            &inputs,
             Some(r1cs.b_input_density()),
-            &witness.aux,
             Some(r1cs.b_aux_density()),
-            pool,
         )?,
     })
 }
