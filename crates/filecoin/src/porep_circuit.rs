@@ -91,6 +91,9 @@ impl<Tree: 'static + MerkleTreeTrait> Circuit<Scalar> for PorepCircuit<Tree> {
 impl<Tree: 'static + MerkleTreeTrait> cuzk_synth::SplitCircuit for PorepCircuit<Tree> {
     type Prefix = Prefix<Tree>;
     type Part = ChallengeWitness<Tree>;
+    /// A partition's challenges have one shape: each writes its witness straight
+    /// into its window of the partition's.
+    const UNIFORM_PARTS: bool = true;
     fn split(self) -> Result<(Self::Prefix, Vec<Self::Part>), SynthesisError> {
         Ok((self.prefix, self.challenges))
     }

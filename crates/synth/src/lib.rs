@@ -80,6 +80,10 @@ pub enum SynthError {
         "During synthesis, a constraint system was extended with one that has no leading ONE input"
     )]
     ExtendWithoutOne,
+    /// `ConstraintSystem::extend` was called on a system that says it is not
+    /// extensible (a uniform part of a [`SplitCircuit`]).
+    #[error("During synthesis, a constraint system that is not extensible was extended")]
+    NotExtensible,
     /// A [`SplitCircuit`]'s part did not begin with its prefix's synthesis (the
     /// split does not describe the circuit).
     #[error(
@@ -99,6 +103,7 @@ pub(crate) enum Deferred {
     UnknownVariable { constraint: usize, variable: Index },
     TooLarge { what: &'static str, count: usize },
     ExtendWithoutOne,
+    NotExtensible,
 }
 
 impl From<Deferred> for SynthError {
@@ -113,6 +118,7 @@ impl From<Deferred> for SynthError {
             },
             Deferred::TooLarge { what, count } => SynthError::TooLarge { what, count },
             Deferred::ExtendWithoutOne => SynthError::ExtendWithoutOne,
+            Deferred::NotExtensible => SynthError::NotExtensible,
         }
     }
 }

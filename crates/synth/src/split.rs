@@ -15,7 +15,7 @@ use ff::Field;
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
-use crate::witness::WitnessCs;
+use crate::witness::{PartCs, WitnessCs};
 use crate::{check_shape, R1cs, SynthError, Witness};
 
 /// A circuit that can be synthesized as a prefix followed by independent parts.
@@ -30,8 +30,22 @@ use crate::{check_shape, R1cs, SynthError, Witness};
 pub trait SplitCircuit {
     type Prefix: Circuit<Scalar>;
     type Part: Circuit<Scalar> + Send;
+    /// Whether every part allocates as many aux variables as every other (a PoRep
+    /// partition's challenges do). Then each part writes its values straight into its
+    /// window of the witness: no part holds a system of its own, and nothing is
+    /// copied. A part that does not fill its window exactly fails the witness with a
+    /// shape mismatch.
+    const UNIFORM_PARTS: bool = false;
     /// The prefix alone, and the parts, in synthesis order.
     fn split(self) -> Result<(Self::Prefix, Vec<Self::Part>), SynthesisError>;
+}
+
+/// What a part's synthesis left, less its values: its inputs, its count of aux
+/// variables and of constraints (each with the prefix's copy).
+struct PartCounts {
+    input: Vec<Scalar>,
+    aux: usize,
+    constraints: usize,
 }
 
 /// The witness of `circuit` for the compiled `r1cs`: the prefix on this thread, the
@@ -40,8 +54,9 @@ pub trait SplitCircuit {
 /// value for value, and is checked against the shape the same way (inputs, aux
 /// variables, constraints).
 ///
-/// Memory: while the parts are appended, each part's values exist twice (its own
-/// system and its window of the result); a part's system is freed once it is copied.
+/// Memory: with [`SplitCircuit::UNIFORM_PARTS`], the witness alone. Otherwise, while
+/// the parts are appended, each part's values exist twice (its own system and its
+/// window of the result); a part's system is freed once it is copied.
 #[tracing::instrument(name = "synthesis", skip_all, fields(split = true))]
 pub fn synthesize_witness_split<C: SplitCircuit>(
     r1cs: &R1cs,
@@ -55,10 +70,24 @@ pub fn synthesize_witness_split<C: SplitCircuit>(
     if let Some(e) = cs.error {
         return Err(e.into());
     }
+    if C::UNIFORM_PARTS {
+        uniform(r1cs, cs, parts, pool)
+    } else {
+        copied(r1cs, cs, parts, pool)
+    }
+}
+
+/// The parts each in a system of its own, appended once all are done.
+fn copied<P: Circuit<Scalar> + Send>(
+    r1cs: &R1cs,
+    mut cs: WitnessCs,
+    parts: Vec<P>,
+    pool: &ThreadPool,
+) -> Result<Witness, SynthError> {
     let (prefix_inputs, prefix_aux) = (cs.input.len(), cs.aux.len());
     let n = parts.len().max(1);
-    // The parts of a PoRep partition all have one shape: an even share of what the
-    // prefix leaves is the exact size of each part's system.
+    // An even share of what the prefix leaves: the exact size of each part's system
+    // where the parts have one shape.
     let aux_hint = prefix_aux + r1cs.num_aux().saturating_sub(prefix_aux) / n;
     let done: Vec<WitnessCs> = pool.install(|| {
         parts
@@ -70,20 +99,122 @@ pub fn synthesize_witness_split<C: SplitCircuit>(
                 if let Some(e) = p.error {
                     return Err(SynthError::from(e));
                 }
-                if p.input.get(..prefix_inputs) != Some(&cs.input[..])
-                    || p.aux.get(..prefix_aux) != Some(&cs.aux[..])
-                    || p.constraints < cs.constraints
-                {
+                if p.aux.get(..prefix_aux) != Some(&cs.aux[..]) {
                     return Err(SynthError::SplitPrefix);
                 }
                 Ok(p)
             })
             .collect::<Result<_, SynthError>>()
     })?;
+    let counts: Vec<PartCounts> = done
+        .iter()
+        .map(|p| PartCounts {
+            input: p.input.clone(),
+            aux: p.aux.len(),
+            constraints: p.constraints,
+        })
+        .collect();
+    check_parts(r1cs, &cs, prefix_aux, &counts)?;
+    for p in &counts {
+        cs.input.extend_from_slice(&p.input[prefix_inputs..]);
+    }
+    let mut witness = cs.into_witness();
+    append_parallel(
+        &mut witness.aux,
+        done.into_iter().map(|p| (p.aux, prefix_aux)).collect(),
+        pool,
+    );
+    check_shape(r1cs, &witness)?;
+    Ok(witness)
+}
 
-    let own = |p: &WitnessCs| (p.input.len() - prefix_inputs, p.aux.len() - prefix_aux);
-    let input_total = prefix_inputs + done.iter().map(|p| own(p).0).sum::<usize>();
-    let aux_total = prefix_aux + done.iter().map(|p| own(p).1).sum::<usize>();
+/// The parts each writing into its window of the witness, which the compiled shape
+/// sizes: `(aux variables − prefix's) / parts` each.
+fn uniform<P: Circuit<Scalar> + Send>(
+    r1cs: &R1cs,
+    mut cs: WitnessCs,
+    parts: Vec<P>,
+    pool: &ThreadPool,
+) -> Result<Witness, SynthError> {
+    let (prefix_inputs, prefix_aux) = (cs.input.len(), cs.aux.len());
+    let per = r1cs.num_aux().saturating_sub(prefix_aux) / parts.len().max(1);
+    let mut aux = std::mem::take(&mut cs.aux);
+    // The windows are first written with zeros by a parallel fill, so that none is
+    // ever uninitialised (this crate has no `unsafe`); the fill faults the pages in on
+    // every thread of the pool.
+    let own = per * parts.len();
+    aux.reserve_exact(own);
+    pool.install(|| aux.par_extend(rayon::iter::repeat_n(Scalar::ZERO, own)));
+    let (prefix_values, mut rest) = aux.split_at_mut(prefix_aux);
+    let mut windows = Vec::with_capacity(parts.len());
+    for _ in 0..parts.len() {
+        let (w, r) = std::mem::take(&mut rest).split_at_mut(per);
+        windows.push(w);
+        rest = r;
+    }
+    let prefix_values = &*prefix_values;
+    let counts: Vec<PartCounts> = pool.install(|| {
+        parts
+            .into_par_iter()
+            .zip(windows)
+            .map(|(part, window)| {
+                let mut p = PartCs::new(prefix_inputs, prefix_values, window);
+                p.alloc_input(|| "", || Ok(Scalar::ONE))?;
+                part.synthesize(&mut p)?;
+                if let Some(e) = p.error {
+                    return Err(SynthError::from(e));
+                }
+                if p.prefix_differs || p.aux < prefix_aux {
+                    return Err(SynthError::SplitPrefix);
+                }
+                Ok(PartCounts {
+                    input: p.input,
+                    aux: p.aux,
+                    constraints: p.constraints,
+                })
+            })
+            .collect::<Result<_, SynthError>>()
+    })?;
+    check_parts(r1cs, &cs, prefix_aux, &counts)?;
+    // The counts add up to the shape's; each part must also have filled its window.
+    if let Some(p) = counts.iter().find(|p| p.aux - prefix_aux != per) {
+        return Err(SynthError::ShapeMismatch {
+            what: "aux variables of a part",
+            compiled: per,
+            actual: p.aux - prefix_aux,
+        });
+    }
+    for p in &counts {
+        cs.input.extend_from_slice(&p.input[prefix_inputs..]);
+    }
+    cs.aux = aux;
+    let witness = cs.into_witness();
+    check_shape(r1cs, &witness)?;
+    Ok(witness)
+}
+
+/// Each part began with the prefix (its inputs and constraints; its aux values are
+/// checked as they are allocated), and together with the prefix the parts have the
+/// compiled shape's counts.
+fn check_parts(
+    r1cs: &R1cs,
+    prefix: &WitnessCs,
+    prefix_aux: usize,
+    parts: &[PartCounts],
+) -> Result<(), SynthError> {
+    let prefix_inputs = prefix.input.len();
+    if parts.iter().any(|p| {
+        p.input.get(..prefix_inputs) != Some(&prefix.input[..])
+            || p.constraints < prefix.constraints
+    }) {
+        return Err(SynthError::SplitPrefix);
+    }
+    let input_total = prefix_inputs
+        + parts
+            .iter()
+            .map(|p| p.input.len() - prefix_inputs)
+            .sum::<usize>();
+    let aux_total = prefix_aux + parts.iter().map(|p| p.aux - prefix_aux).sum::<usize>();
     for (what, compiled, actual) in [
         ("inputs", r1cs.num_inputs(), input_total),
         ("aux variables", r1cs.num_aux(), aux_total),
@@ -97,11 +228,11 @@ pub fn synthesize_witness_split<C: SplitCircuit>(
         }
     }
     // As in `synthesize_witness_for`: the compiled shape has one constraint per input.
-    let constraints = cs.constraints
+    let constraints = prefix.constraints
         + input_total
-        + done
+        + parts
             .iter()
-            .map(|p| p.constraints - cs.constraints)
+            .map(|p| p.constraints - prefix.constraints)
             .sum::<usize>();
     if constraints != r1cs.num_constraints() {
         return Err(SynthError::ShapeMismatch {
@@ -110,18 +241,7 @@ pub fn synthesize_witness_split<C: SplitCircuit>(
             actual: constraints,
         });
     }
-    // Inputs are few: appended in order.
-    for p in &done {
-        cs.input.extend_from_slice(&p.input[prefix_inputs..]);
-    }
-    let mut witness = cs.into_witness();
-    append_parallel(
-        &mut witness.aux,
-        done.into_iter().map(|p| (p.aux, prefix_aux)).collect(),
-        pool,
-    );
-    check_shape(r1cs, &witness)?;
-    Ok(witness)
+    Ok(())
 }
 
 /// Appends each `(part, skip)`'s `part[skip..]` to `dst`, in order, each part copied
@@ -237,6 +357,17 @@ mod tests {
         }
     }
 
+    /// The same circuit, its parts declared uniform (written into their windows).
+    struct Uniform<S>(S);
+    impl<S: SplitCircuit> SplitCircuit for Uniform<S> {
+        type Prefix = S::Prefix;
+        type Part = S::Part;
+        const UNIFORM_PARTS: bool = true;
+        fn split(self) -> Result<(S::Prefix, Vec<S::Part>), SynthesisError> {
+            self.0.split()
+        }
+    }
+
     fn pool() -> ThreadPool {
         rayon::ThreadPoolBuilder::new()
             .num_threads(3)
@@ -262,6 +393,8 @@ mod tests {
         assert_eq!(split.input, sequential.input);
         assert_eq!(split.aux, sequential.aux);
         assert_eq!(split.input.len(), 1 + 1 + 7);
+        let uniform = synthesize_witness_split(&shape, Uniform(c()), &pool()).expect("uniform");
+        assert_eq!(uniform, sequential);
         // And the witness satisfies the compiled constraints.
         let abc = crate::spmv_parallel(&shape, &split, &pool(), &crate::NoThrottle).expect("spmv");
         crate::check_witness(&shape, &abc).expect("satisfied");
@@ -275,14 +408,50 @@ mod tests {
             len: 50,
         })
         .expect("compile");
-        let other = Chain {
+        let other = |parts| Chain {
             x: 5,
-            parts: 6,
+            parts,
             len: 50,
         };
-        match synthesize_witness_split(&shape, other, &pool()) {
+        match synthesize_witness_split(&shape, other(6), &pool()) {
             Err(SynthError::ShapeMismatch { what: "inputs", .. }) => {}
             other => panic!("expected an input-count mismatch, got {other:?}"),
+        }
+        // Uniform parts: six windows of a seventh more than a part's size each.
+        match synthesize_witness_split(&shape, Uniform(other(6)), &pool()) {
+            Err(SynthError::ShapeMismatch { what: "inputs", .. }) => {}
+            other => panic!("expected an input-count mismatch, got {other:?}"),
+        }
+    }
+
+    /// Parts of two sizes whose counts add up to the shape's: the copying path takes
+    /// them; declared uniform, the first overflows its window and is refused.
+    #[test]
+    fn uneven_parts_are_refused_when_declared_uniform() {
+        let shape = crate::compile_shape(Chain {
+            x: 0,
+            parts: 2,
+            len: 50,
+        })
+        .expect("compile");
+        struct Uneven;
+        impl SplitCircuit for Uneven {
+            type Prefix = Prefix;
+            type Part = Part;
+            fn split(self) -> Result<(Prefix, Vec<Part>), SynthesisError> {
+                let part = |i, len| Part { x: 5, i, len };
+                Ok((Prefix(5), vec![part(0, 51), part(1, 49)]))
+            }
+        }
+        let w = synthesize_witness_split(&shape, Uneven, &pool()).expect("copied");
+        assert_eq!(w.aux.len(), shape.num_aux());
+        match synthesize_witness_split(&shape, Uniform(Uneven), &pool()) {
+            Err(SynthError::ShapeMismatch {
+                what: "aux variables of a part",
+                compiled: 51,
+                actual: 52,
+            }) => {}
+            other => panic!("expected a part-size mismatch, got {other:?}"),
         }
     }
 
@@ -341,6 +510,10 @@ mod tests {
         })
         .expect("compile");
         match synthesize_witness_split(&shape, S, &pool()) {
+            Err(SynthError::SplitPrefix) => {}
+            other => panic!("expected SplitPrefix, got {other:?}"),
+        }
+        match synthesize_witness_split(&shape, Uniform(S), &pool()) {
             Err(SynthError::SplitPrefix) => {}
             other => panic!("expected SplitPrefix, got {other:?}"),
         }

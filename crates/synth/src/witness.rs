@@ -109,3 +109,107 @@ impl ConstraintSystem<Scalar> for WitnessCs {
         self.constraints += other.constraints;
     }
 }
+
+/// The witness system of one part of a split circuit whose parts are uniform
+/// ([`crate::SplitCircuit::UNIFORM_PARTS`]): the part's first aux values (its copy of
+/// the prefix) are compared with the prefix's and dropped, the rest written straight
+/// into the part's window of the whole witness. Values past the window are counted
+/// and dropped: the caller reports the part's size as a shape mismatch.
+pub(crate) struct PartCs<'w> {
+    pub(crate) input: Vec<Scalar>,
+    prefix: &'w [Scalar],
+    window: &'w mut [Scalar],
+    /// Aux variables allocated, the prefix's copy included.
+    pub(crate) aux: usize,
+    pub(crate) constraints: usize,
+    /// A value of the prefix's copy differed from the prefix's.
+    pub(crate) prefix_differs: bool,
+    pub(crate) error: Option<Deferred>,
+}
+
+impl<'w> PartCs<'w> {
+    pub(crate) fn new(inputs: usize, prefix: &'w [Scalar], window: &'w mut [Scalar]) -> Self {
+        Self {
+            input: Vec::with_capacity(inputs),
+            prefix,
+            window,
+            aux: 0,
+            constraints: 0,
+            prefix_differs: false,
+            error: None,
+        }
+    }
+}
+
+impl ConstraintSystem<Scalar> for PartCs<'_> {
+    type Root = Self;
+
+    fn new() -> Self {
+        Self::new(0, &[], &mut [])
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let v = f()?;
+        let k = self.aux;
+        self.aux += 1;
+        match k.checked_sub(self.prefix.len()) {
+            None => self.prefix_differs |= v != self.prefix[k],
+            Some(own) => {
+                if let Some(slot) = self.window.get_mut(own) {
+                    *slot = v;
+                }
+            }
+        }
+        Ok(Variable(Index::Aux(k)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.input.push(f()?);
+        Ok(Variable(Index::Input(self.input.len() - 1)))
+    }
+
+    #[inline]
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        self.constraints += 1;
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    /// Not extensible: a part's values go to a window of fixed size. Gadgets only
+    /// extend systems that say they are; one that does anyway fails the witness.
+    fn is_extensible() -> bool {
+        false
+    }
+
+    fn extend(&mut self, _: &Self) {
+        self.error.get_or_insert(Deferred::NotExtensible);
+    }
+}
