@@ -20,6 +20,10 @@
 #                                           synthesis-bound (16.7 s/proof); compare
 #                                           the R1CS compile with 77-114 s to tell
 #                                           the host's speed
+#   bash scripts/h200-next.sh OUT block     the stream with host_wait = "block"
+#                                           (configs/cuda-block.toml): the GPU
+#                                           workers sleep instead of spinning
+#                                           while the device works
 #   bash scripts/h200-next.sh OUT copy      the same, 5 sectors
 #   bash scripts/h200-next.sh OUT pageable  5 sectors with the split data from
 #                                           pageable memory (configs/cuda-pageable.toml)
@@ -28,8 +32,8 @@
 #   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
 #                                           stage 6.09 s, device work 5.81 s at 06:44
 set -u
-out=${1:?usage: h200-next.sh OUT copy|stream|pageable|porep|profile|window}
-case "${2:?usage: h200-next.sh OUT copy|stream|pageable|porep|profile|window}" in
+out=${1:?usage: h200-next.sh OUT copy|stream|block|pageable|porep|profile|window}
+case "${2:?usage: h200-next.sh OUT copy|stream|block|pageable|porep|profile|window}" in
 copy)
     CONFIG=configs/cuda-copy.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
         bash scripts/h200-filecoin.sh "$out/copy"
@@ -37,6 +41,10 @@ copy)
 stream)
     CONFIG=configs/cuda-copy.toml RUNS="10:6:100" BENCH_TIMEOUT=560 \
         bash scripts/h200-filecoin.sh "$out/stream"
+    ;;
+block)
+    CONFIG=configs/cuda-block.toml RUNS="10:6:100" BENCH_TIMEOUT=560 \
+        bash scripts/h200-filecoin.sh "$out/block"
     ;;
 pageable)
     CONFIG=configs/cuda-pageable.toml RUNS="5:6:100" BENCH_TIMEOUT=520 \
@@ -56,5 +64,5 @@ window)
         CONFIG=configs/cuda-profile.toml KINDS=window \
         REPEAT=2 KIND_TIMEOUT=400 bash scripts/h200-kinds.sh "$out/window" kinds
     ;;
-*) echo "the part is copy, stream, pageable, porep, profile or window" >&2; exit 2 ;;
+*) echo "the part is copy, stream, block, pageable, porep, profile or window" >&2; exit 2 ;;
 esac

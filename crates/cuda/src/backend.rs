@@ -190,7 +190,7 @@ impl CudaBackend {
     /// [`CudaError::NoDevice`] where there is no driver or no device.
     pub fn new(config: CudaConfig) -> Result<Self, CudaError> {
         config.validate()?;
-        let gpu = Gpu::new(config.device, &config.kernel_cache())?;
+        let gpu = Gpu::new(config.device, &config.kernel_cache(), config.host_wait)?;
         let ntt = Ntt::new(&gpu, config.ntt_kernel)?;
         gpu.sync()?;
         crate::msm::apply_tuning(&config.tuning);

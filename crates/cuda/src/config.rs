@@ -41,6 +41,12 @@ pub struct CudaConfig {
     /// they run; `pageable` straight from the caller's memory, every bitmap before
     /// the first kernel.
     pub split_upload: SplitUpload,
+    /// How a host thread waits for the device: `auto` (CUDA's choice, which spins
+    /// while the process has fewer contexts than the host has cores: always here),
+    /// `spin`, `yield`, or `block` (sleeps until the device is done, leaving the
+    /// core to synthesis). Sets the context's scheduling flag and makes the events
+    /// the backend waits on blocking ones.
+    pub host_wait: HostWait,
     /// The NTT pass kernel: `r2wg` (fastest; a table of N/2 roots per size, 2 GiB at
     /// 2^27) or `r2wf` (no such table).
     pub ntt_kernel: NttKernel,
@@ -71,6 +77,7 @@ impl Default for CudaConfig {
             copy_threads: 8,
             witness_staging: WitnessStaging::Copy,
             split_upload: SplitUpload::Pinned,
+            host_wait: HostWait::Auto,
             ntt_kernel: NttKernel::DEFAULT,
             g2: true,
             profile: false,
@@ -96,6 +103,25 @@ pub enum SplitUpload {
     /// Uploaded from the caller's (pageable) memory: each copy holds the enqueuing
     /// thread while the driver stages it.
     Pageable,
+}
+
+/// How a host thread waits for the device ([`CudaConfig::host_wait`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostWait {
+    /// CUDA's heuristic (`CU_CTX_SCHED_AUTO`): spin while the process has fewer
+    /// active contexts than the host has cores.
+    #[default]
+    Auto,
+    /// Busy-wait (`CU_CTX_SCHED_SPIN`): the lowest latency, a core per waiting
+    /// thread.
+    Spin,
+    /// Busy-wait, yielding the core between polls (`CU_CTX_SCHED_YIELD`).
+    Yield,
+    /// Sleep on an OS primitive (`CU_CTX_SCHED_BLOCKING_SYNC`, and events made
+    /// with `CU_EVENT_BLOCKING_SYNC`): the waiting thread's core is free for the
+    /// host's other work, at some microseconds a wake-up.
+    Block,
 }
 
 /// How [`crate::CudaBackend`] stages a witness before the GPU lock
@@ -306,8 +332,11 @@ mod tests {
             ("kernel_cache_dir", "/tmp/k"),
             ("witness_staging", "register"),
             ("split_upload", "pageable"),
+            ("host_wait", "block"),
         ])
         .unwrap();
+        assert_eq!(c.host_wait, HostWait::Block);
+        assert_eq!(CudaConfig::default().host_wait, HostWait::Auto);
         assert_eq!(c.witness_staging, WitnessStaging::Register);
         assert_eq!(c.split_upload, SplitUpload::Pageable);
         assert_eq!(CudaConfig::default().witness_staging, WitnessStaging::Copy);
@@ -341,6 +370,10 @@ mod tests {
             e.contains("pin") && e.contains("register") && e.contains("copy"),
             "{e}"
         );
+        let e = CudaConfig::from_params([("host_wait", "sleep")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sleep") && e.contains("block"), "{e}");
         let e = CudaConfig::from_params([("ntt_kernal", "r2wf")])
             .unwrap_err()
             .to_string();
@@ -397,7 +430,12 @@ mod tests {
             .find(|(name, _)| name == "cuda-register.toml")
             .expect("configs/cuda-register.toml");
         assert_eq!(register.1.witness_staging, WitnessStaging::Register);
-        assert!(seen.len() >= 3, "{seen:?}");
+        let block = seen
+            .iter()
+            .find(|(name, _)| name == "cuda-block.toml")
+            .expect("configs/cuda-block.toml");
+        assert_eq!(block.1.host_wait, HostWait::Block);
+        assert!(seen.len() >= 4, "{seen:?}");
     }
 
     #[test]

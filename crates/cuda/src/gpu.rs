@@ -13,12 +13,15 @@ use blst::{
     blst_fp, blst_fp2, blst_fp2_mul, blst_fp2_sqr, blst_fp_mul, blst_fp_sqr, blst_p1, blst_p2,
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cudarc::driver::sys::{CUctx_flags, CUevent_flags};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, ValidAsZeroBits,
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig,
+    ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
 use crate::cache::KernelCache;
+use crate::config::HostWait;
 use crate::error::{Ctx, CudaError};
 use crate::kernels::{self, ModuleSource};
 use crate::raw;
@@ -405,6 +408,9 @@ pub struct Gpu {
     /// Free device memory when this handle was made (the one memory-info query).
     pub free_memory_at_start: u64,
     pub sm_count: u32,
+    /// The flags of the events the host waits on (`None`: cudarc's default, no
+    /// timing; [`HostWait::Block`] makes them blocking).
+    wait_event: Option<CUevent_flags>,
 }
 
 impl Gpu {
@@ -416,7 +422,7 @@ impl Gpu {
 
     /// Opens device `ordinal`: checks the driver library and the device, compiles the
     /// kernels for its architecture (or finds them in `kernels`), loads them.
-    pub fn new(ordinal: usize, kernels: &KernelCache) -> Result<Self, CudaError> {
+    pub fn new(ordinal: usize, kernels: &KernelCache, wait: HostWait) -> Result<Self, CudaError> {
         raw::check_driver()?;
         let count = CudaContext::device_count().map_err(|e| CudaError::NoDevice(e.to_string()))?;
         if count <= 0 || ordinal >= count as usize {
@@ -425,6 +431,18 @@ impl Gpu {
             )));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| CudaError::NoDevice(e.to_string()))?;
+        // The (primary) context is current on this thread: its scheduling flag is
+        // how every thread of the process waits on it.
+        let (sched, wait_event) = match wait {
+            HostWait::Auto => (CUctx_flags::CU_CTX_SCHED_AUTO, None),
+            HostWait::Spin => (CUctx_flags::CU_CTX_SCHED_SPIN, None),
+            HostWait::Yield => (CUctx_flags::CU_CTX_SCHED_YIELD, None),
+            HostWait::Block => (
+                CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC,
+                Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC),
+            ),
+        };
+        cudarc::driver::result::ctx::set_flags(sched).ctx("cuCtxSetFlags")?;
         let (major, minor) = ctx.compute_capability().ctx("cuDeviceGetAttribute")?;
         let arch = format!("sm_{major}{minor}");
         let name = ctx.name().ctx("cuDeviceGetName")?;
@@ -462,8 +480,20 @@ impl Gpu {
             total_memory,
             free_memory_at_start: free as u64,
             sm_count,
+            wait_event,
         };
         Ok(gpu)
+    }
+
+    /// An event recorded on `stream` now, of the kind the host waits on
+    /// ([`HostWait`]).
+    pub(crate) fn record(&self, stream: &CudaStream) -> Result<CudaEvent, CudaError> {
+        stream.record_event(self.wait_event).ctx("cuEventRecord")
+    }
+
+    /// An event not yet recorded, of the kind the host waits on ([`HostWait`]).
+    pub(crate) fn new_event(&self) -> Result<CudaEvent, CudaError> {
+        self.ctx.new_event(self.wait_event).ctx("cuEventCreate")
     }
 
     pub fn compute_stream(&self) -> &Arc<CudaStream> {
@@ -563,7 +593,6 @@ impl Gpu {
 
     /// Times `f` with CUDA events on the compute stream (milliseconds).
     pub fn time_ms(&self, f: impl FnOnce() -> Result<(), CudaError>) -> Result<f32, CudaError> {
-        use cudarc::driver::sys::CUevent_flags;
         let start = self
             .compute
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))

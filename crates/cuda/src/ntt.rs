@@ -598,8 +598,7 @@ impl Ntt {
             // the backend, or by the caller): any return waits for it first.
             up.enqueued += 1;
             raw::htod_bytes(&gpu.copy, scalars_as_bytes(v), buf, 0)?;
-            up.uploaded
-                .push(gpu.copy.record_event(None).ctx("cuEventRecord")?);
+            up.uploaded.push(gpu.record(&gpu.copy)?);
         }
         Ok(up)
     }

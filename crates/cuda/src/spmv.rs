@@ -263,7 +263,7 @@ pub fn upload_witness<'a>(
         gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
         up.pending = true;
         raw::htod_bytes(&gpu.copy, bytes, &mut up.w, 0)?;
-        up.copied = Some(gpu.copy.record_event(None).ctx("cuEventRecord")?);
+        up.copied = Some(gpu.record(&gpu.copy)?);
         return Ok(up);
     }
     for v in [input, aux].into_iter().filter(|v| v.len() >= PIN_MIN_LEN) {
@@ -278,7 +278,7 @@ pub fn upload_witness<'a>(
     up.pending = true;
     raw::htod_bytes(&gpu.copy, scalars_as_bytes(input), &mut up.w, 0)?;
     raw::htod_bytes(&gpu.copy, scalars_as_bytes(aux), &mut up.w, input.len())?;
-    up.copied = Some(gpu.copy.record_event(None).ctx("cuEventRecord")?);
+    up.copied = Some(gpu.record(&gpu.copy)?);
     Ok(up)
 }
 
@@ -342,7 +342,7 @@ pub fn eval_abc<'a>(
     )?;
     let mut ready = Vec::with_capacity(3);
     for _ in 0..3 {
-        ready.push(gpu.compute.record_event(None).ctx("cuEventRecord")?);
+        ready.push(gpu.record(&gpu.compute)?);
     }
     // The kernel is behind the witness copy on the compute stream: waiting for it
     // (the AbcUpload's events) covers the copy, so the registrations move there.

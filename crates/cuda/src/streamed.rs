@@ -221,7 +221,7 @@ impl Stager {
         for _ in 0..SLOTS {
             self.slots.push(StagingSlot {
                 mem: PinnedBuffer::new(&gpu.ctx, bytes)?,
-                copied: gpu.ctx.new_event(None).ctx("cuEventCreate")?,
+                copied: gpu.new_event()?,
             });
         }
         if !self.pool_built {
@@ -421,7 +421,7 @@ impl<C: DeviceCurve> DeviceSlots<C> {
             // SAFETY: a chunk's MSM reads only the prefix its DMA wrote, after
             // waiting for that DMA (`copied`).
             bufs.push(unsafe { gpu.alloc_scratch::<C::Affine>(chunk) }?);
-            consumed.push(gpu.ctx.new_event(None).ctx("cuEventCreate")?);
+            consumed.push(gpu.new_event()?);
         }
         // The allocations are ordered on the compute stream: the DMAs into them, on
         // the copy stream, come after.

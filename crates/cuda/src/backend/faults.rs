@@ -55,7 +55,7 @@ impl CudaBackend {
         if !self.faults.fail_after_upload.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let ev = gpu.copy.record_event(None).ctx("cuEventRecord")?;
+        let ev = gpu.record(&gpu.copy)?;
         let done = ev.try_is_complete().ctx("cuEventQuery")?;
         self.faults
             .in_flight_at_fault

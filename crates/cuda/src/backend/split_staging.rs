@@ -250,7 +250,7 @@ impl SplitStaging {
         let layouts = src.layouts().to_vec();
         let [w0, _, _] = arrays(&splits[0]);
         src.send(gpu, layouts[0].words, true, w0, &mut ones[0].words)?;
-        let bitmap = gpu.copy.record_event(None).ctx("cuEventRecord")?;
+        let bitmap = gpu.record(&gpu.copy)?;
         gpu.compute.wait(&bitmap).ctx("cuStreamWaitEvent")?;
         let out = first(&ones[0])?;
         for (k, (s, l)) in splits.iter().zip(&layouts).enumerate() {
@@ -261,7 +261,7 @@ impl SplitStaging {
             src.send(gpu, l.idx, l.written, i, &mut tails[k].idx)?;
             src.send(gpu, l.scalars, l.written, c, &mut tails[k].scalars)?;
         }
-        let rest = gpu.copy.record_event(None).ctx("cuEventRecord")?;
+        let rest = gpu.record(&gpu.copy)?;
         gpu.compute.wait(&rest).ctx("cuStreamWaitEvent")?;
         match staged {
             Some(copy) => copy.read_until(rest),
