@@ -63,6 +63,11 @@ impl BackendPlugin for Cuda {
             "a partition's bitmaps and tail terms: pinned (through a page-locked buffer the backend keeps, uploaded while L's ones run) or pageable (from the caller's memory)",
         ),
         ParamDoc::new(
+            "host_wait",
+            "auto",
+            "how a host thread waits for the device: auto (CUDA's choice: spin where the host has more cores than contexts), spin, yield, or block (sleep; the core stays free)",
+        ),
+        ParamDoc::new(
             "ntt_kernel",
             "r2wg",
             "NTT pass kernel: r2wg (fastest; N/2 roots per size, 2 GiB at 2^27) or r2wf (no table)",
