@@ -5,32 +5,30 @@
 # tool with carry [".device/run"]:
 #
 #   SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh OUT
-#                                           first: the device tests
+#                                           first: the device tests (all passed at
+#                                           14:08 on 2026-12-03)
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
-#                                           marks: at 11:01 the plugin's job
-#                                           conversion was still 20-302 ms in the
-#                                           lock; cf92a3f takes split data checked
-#                                           at their staging as checked: ~0 now?
-#   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency
-#                                           WinningPoSt behind ten PoRep sectors: 1.88 s
-#                                           at 06:57 (bar 3 s); not run since
-#                                           stage_splits (a visit cut short)
-#   bash scripts/h200-next.sh OUT stream    the 32 GiB bar over 10 sectors: GPU_START
-#                                           period 1427 ms at 11:42 (bar <= 1.5 s), but
-#                                           synthesis-bound (16.7 s/proof); compare
-#                                           the R1CS compile with 77-114 s to tell
-#                                           the host's speed
-#   bash scripts/h200-next.sh OUT block     the stream with host_wait = "block"
-#                                           (configs/cuda-block.toml): the GPU
-#                                           workers sleep instead of spinning
-#                                           while the device works
-#   bash scripts/h200-next.sh OUT copy      the same, 5 sectors
+#                                           marks: not run since cf92a3f (split data
+#                                           checked at their staging): is the job
+#                                           conversion in the lock ~0 now?
+#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
+#                                           stage 6.09 s, device work 5.81 s at 06:44
+#   SCRIPT_LIMIT=400 bash scripts/h200-kinds.sh OUT latency
+#                                           WinningPoSt behind ten PoRep sectors: 1.91 s
+#                                           at 14:36 (bar 3 s); the run with the
+#                                           critical reserve off has never fit 200 s
+#   bash scripts/h200-next.sh OUT stream    the 32 GiB stream, 10 sectors: GPU-bound at
+#                                           14.25 s/proof over partitions 6-100 at
+#                                           14:10 (1653259); rerun after changes to
+#                                           synthesis, prep_msm or the backend
+#   bash scripts/h200-next.sh OUT block     the stream with host_wait = "block": 14.30
+#                                           s/proof (5 sectors, 14:43), no better
+#                                           than auto while GPU-bound
+#   bash scripts/h200-next.sh OUT copy      the stream's settings, 5 sectors
 #   bash scripts/h200-next.sh OUT pageable  5 sectors with the split data from
 #                                           pageable memory (configs/cuda-pageable.toml)
 #   bash scripts/h200-next.sh OUT porep     5 sectors with register
 #                                           (configs/cuda-register.toml)
-#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
-#                                           stage 6.09 s, device work 5.81 s at 06:44
 set -u
 out=${1:?usage: h200-next.sh OUT copy|stream|block|pageable|porep|profile|window}
 case "${2:?usage: h200-next.sh OUT copy|stream|block|pageable|porep|profile|window}" in
