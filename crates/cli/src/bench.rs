@@ -479,6 +479,24 @@ fn mem_total() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// A plugin's declared parameters with the given values over its defaults; `None`
+/// where the library cannot be read (the manifest still names it and its digest).
+fn resolved_params(
+    path: &Path,
+    given: &std::collections::BTreeMap<String, String>,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let declared = cuzk_plugin_host::declared_params(path).ok()?;
+    Some(
+        declared
+            .into_iter()
+            .map(|d| {
+                let value = given.get(&d.name).cloned().unwrap_or(d.default);
+                (d.name, value)
+            })
+            .collect(),
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write_manifest(
     dir: &Path,
@@ -500,6 +518,9 @@ fn write_manifest(
                 "path": s.path.as_ref().map(|p| p.display().to_string()),
                 "sha256": s.path.as_ref().and_then(|p| file_sha256(p)),
                 "params": s.params,
+                // Every parameter the plugin declares, with the value the run used
+                // (the given one, else the plugin's default).
+                "params_resolved": s.path.as_ref().and_then(|p| resolved_params(p, &s.params)),
             })
         })
         .collect();

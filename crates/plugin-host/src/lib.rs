@@ -36,7 +36,9 @@ mod spec;
 pub use backend::{BackendNeeds, PluginBackend};
 pub use cuzk_plugin_api::{BaseQuery, PluginKind as Kind, ABI_VERSION};
 pub use error::PluginError;
-pub use load::{check_plugin, file_name, list_plugins, ParamInfo, PluginInfo, SearchPath};
+pub use load::{
+    check_plugin, declared_params, file_name, list_plugins, ParamInfo, PluginInfo, SearchPath,
+};
 pub use policies::{PluginDealloc, PluginGpuLock, PluginThrottle};
 pub use spec::PluginSpec;
 

@@ -300,6 +300,12 @@ pub fn check_plugin(path: &Path) -> Result<PluginInfo, PluginError> {
     })
 }
 
+/// The parameters `path` declares, with their defaults, without instantiating it
+/// (for run manifests: the values a run used where its configuration gave none).
+pub fn declared_params(path: &Path) -> Result<Vec<ParamInfo>, PluginError> {
+    Ok(open(path, None)?.params())
+}
+
 /// Every `libcuzk_plugin_*` file in `dir`, sorted by file name, each checked: a
 /// broken file is listed with its error rather than hidden.
 pub fn list_plugins(dir: &Path) -> Vec<Result<PluginInfo, PluginError>> {

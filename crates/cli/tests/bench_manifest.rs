@@ -1,0 +1,51 @@
+//! `cuzk bench` through a backend plugin: the run's manifest names every parameter
+//! the plugin declares with the value the run used, the given ones over the
+//! plugin's defaults (every knob of a run in its manifest).
+
+use std::process::Command;
+
+#[test]
+fn the_manifest_resolves_a_plugins_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cuzk.toml");
+    std::fs::write(
+        &config,
+        "[backend]\nplugin = \"cpu\"\nparams = { threads = 1 }\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["bench", "--config", config.to_str().unwrap()])
+        .args(["--log", "10", "--jobs", "1", "--partitions", "1"])
+        .args(["--cache-dir", dir.path().join("cache").to_str().unwrap()])
+        .args(["--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let run = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("manifest.json").exists())
+        .unwrap_or_else(|| panic!("no run folder with a manifest in {out_dir:?}: {text}"));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    let backend = manifest["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["slot"] == "backend")
+        .unwrap_or_else(|| panic!("no backend in {manifest}"));
+    assert_eq!(backend["plugin"], "cpu", "{manifest}");
+    assert_eq!(backend["params"]["threads"], "1", "{manifest}");
+    let resolved = backend["params_resolved"].as_object().unwrap();
+    // The given value, and the declared ones the configuration left at their
+    // defaults (the cpu plugin's `device` is 0 unless given).
+    assert_eq!(resolved["threads"], "1", "{manifest}");
+    assert_eq!(resolved["device"], "0", "{manifest}");
+    assert!(resolved.contains_key("tables_mib"), "{manifest}");
+}
