@@ -479,6 +479,26 @@ fn mem_total() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The manifest's record of each slot's strategy: its plugin (file, digest), the
+/// parameters given, and every parameter the plugin declares with the value the run
+/// used (the given one, else the plugin's default).
+pub(crate) fn plugins_json(sources: &[cuzk_config::PolicySource]) -> Vec<serde_json::Value> {
+    sources
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "slot": s.slot,
+                "plugin": s.name,
+                "in_process": s.in_process,
+                "path": s.path.as_ref().map(|p| p.display().to_string()),
+                "sha256": s.path.as_ref().and_then(|p| file_sha256(p)),
+                "params": s.params,
+                "params_resolved": s.path.as_ref().and_then(|p| resolved_params(p, &s.params)),
+            })
+        })
+        .collect()
+}
+
 /// A plugin's declared parameters with the given values over its defaults; `None`
 /// where the library cannot be read (the manifest still names it and its digest).
 fn resolved_params(
@@ -508,22 +528,7 @@ fn write_manifest(
     timeline: &Path,
 ) -> Result<()> {
     let w = &prep.w;
-    let plugins: Vec<_> = sources
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "slot": s.slot,
-                "plugin": s.name,
-                "in_process": s.in_process,
-                "path": s.path.as_ref().map(|p| p.display().to_string()),
-                "sha256": s.path.as_ref().and_then(|p| file_sha256(p)),
-                "params": s.params,
-                // Every parameter the plugin declares, with the value the run used
-                // (the given one, else the plugin's default).
-                "params_resolved": s.path.as_ref().and_then(|p| resolved_params(p, &s.params)),
-            })
-        })
-        .collect();
+    let plugins = plugins_json(sources);
     let e = &cfg.engine;
     let manifest = serde_json::json!({
         "git_revision": git_revision(),

@@ -339,6 +339,7 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
         cfg.engine.verify = false;
     }
     let built = load_policies(&cfg, &cfg.config.backend_needs(Some(log)))?;
+    let plugins = crate::bench::plugins_json(&built.sources);
     // The run's TIMELINE beside its manifest, as `bench` writes its own: where a
     // latency goes (the queue, the budget, synthesis, the GPU lock) is in it.
     fs::create_dir_all(&w.out).with_context(|| format!("creating {}", w.out.display()))?;
@@ -524,7 +525,8 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
             "critical_reserve_at_end": reserve_at_end,
         },
         "inputs": { "snap": args.snap_input, "window": args.window_input, "winning": args.winning_input },
-        "config": &cfg.config, "wall_s": wall.as_secs_f64(), "load_average": load.trim(),
+        "config": &cfg.config, "plugins": plugins,
+        "wall_s": wall.as_secs_f64(), "load_average": load.trim(),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "kinds": rows,
     });

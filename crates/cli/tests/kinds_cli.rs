@@ -322,6 +322,15 @@ fn a_mix_reports_latency_with_its_manifest_and_timeline() {
         serde_json::from_slice(&std::fs::read(named(".json")).unwrap()).unwrap();
     let kinds = manifest["kinds"].as_array().unwrap();
     assert_eq!(kinds.len(), 1, "{manifest}");
+    // The strategies of the run, as `bench` records them (the builtin CPU backend
+    // here: no plugin file, so no declared parameters to resolve).
+    let slots: Vec<&str> = manifest["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["slot"].as_str().unwrap())
+        .collect();
+    assert!(slots.contains(&"backend"), "{manifest}");
     assert_eq!(kinds[0]["kind"], "winning");
     let latency = kinds[0]["latency_s"].as_array().unwrap();
     assert_eq!(latency.len(), 2);
