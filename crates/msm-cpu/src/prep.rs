@@ -292,15 +292,6 @@ pub fn prep_msm(
     aux_density: Option<&Density>,
     pool: &rayon::ThreadPool,
 ) -> Result<SplitScalars, MsmError> {
-    for (scalars, density, which) in [(inputs, input_density, "input"), (aux, aux_density, "aux")] {
-        if let Some(d) = density.filter(|d| d.len() != scalars.len()) {
-            return Err(MsmError::DensityLength {
-                which,
-                density: d.len(),
-                scalars: scalars.len(),
-            });
-        }
-    }
     let inputs = ScalarClasses::of(inputs, pool);
     let aux = ScalarClasses::of(aux, pool);
     prep_msm_classified(&inputs, input_density, &aux, aux_density, pool)

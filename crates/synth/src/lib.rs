@@ -202,10 +202,12 @@ pub fn synthesize_witness_for<C: Circuit<Scalar>>(
     Ok(witness)
 }
 
-fn run_witness<C: Circuit<Scalar>>(
+/// `circuit` synthesized into `cs` after the input standing for ONE, with any error
+/// the system deferred.
+pub(crate) fn run_witness<C: Circuit<Scalar>, A: witness::AuxValues>(
     circuit: C,
-    mut cs: witness::WitnessCs,
-) -> Result<witness::WitnessCs, SynthError> {
+    mut cs: witness::WitnessCs<A>,
+) -> Result<witness::WitnessCs<A>, SynthError> {
     cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
     match cs.error {

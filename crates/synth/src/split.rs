@@ -15,8 +15,8 @@ use ff::Field;
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
-use crate::witness::{PartCs, WitnessCs};
-use crate::{check_shape, R1cs, SynthError, Witness};
+use crate::witness::{AuxValues, WitnessCs};
+use crate::{check_shape, run_witness, R1cs, SynthError, Witness};
 
 /// A circuit that can be synthesized as a prefix followed by independent parts.
 ///
@@ -93,12 +93,7 @@ fn copied<P: Circuit<Scalar> + Send>(
         parts
             .into_par_iter()
             .map(|part| {
-                let mut p = WitnessCs::with_capacity(prefix_inputs, aux_hint);
-                p.alloc_input(|| "", || Ok(Scalar::ONE))?;
-                part.synthesize(&mut p)?;
-                if let Some(e) = p.error {
-                    return Err(SynthError::from(e));
-                }
+                let p = run_witness(part, WitnessCs::with_capacity(prefix_inputs, aux_hint))?;
                 if p.aux.get(..prefix_aux) != Some(&cs.aux[..]) {
                     return Err(SynthError::SplitPrefix);
                 }
@@ -158,18 +153,14 @@ fn uniform<P: Circuit<Scalar> + Send>(
             .into_par_iter()
             .zip(windows)
             .map(|(part, window)| {
-                let mut p = PartCs::new(prefix_inputs, prefix_values, window);
-                p.alloc_input(|| "", || Ok(Scalar::ONE))?;
-                part.synthesize(&mut p)?;
-                if let Some(e) = p.error {
-                    return Err(SynthError::from(e));
-                }
-                if p.prefix_differs || p.aux < prefix_aux {
+                let p = WitnessCs::in_window(prefix_inputs, prefix_values, window);
+                let p = run_witness(part, p)?;
+                if p.aux.prefix_differs || p.aux.len() < prefix_aux {
                     return Err(SynthError::SplitPrefix);
                 }
                 Ok(PartCounts {
                     input: p.input,
-                    aux: p.aux,
+                    aux: p.aux.len(),
                     constraints: p.constraints,
                 })
             })
