@@ -262,21 +262,40 @@ impl<C: MsmCurve> BucketAccumulator<C> {
     }
 
     /// Drains the batch and the deferred points and returns `Σ (b + 1) · bucket[b]`.
-    pub(crate) fn weighted_sum(mut self) -> C::Projective {
+    pub(crate) fn weighted_sum(self) -> C::Projective {
+        self.weighted_sums().0
+    }
+
+    /// Drains the batch and the deferred points and returns `Σ (b + 1) · bucket[b]` and
+    /// `Σ bucket[b]` (the running sum's last value, free).
+    pub(crate) fn weighted_sums(mut self) -> (C::Projective, C::Projective) {
         while !self.batch.is_empty() || !self.pending.is_empty() {
             self.flush_cycle();
         }
         let occupied: Vec<bool> = self.state.iter().map(|s| s & OCCUPIED != 0).collect();
-        let mut total = weighted_sum_affine::<C>(&self.buckets, &occupied, &self.one);
+        let (mut total, mut sum) = weighted_sum_affine::<C>(&self.buckets, &occupied, &self.one);
         if !self.overflow.is_empty() {
-            // Rare (see `defer`): the plain projective running sum.
-            let mut running = C::identity();
-            for p in self.overflow.iter().rev() {
-                C::add(&mut running, p);
-                C::add(&mut total, &running);
+            // Rare (see `defer`), and then usually a few crowded buckets (small digits):
+            // each one times its weight, or the projective running sum if many.
+            let touched: Vec<usize> = (0..self.overflow.len())
+                .filter(|&b| !C::F::is_zero(C::jacobian(&self.overflow[b]).2))
+                .collect();
+            if touched.len() * 16 < self.overflow.len() {
+                for b in touched {
+                    let p = &self.overflow[b];
+                    C::add(&mut total, &C::mul_small(p, b as u64 + 1));
+                    C::add(&mut sum, p);
+                }
+            } else {
+                let mut running = C::identity();
+                for p in self.overflow.iter().rev() {
+                    C::add(&mut running, p);
+                    C::add(&mut total, &running);
+                }
+                C::add(&mut sum, &running);
             }
         }
-        total
+        (total, sum)
     }
 }
 
@@ -329,7 +348,7 @@ fn batch_add_into<F: Coord>(
     }
 }
 
-/// `Σ (b + 1) · buckets[b]` over the occupied buckets.
+/// `Σ (b + 1) · buckets[b]` and `Σ buckets[b]` over the occupied buckets.
 ///
 /// The textbook running sum (`running += bucket; total += running`, top down) is
 /// sequential and so projective: ~25 multiplications per bucket, a fifth of a G1 MSM's
@@ -342,7 +361,7 @@ fn weighted_sum_affine<C: MsmCurve>(
     buckets: &[(C::F, C::F)],
     occupied: &[bool],
     one: &C::F,
-) -> C::Projective {
+) -> (C::Projective, C::Projective) {
     let nb = buckets.len();
     // Bucket counts are powers of two, so lanes divide them.
     let lanes = (nb / 16).clamp(1, 256);
@@ -393,7 +412,11 @@ fn weighted_sum_affine<C: MsmCurve>(
             C::add_affine(&mut total, &p);
         }
     }
-    total
+    // Σ_k R_k: the lanes' running sum over 1.. plus lane 0.
+    if let Some(p) = point(0) {
+        C::add_affine(&mut running, &p);
+    }
+    (total, running)
 }
 
 /// The sum of affine points (identity excluded by the caller) by rounds of pairwise

@@ -24,6 +24,19 @@ pub(crate) trait MsmCurve: 'static {
     fn add_affine(acc: &mut Self::Projective, p: &Self::Affine);
     fn add(acc: &mut Self::Projective, p: &Self::Projective);
     fn double(p: &Self::Projective) -> Self::Projective;
+    fn neg(p: &Self::Projective) -> Self::Projective;
+    /// `k · p` for a small `k`, by doubling and adding (variable time: MSM inputs are
+    /// public).
+    fn mul_small(p: &Self::Projective, k: u64) -> Self::Projective {
+        let mut acc = Self::identity();
+        for bit in (0..u64::BITS - k.leading_zeros()).rev() {
+            acc = Self::double(&acc);
+            if k >> bit & 1 == 1 {
+                Self::add(&mut acc, p);
+            }
+        }
+        acc
+    }
     /// Jacobian coordinates `(X, Y, Z)` of `p`: the point `(X/Z², Y/Z³)`, the identity
     /// when `Z = 0` (blst's representation).
     fn jacobian(p: &Self::Projective) -> (&Self::F, &Self::F, &Self::F);
@@ -67,6 +80,10 @@ impl MsmCurve for G1 {
         p.double()
     }
     #[inline(always)]
+    fn neg(p: &G1Projective) -> G1Projective {
+        -p
+    }
+    #[inline(always)]
     fn jacobian(p: &G1Projective) -> (&blst_fp, &blst_fp, &blst_fp) {
         let raw: &blst_p1 = p.as_ref();
         (&raw.x, &raw.y, &raw.z)
@@ -104,6 +121,10 @@ impl MsmCurve for G2 {
     #[inline(always)]
     fn double(p: &G2Projective) -> G2Projective {
         p.double()
+    }
+    #[inline(always)]
+    fn neg(p: &G2Projective) -> G2Projective {
+        -p
     }
     #[inline(always)]
     fn jacobian(p: &G2Projective) -> (&blst_fp2, &blst_fp2, &blst_fp2) {

@@ -5,10 +5,15 @@
 //! `W·c` doublings. A Groth16 query's bases never change between proofs, so each base
 //! `P` can be stored with `2^(jc)·P` for every window `j`; `Σ s_i·P_i` is then
 //! `Σ_i Σ_j d_ij·(2^(jc)·P_i)` with the same signed digits `d_ij`: one window over `W·n`
-//! points, `W·n/T + 2^c` additions per task on `T` threads, and no doublings. With the
-//! reduction paid once per task instead of once per window, `c` can be wider (16 at
-//! 2^16-2^17 points where plain Pippenger stops at 13). Measured on the 2-core dev
-//! machine (BENCHMARKS.md): 1.35-1.41× on G1 and 1.27-1.33× on G2 at 2^16-2^17.
+//! points and no doublings. The `T` tasks share the buckets out (each owns every `T`-th
+//! one and skips the other digits), so the reduction is paid once in all: `(W·n + 2^c)/T`
+//! additions a task, and `c` can be wide (16 at 2^15-2^17 points where plain Pippenger
+//! stops at 13). Measured on the 2-core dev machine (BENCHMARKS.md): 1.35-1.41× on G1
+//! and 1.27-1.33× on G2 at 2^16-2^17 over plain Pippenger. Sharing the buckets out
+//! (instead of each task taking a chunk of the points with every bucket) measured
+//! 1.0-1.2× at 2^14-2^15 and even at 2^16; the windows' widths (`pippenger::spans`)
+//! mattered more: with equal widths the model's choice at 2^15 (c = 15) left one bit
+//! in the top window, all its points in one bucket (1.3-1.4× slower).
 //!
 //! The price is memory, `W` copies of the bases (16 at `c = 16`), and the time to make
 //! them (`c·(W-1)` doublings a base: ~10 s for 2^17 G1 bases on 2 cores): tables suit
@@ -30,7 +35,9 @@ const MIN_C: usize = 8;
 const MAX_C: usize = 16;
 
 /// A query's bases with their window multiples, point-major: `points[i·windows + j]` is
-/// `2^(j·c)·P_i`, so one base's multiples are read together.
+/// `2^lo_j·P_i` with `lo_j` window `j`'s lowest bit (the windows tile the 256 bits with
+/// widths `c` and `c - 1`, `pippenger::spans`, so that the top one is as full as the
+/// others), so one base's multiples are read together.
 pub struct Table<A> {
     c: usize,
     windows: usize,
@@ -67,12 +74,19 @@ impl<A> Table<A> {
     }
 }
 
+/// The cost of an MSM over `m` of a table's points with `c`-bit windows, per task on
+/// `threads` tasks, in bucket additions: `W·m` into the buckets and one per bucket for
+/// the reduction (it does two, in sequential lanes that measured about twice as cheap as
+/// the scattered ones), the buckets shared out among the tasks (see [`msm`]).
+fn table_cost(c: usize, m: usize, threads: usize) -> usize {
+    (TABLE_BITS.div_ceil(c) * m + (1usize << (c - 1))).div_ceil(threads.max(1))
+}
+
 /// The window width for a table of `n` bases used on `threads` threads: the least
-/// `W·n/T + 2^c` (a task's additions, reduction included).
+/// [`table_cost`] of a dense MSM.
 pub(crate) fn table_c(n: usize, threads: usize) -> usize {
-    let t = threads.max(1);
     (MIN_C..=MAX_C)
-        .min_by_key(|&c| TABLE_BITS.div_ceil(c) * n.div_ceil(t) + (1usize << c))
+        .min_by_key(|&c| table_cost(c, n, threads))
         .unwrap_or(MAX_C)
 }
 
@@ -81,11 +95,10 @@ pub(crate) fn table_c(n: usize, threads: usize) -> usize {
 /// with narrow windows than through the table's wide buckets.
 fn pays(c: usize, m: usize, threads: usize) -> bool {
     let threads = threads.max(1);
-    let table_cost = TABLE_BITS.div_ceil(c) * m.div_ceil(threads) + (1usize << c);
     let plain = pippenger::plan(m, TABLE_BITS, threads);
     let plain_cost =
         (plain.windows * plain.chunks).div_ceil(threads) * (plain.chunk_len + (1usize << plain.c));
-    table_cost < plain_cost
+    table_cost(c, m, threads) < plain_cost
 }
 
 /// Whether a table of `n` bases for `threads` threads would speed up an MSM over `m` of
@@ -111,6 +124,7 @@ pub(crate) fn precompute<C: MsmCurve>(
     let n = bases.len();
     let c = table_c(n, threads);
     let windows = TABLE_BITS.div_ceil(c);
+    let spans = pippenger::spans(TABLE_BITS, windows);
     let Some(&first) = bases.first() else {
         return Some(Table {
             c,
@@ -140,7 +154,7 @@ pub(crate) fn precompute<C: MsmCurve>(
                     for j in 0..windows {
                         proj.push(p);
                         if j + 1 < windows {
-                            for _ in 0..c {
+                            for _ in 0..spans[j].1 {
                                 p = C::double(&p);
                             }
                         }
@@ -221,30 +235,48 @@ pub(crate) fn msm<C: MsmCurve>(
         };
         return pippenger::msm::<C>(points, scalars, pool);
     }
-    let chunk = m.div_ceil(threads);
     let points = &table.points;
+    // Each task owns every `tasks`-th bucket (interleaved, so that small digits, which
+    // crowd the low buckets, still spread) and reads every digit, adding only its own.
+    // Against tasks that own a chunk of the points each with all the buckets, the bucket
+    // reduction is paid once in all instead of once a task.
+    let num_buckets = 1usize << (c - 1);
+    let tasks = threads.min(num_buckets);
+    // A power of two, which the reduction's lanes need; the top ones may stay empty.
+    let local = num_buckets.div_ceil(tasks).next_power_of_two();
+    let spans = pippenger::spans(TABLE_BITS, windows);
     let sums: Vec<C::Projective> = pool.install(|| {
-        (0..m.div_ceil(chunk))
+        (0..tasks)
             .into_par_iter()
             .map(|t| {
-                let num_buckets = 1usize << (c - 1);
-                let mut acc =
-                    BucketAccumulator::<C>::new(num_buckets, pippenger::batch_size(num_buckets));
-                for k in t * chunk..((t + 1) * chunk).min(m) {
+                let mut acc = BucketAccumulator::<C>::new(local, pippenger::batch_size(local));
+                for (k, s) in scalars.iter().enumerate() {
                     let i = indices.map_or(k, |ix| ix[k] as usize);
-                    let s = &scalars[k];
-                    for (j, p) in points[i * windows..(i + 1) * windows].iter().enumerate() {
-                        let d = signed_digit(s, j * c, c);
+                    for (j, &(lo, width)) in spans.iter().enumerate() {
+                        let d = signed_digit(s, lo, width);
                         if d == 0 {
                             continue;
                         }
-                        let Some((x, y)) = C::coords(p) else {
+                        let b = (d.unsigned_abs() - 1) as usize;
+                        if b % tasks != t {
+                            continue;
+                        }
+                        let Some((x, y)) = C::coords(&points[i * windows + j]) else {
                             continue;
                         };
-                        acc.push(d.unsigned_abs() - 1, x, y, d < 0);
+                        acc.push((b / tasks) as u32, x, y, d < 0);
                     }
                 }
-                acc.weighted_sum()
+                // Local bucket `l` is bucket `t + tasks·l`, of weight `tasks·(l + 1) -
+                // (tasks - 1 - t)`: the sum is `tasks·W - (tasks - 1 - t)·S` with `W` the
+                // local weighted sum and `S` the plain one.
+                let (w, sum) = acc.weighted_sums();
+                let mut total = C::mul_small(&w, tasks as u64);
+                let lower = (tasks - 1 - t) as u64;
+                if lower > 0 {
+                    C::add(&mut total, &C::neg(&C::mul_small(&sum, lower)));
+                }
+                total
             })
             .collect()
     });
@@ -266,8 +298,12 @@ mod tests {
     use rand_core::{RngCore, SeedableRng};
 
     fn pool() -> rayon::ThreadPool {
+        pool_of(2)
+    }
+
+    fn pool_of(threads: usize) -> rayon::ThreadPool {
         rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
+            .num_threads(threads)
             .build()
             .unwrap()
     }
@@ -335,6 +371,49 @@ mod tests {
     }
 
     #[test]
+    fn windows_tile_the_bits_and_the_top_one_is_full() {
+        for c in MIN_C..=MAX_C {
+            let windows = TABLE_BITS.div_ceil(c);
+            let spans = pippenger::spans(TABLE_BITS, windows);
+            let mut next = 0;
+            for j in 0..windows {
+                let (lo, width) = spans[j];
+                assert_eq!(lo, next, "c = {c}, window {j}");
+                assert!(width == c || width == c - 1, "c = {c}, window {j}: {width}");
+                next = lo + width;
+            }
+            assert_eq!(next, TABLE_BITS, "c = {c}");
+            // The top window holds at least c - 2 of a canonical scalar's 255 bits.
+            let (lo, _) = spans[windows - 1];
+            assert!(255 - lo >= c - 2, "c = {c}: top window from bit {lo}");
+        }
+    }
+
+    /// The table's sums on pools of 1, 3 and 4 threads (the buckets shared out among
+    /// that many tasks, 3 not dividing them), with random scalars and with small ones
+    /// (all in a few buckets: the accumulator's projective overflow).
+    #[test]
+    fn table_sums_do_not_depend_on_the_tasks() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let n = 2000;
+        let bases = points::<G1Projective>(n, &mut rng);
+        let random: Vec<[u64; 4]> = (0..n).map(|_| limbs(&Scalar::random(&mut rng))).collect();
+        let small: Vec<[u64; 4]> = (0..n as u64).map(|i| [2 + i % 5, 0, 0, 0]).collect();
+        for scalars in [&random, &small] {
+            let want = pippenger::msm::<G1>(Points::Dense(&bases), scalars, &pool());
+            for threads in [1, 3, 4] {
+                let pool = pool_of(threads);
+                let table = precompute::<G1>(&bases, threads, &pool, &|| true).unwrap();
+                assert_eq!(
+                    msm::<G1>(&table, &bases, None, scalars, &pool),
+                    want,
+                    "{threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn batch_to_affine_is_to_affine() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let mut g1: Vec<G1Projective> = (0..50).map(|_| G1Projective::random(&mut rng)).collect();
@@ -380,9 +459,10 @@ mod tests {
         assert_eq!(table_c(1 << 17, 2), 16);
         // Fewer points, narrower windows: the reduction weighs more.
         assert!(table_c(1 << 12, 2) < 14);
-        // Dense MSMs pay, a tail of 1% of the bases does not.
+        // Dense MSMs pay, a tail of 0.1% of the bases does not (the table's 2^15
+        // buckets would be reduced for a thousand points).
         assert!(table_pays(1 << 17, 1 << 17, 2));
-        assert!(!table_pays(1 << 20, 1 << 13, 2));
+        assert!(!table_pays(1 << 20, 1 << 10, 2));
         assert_eq!(
             table_bytes(1000, 2, 96),
             1000 * 256usize.div_ceil(table_c(1000, 2)) * 96
