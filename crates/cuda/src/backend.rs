@@ -42,6 +42,15 @@ use queries::{
     MIN_STREAM_CHUNK, STREAM_BYTES_PER_POINT,
 };
 
+/// Host memory work on at most this many bytes (page-locking a witness, allocating a
+/// pinned buffer for one; split data's buffers grow in steps of this) does not wait
+/// for the launch gate (backend/gate.rs): the
+/// driver call takes a few milliseconds, where the gate can hold it for the rest of
+/// another partition's launch. Measured on the H200 at `4da9b3d`: a WinningPoSt's
+/// 12 MB witness, staged by copy behind ten 32 GiB PoRep sectors, waited 0.72 s of
+/// its 1.68 s for a new buffer. The gate is for the 4 GB a PoRep partition pins.
+pub(crate) const UNGATED_BYTES: usize = 64 << 20;
+
 /// Where a partition's base vectors (the parameter queries) live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BasePlacement {
@@ -513,8 +522,20 @@ impl CudaBackend {
         Ok(pinned)
     }
 
-    /// The guard of a `stage` call: unregisters `pinned` when dropped.
-    fn staged(&self, pinned: Vec<HostRegistration>) -> Staged {
+    /// Runs host memory work on `bytes` bytes (a page-locking, a pinned buffer's
+    /// allocation): behind the launch gate (backend/gate.rs), unless it is small
+    /// ([`UNGATED_BYTES`]).
+    fn memory_work<T>(&self, bytes: usize, work: impl FnOnce() -> T) -> T {
+        if bytes <= UNGATED_BYTES {
+            work()
+        } else {
+            self.gate.memory(work)
+        }
+    }
+
+    /// The guard of a `stage` call: unregisters `pinned` (`bytes` in all) when
+    /// dropped.
+    fn staged(&self, pinned: Vec<HostRegistration>, bytes: usize) -> Staged {
         if pinned.is_empty() {
             return Staged::none();
         }
@@ -524,8 +545,12 @@ impl CudaBackend {
             // The guard may be dropped on another thread than the one that
             // registered: make the context current there for the unregister calls.
             let _ = ctx.bind_to_thread();
-            // After the next partition's launches (backend/gate.rs).
-            gate.memory(|| drop(pinned));
+            // After the next partition's launches (backend/gate.rs), unless small.
+            if bytes <= UNGATED_BYTES {
+                drop(pinned);
+            } else {
+                gate.memory(|| drop(pinned));
+            }
         })
     }
 }
@@ -594,14 +619,14 @@ impl GpuBackend for CudaBackend {
                 c: abc.c.len(),
             });
         }
+        let bytes = (abc.a.len() + abc.b.len() + abc.c.len()) * std::mem::size_of::<Scalar>();
         // SAFETY: `GpuBackend::stage`'s contract: the caller keeps `a, b, c`
         // allocated and unmoved until it drops the returned guard, which owns the
         // registrations and is the only thing that unregisters them.
         let pinned = self
-            .gate
-            .memory(|| unsafe { self.pin(&[abc.a, abc.b, abc.c]) })
+            .memory_work(bytes, || unsafe { self.pin(&[abc.a, abc.b, abc.c]) })
             .map_err(dev)?;
-        Ok(self.staged(pinned))
+        Ok(self.staged(pinned, bytes))
     }
 
     fn abc_eval(&self) -> AbcEval {
@@ -619,14 +644,13 @@ impl GpuBackend for CudaBackend {
             if aux.len() < crate::ntt::PIN_MIN_LEN {
                 return Ok(Staged::none());
             }
-            // A new buffer is the only driver call: behind the gate, like
-            // page-locking (backend/gate.rs); the copy itself is not.
+            // A new buffer is the only driver call: behind the gate unless small,
+            // like page-locking (backend/gate.rs); the copy itself is not.
             let ctx = &self.ctx;
             let token = self
                 .copies
                 .stage(input, aux, |bytes| {
-                    self.gate
-                        .memory(|| crate::raw::PinnedBuffer::new(ctx, bytes))
+                    self.memory_work(bytes, || crate::raw::PinnedBuffer::new(ctx, bytes))
                 })
                 .map_err(dev)?;
             let copies = Arc::clone(&self.copies);
@@ -635,12 +659,13 @@ impl GpuBackend for CudaBackend {
         // SAFETY: `GpuBackend::stage_witness`'s contract, as in `stage`: the caller
         // keeps `input, aux` allocated and unmoved until it drops the guard, which
         // owns the registrations.
-        // Not while another partition is being launched (backend/gate.rs).
+        // Not while another partition is being launched (backend/gate.rs), unless
+        // small.
+        let bytes = (input.len() + aux.len()) * std::mem::size_of::<Scalar>();
         let pinned = self
-            .gate
-            .memory(|| unsafe { self.pin(&[input, aux]) })
+            .memory_work(bytes, || unsafe { self.pin(&[input, aux]) })
             .map_err(dev)?;
-        Ok(self.staged(pinned))
+        Ok(self.staged(pinned, bytes))
     }
 
     /// With `split_upload = "pinned"`, copies the split data into a page-locked
@@ -653,12 +678,12 @@ impl GpuBackend for CudaBackend {
             return Ok(Staged::none());
         }
         let ctx = &self.ctx;
-        // A new buffer is the only driver call: behind the gate (backend/gate.rs).
+        // A new buffer is the only driver call: behind the gate unless small
+        // (backend/gate.rs).
         let token = self
             .split_copies
             .stage(splits, |bytes| {
-                self.gate
-                    .memory(|| crate::raw::PinnedBuffer::new(ctx, bytes))
+                self.memory_work(bytes, || crate::raw::PinnedBuffer::new(ctx, bytes))
             })
             .map_err(dev)?;
         Ok(match token {

@@ -617,6 +617,45 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
     assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
 }
 
+/// A small witness (a PoSt's) staged by copy takes no free buffer sized for a large
+/// one (a PoRep partition's), which the large one's next staging would then have to
+/// allocate again; it gets a buffer of its own (allocated without waiting for the
+/// launch gate: `UNGATED_BYTES`).
+#[test]
+fn a_small_witness_copy_leaves_large_buffers_to_large_ones_or_no_device() {
+    let _turn = one_at_a_time();
+    let Some(backend) = open(CudaConfig {
+        witness_staging: WitnessStaging::Copy,
+        split_upload: SplitUpload::Pageable,
+        ..CudaConfig::default()
+    }) else {
+        return;
+    };
+    let input = vec![Scalar::ONE];
+    // 80 MiB, over the 64 MiB up to which staging is not gated; 2 MiB.
+    let large_aux = vec![Scalar::ONE; (80 << 20) / 32];
+    let small_aux = vec![Scalar::ONE; 1 << 16];
+    let (large, small) = (
+        32 * (1 + large_aux.len()) as u64,
+        32 * (1 + small_aux.len()) as u64,
+    );
+    let pinned = backend.pinned_host_bytes();
+    drop(backend.stage_witness(&input, &large_aux).unwrap());
+    assert_eq!(backend.pinned_host_bytes(), pinned + large);
+    let staged_small = backend.stage_witness(&input, &small_aux).unwrap();
+    assert!(staged_small.is_staged());
+    assert_eq!(
+        backend.pinned_host_bytes(),
+        pinned + large + small,
+        "a buffer of its own"
+    );
+    // The large buffer stayed free: the next large staging allocates nothing.
+    let staged_large = backend.stage_witness(&input, &large_aux).unwrap();
+    assert_eq!(backend.pinned_host_bytes(), pinned + large + small);
+    drop(staged_large);
+    drop(staged_small);
+}
+
 /// A 2^15 SHA-256 chain compiled with its witness (seed `seed`), parameters of its
 /// shape, and its witness split as `prep_msm` splits it.
 fn sha_chain(

@@ -110,7 +110,8 @@ impl<K: Hash + Eq + Clone, M> Copies<K, M> {
     }
 
     /// A free buffer of at least `bytes` whose DMAs have completed, or a new one
-    /// (`alloc` runs the allocation: the backend puts it behind its launch gate).
+    /// (`alloc` runs the allocation: the backend puts it behind its launch gate
+    /// unless small).
     /// Free buffers too small for it (another shape's) are freed.
     fn buffer(
         &self,
@@ -119,11 +120,17 @@ impl<K: Hash + Eq + Clone, M> Copies<K, M> {
     ) -> Result<PinnedBuffer, CudaError> {
         let (fit, small) = {
             let mut st = self.state();
+            // A small copy (a PoSt's witness) takes no buffer sized for a large one
+            // (a PoRep partition's 4 GB), which that one's next staging would have to
+            // allocate again, behind the launch gate.
+            let small = bytes <= super::UNGATED_BYTES;
             let fits = st
                 .free
                 .iter()
                 .enumerate()
-                .filter(|(_, (b, _))| b.len() >= bytes)
+                .filter(|(_, (b, _))| {
+                    b.len() >= bytes && (!small || b.len() <= super::UNGATED_BYTES)
+                })
                 .min_by_key(|(_, (b, _))| b.len())
                 .map(|(i, _)| i);
             match fits {
