@@ -6,21 +6,23 @@
 #
 #   SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh OUT
 #                                           first: the device tests (all passed at
-#                                           14:08 on 2026-12-03)
-#   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
-#                                           marks: not run since cf92a3f (split data
-#                                           checked at their staging): is the job
-#                                           conversion in the lock ~0 now?
-#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
-#                                           stage 6.09 s, device work 5.81 s at 06:44
-#   SCRIPT_LIMIT=400 bash scripts/h200-kinds.sh OUT latency
-#                                           WinningPoSt behind ten PoRep sectors: 1.91 s
-#                                           at 14:36 (bar 3 s); the run with the
-#                                           critical reserve off has never fit 200 s
+#                                           17:41 on 2026-12-03, bd4ad4b's cuda)
 #   bash scripts/h200-next.sh OUT stream    the 32 GiB stream, 10 sectors: GPU-bound at
 #                                           14.25 s/proof over partitions 6-100 at
 #                                           14:10 (1653259); rerun after changes to
 #                                           synthesis, prep_msm or the backend
+#   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
+#                                           marks: device work 1410 ms a partition,
+#                                           job conversion 0.00 ms (16:48)
+#   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
+#                                           stage 5.80 s = device work (16:43)
+#   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency
+#   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency-off
+#                                           WinningPoSt behind ten PoRep sectors,
+#                                           critical reserve on / off (each part
+#                                           ~150 s): 1.68 / 1.77 s at 16:45, 1.95 /
+#                                           1.83 s at 17:38 (bar 3 s); bounded by
+#                                           the PoRep partition on the device
 #   bash scripts/h200-next.sh OUT block     the stream with host_wait = "block": 14.30
 #                                           s/proof (5 sectors, 14:43), no better
 #                                           than auto while GPU-bound
