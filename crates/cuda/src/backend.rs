@@ -42,15 +42,6 @@ use queries::{
     MIN_STREAM_CHUNK, STREAM_BYTES_PER_POINT,
 };
 
-/// Host memory work on at most this many bytes (page-locking a witness, allocating a
-/// pinned buffer for one; split data's buffers grow in steps of this) does not wait
-/// for the launch gate (backend/gate.rs): the
-/// driver call takes a few milliseconds, where the gate can hold it for the rest of
-/// another partition's launch. Measured on the H200 at `4da9b3d`: a WinningPoSt's
-/// 12 MB witness, staged by copy behind ten 32 GiB PoRep sectors, waited 0.72 s of
-/// its 1.68 s for a new buffer. The gate is for the 4 GB a PoRep partition pins.
-pub(crate) const UNGATED_BYTES: usize = 64 << 20;
-
 /// Where a partition's base vectors (the parameter queries) live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BasePlacement {
@@ -522,17 +513,6 @@ impl CudaBackend {
         Ok(pinned)
     }
 
-    /// Runs host memory work on `bytes` bytes (a page-locking, a pinned buffer's
-    /// allocation): behind the launch gate (backend/gate.rs), unless it is small
-    /// ([`UNGATED_BYTES`]).
-    fn memory_work<T>(&self, bytes: usize, work: impl FnOnce() -> T) -> T {
-        if bytes <= UNGATED_BYTES {
-            work()
-        } else {
-            self.gate.memory(work)
-        }
-    }
-
     /// The guard of a `stage` call: unregisters `pinned` (`bytes` in all) when
     /// dropped.
     fn staged(&self, pinned: Vec<HostRegistration>, bytes: usize) -> Staged {
@@ -546,11 +526,7 @@ impl CudaBackend {
             // registered: make the context current there for the unregister calls.
             let _ = ctx.bind_to_thread();
             // After the next partition's launches (backend/gate.rs), unless small.
-            if bytes <= UNGATED_BYTES {
-                drop(pinned);
-            } else {
-                gate.memory(|| drop(pinned));
-            }
+            gate.memory_of(bytes, || drop(pinned));
         })
     }
 }
@@ -624,7 +600,8 @@ impl GpuBackend for CudaBackend {
         // allocated and unmoved until it drops the returned guard, which owns the
         // registrations and is the only thing that unregisters them.
         let pinned = self
-            .memory_work(bytes, || unsafe { self.pin(&[abc.a, abc.b, abc.c]) })
+            .gate
+            .memory_of(bytes, || unsafe { self.pin(&[abc.a, abc.b, abc.c]) })
             .map_err(dev)?;
         Ok(self.staged(pinned, bytes))
     }
@@ -650,7 +627,8 @@ impl GpuBackend for CudaBackend {
             let token = self
                 .copies
                 .stage(input, aux, |bytes| {
-                    self.memory_work(bytes, || crate::raw::PinnedBuffer::new(ctx, bytes))
+                    self.gate
+                        .memory_of(bytes, || crate::raw::PinnedBuffer::new(ctx, bytes))
                 })
                 .map_err(dev)?;
             let copies = Arc::clone(&self.copies);
@@ -663,7 +641,8 @@ impl GpuBackend for CudaBackend {
         // small.
         let bytes = (input.len() + aux.len()) * std::mem::size_of::<Scalar>();
         let pinned = self
-            .memory_work(bytes, || unsafe { self.pin(&[input, aux]) })
+            .gate
+            .memory_of(bytes, || unsafe { self.pin(&[input, aux]) })
             .map_err(dev)?;
         Ok(self.staged(pinned, bytes))
     }
@@ -683,7 +662,8 @@ impl GpuBackend for CudaBackend {
         let token = self
             .split_copies
             .stage(splits, |bytes| {
-                self.memory_work(bytes, || crate::raw::PinnedBuffer::new(ctx, bytes))
+                self.gate
+                    .memory_of(bytes, || crate::raw::PinnedBuffer::new(ctx, bytes))
             })
             .map_err(dev)?;
         Ok(match token {

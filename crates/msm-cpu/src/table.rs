@@ -235,7 +235,6 @@ pub(crate) fn msm<C: MsmCurve>(
         };
         return pippenger::msm::<C>(points, scalars, pool);
     }
-    let points = &table.points;
     let num_buckets = 1usize << (c - 1);
     let spans = pippenger::spans(TABLE_BITS, windows);
     if !share_buckets(c, m, threads) {
@@ -253,22 +252,13 @@ pub(crate) fn msm<C: MsmCurve>(
             .into_par_iter()
             .map(|t| {
                 let mut acc = BucketAccumulator::<C>::new(local, pippenger::batch_size(local));
-                for (k, s) in scalars.iter().enumerate() {
-                    let i = indices.map_or(k, |ix| ix[k] as usize);
-                    for (j, &(lo, width)) in spans.iter().enumerate() {
-                        let d = signed_digit(s, lo, width);
-                        if d == 0 {
-                            continue;
+                for k in 0..scalars.len() {
+                    digits::<C>(table, indices, scalars, &spans, k, |b, x, y, negate| {
+                        let b = b as usize;
+                        if b % tasks == t {
+                            acc.push((b / tasks) as u32, x, y, negate);
                         }
-                        let b = (d.unsigned_abs() - 1) as usize;
-                        if b % tasks != t {
-                            continue;
-                        }
-                        let Some((x, y)) = C::coords(&points[i * windows + j]) else {
-                            continue;
-                        };
-                        acc.push((b / tasks) as u32, x, y, d < 0);
-                    }
+                    });
                 }
                 // Local bucket `l` is bucket `t + tasks·l`, of weight `tasks·(l + 1) -
                 // (tasks - 1 - t)`: the sum is `tasks·W - (tasks - 1 - t)·S` with `W` the
@@ -290,6 +280,31 @@ pub(crate) fn msm<C: MsmCurve>(
     total
 }
 
+/// Calls `add(bucket, x, y, negate)` for each non-zero digit of scalar `k` with its
+/// window's table entry (the identity skipped): the bucket is the digit's magnitude
+/// less one, `negate` its sign.
+#[inline(always)]
+fn digits<C: MsmCurve>(
+    table: &Table<C::Affine>,
+    indices: Option<&[u32]>,
+    scalars: &[[u64; 4]],
+    spans: &[(usize, usize)],
+    k: usize,
+    mut add: impl FnMut(u32, &C::F, &C::F, bool),
+) {
+    let i = indices.map_or(k, |ix| ix[k] as usize);
+    let entries = &table.points[i * table.windows..(i + 1) * table.windows];
+    for (p, &(lo, width)) in entries.iter().zip(spans) {
+        let d = signed_digit(&scalars[k], lo, width);
+        if d == 0 {
+            continue;
+        }
+        if let Some((x, y)) = C::coords(p) {
+            add(d.unsigned_abs() - 1, x, y, d < 0);
+        }
+    }
+}
+
 /// Whether a table MSM over `m` points with `c`-bit windows on `threads` threads shares
 /// the buckets out among its tasks ([`msm`]) rather than giving each task a chunk of
 /// the points and every bucket ([`by_points`]): where the reduction, which sharing
@@ -309,7 +324,7 @@ fn by_points<C: MsmCurve>(
     spans: &[(usize, usize)],
     pool: &rayon::ThreadPool,
 ) -> C::Projective {
-    let (m, windows, points) = (scalars.len(), table.windows, &table.points);
+    let m = scalars.len();
     let num_buckets = 1usize << (table.c - 1);
     let chunk = m.div_ceil(pool.current_num_threads().max(1));
     let sums: Vec<C::Projective> = pool.install(|| {
@@ -319,17 +334,9 @@ fn by_points<C: MsmCurve>(
                 let mut acc =
                     BucketAccumulator::<C>::new(num_buckets, pippenger::batch_size(num_buckets));
                 for k in t * chunk..((t + 1) * chunk).min(m) {
-                    let i = indices.map_or(k, |ix| ix[k] as usize);
-                    for (j, &(lo, width)) in spans.iter().enumerate() {
-                        let d = signed_digit(&scalars[k], lo, width);
-                        if d == 0 {
-                            continue;
-                        }
-                        let Some((x, y)) = C::coords(&points[i * windows + j]) else {
-                            continue;
-                        };
-                        acc.push(d.unsigned_abs() - 1, x, y, d < 0);
-                    }
+                    digits::<C>(table, indices, scalars, spans, k, |b, x, y, negate| {
+                        acc.push(b, x, y, negate)
+                    });
                 }
                 acc.weighted_sum()
             })

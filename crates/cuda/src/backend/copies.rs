@@ -123,13 +123,13 @@ impl<K: Hash + Eq + Clone, M> Copies<K, M> {
             // A small copy (a PoSt's witness) takes no buffer sized for a large one
             // (a PoRep partition's 4 GB), which that one's next staging would have to
             // allocate again, behind the launch gate.
-            let small = bytes <= super::UNGATED_BYTES;
+            let small = bytes <= super::gate::UNGATED_BYTES;
             let fits = st
                 .free
                 .iter()
                 .enumerate()
                 .filter(|(_, (b, _))| {
-                    b.len() >= bytes && (!small || b.len() <= super::UNGATED_BYTES)
+                    b.len() >= bytes && (!small || b.len() <= super::gate::UNGATED_BYTES)
                 })
                 .min_by_key(|(_, (b, _))| b.len())
                 .map(|(i, _)| i);
