@@ -212,10 +212,7 @@ mod tests {
 
     impl SnapPartitionsUser for FirstWitness {
         type Out = (usize, Result<usize, String>);
-        fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
-            self,
-            mut partitions: Vec<Partition<C>>,
-        ) -> Self::Out {
+        fn with<C: crate::snap::KindCircuit>(self, mut partitions: Vec<Partition<C>>) -> Self::Out {
             let n = partitions.len();
             let first = partitions.swap_remove(0).circuit;
             let w = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

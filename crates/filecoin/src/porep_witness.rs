@@ -26,7 +26,6 @@ use blstrs::Scalar;
 use ff::PrimeField;
 use filecoin_hashers::{HashFunction, Hasher, PoseidonArity};
 use filecoin_proofs::types::VanillaSealProof;
-use generic_array::typenum::{U11, U2};
 use serde::de::DeserializeOwned;
 use storage_proofs_core::gadgets::insertion::insert;
 use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
@@ -39,6 +38,7 @@ use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{ColumnProof, TOTAL_PARENTS};
 
 use crate::porep_circuit::Prefix;
+use crate::poseidon_witness::{is_poseidon, por, poseidon, RawPath};
 
 /// One challenge of a partition, synthesized (for its witness only) after the prefix.
 pub(crate) struct ChallengeWitness<Tree: 'static + MerkleTreeTrait> {
@@ -115,10 +115,12 @@ fn prefix<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Scalar>>(
     })
 }
 
-/// storage-proofs' `enforce_inclusion`: a Merkle path from `leaf` to `root`.
+/// storage-proofs' `enforce_inclusion`: a Merkle path from `leaf` to `root`, with
+/// its Poseidon hashes computed natively (every PoRep tree C and tree R is Poseidon;
+/// another hasher goes through storage-proofs' own `PoRCircuit`).
 fn inclusion<H, U, V, W, CS>(
-    cs: CS,
-    path: AuthPath<H, U, V, W>,
+    mut cs: CS,
+    path: RawPath,
     root: &AllocatedNum<Scalar>,
     leaf: &AllocatedNum<Scalar>,
 ) -> Result<(), SynthesisError>
@@ -129,32 +131,31 @@ where
     W: 'static + PoseidonArity,
     CS: ConstraintSystem<Scalar>,
 {
+    let (leaf, root) = (
+        Root::from_allocated::<CS>(leaf.clone()),
+        Root::from_allocated::<CS>(root.clone()),
+    );
+    if is_poseidon::<H>() {
+        return por::<U, V, W, _>(&mut cs, leaf, path, root, true);
+    }
     PoRCircuit::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>::synthesize(
         cs,
-        Root::from_allocated::<CS>(leaf.clone()),
-        path,
-        Root::from_allocated::<CS>(root.clone()),
+        leaf,
+        AuthPath::<H, U, V, W>::from(path),
+        root,
         true,
     )
 }
 
 /// storage-proofs' `hash_single_column`: Poseidon over a column of 2 or 11 labels.
 fn column_hash<CS: ConstraintSystem<Scalar>>(
-    cs: CS,
+    mut cs: CS,
     column: &[AllocatedNum<Scalar>],
 ) -> Result<AllocatedNum<Scalar>, SynthesisError> {
     use filecoin_hashers::{POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
     match column.len() {
-        2 => neptune::circuit::poseidon_hash::<CS, Scalar, U2>(
-            cs,
-            column.to_vec(),
-            &POSEIDON_CONSTANTS_2,
-        ),
-        11 => neptune::circuit::poseidon_hash::<CS, Scalar, U11>(
-            cs,
-            column.to_vec(),
-            &POSEIDON_CONSTANTS_11,
-        ),
+        2 => poseidon(&mut cs, column, &POSEIDON_CONSTANTS_2),
+        11 => poseidon(&mut cs, column, &POSEIDON_CONSTANTS_11),
         n => Err(missing(&format!("a column of {n} layers"))),
     }
 }
@@ -187,17 +188,10 @@ fn column<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Scalar>>(
 
 fn path_of<Tree: 'static + MerkleTreeTrait>(
     proof: &ColumnProof<TreeProof<Tree>>,
-) -> Result<TreeAuthPath<Tree>, SynthesisError> {
+) -> Result<RawPath, SynthesisError> {
     let inclusion: TreeProof<Tree> = field(proof, "inclusion_proof")?;
-    Ok(inclusion.as_options().into())
+    Ok(inclusion.as_options())
 }
-
-type TreeAuthPath<T> = AuthPath<
-    <T as MerkleTreeTrait>::Hasher,
-    <T as MerkleTreeTrait>::Arity,
-    <T as MerkleTreeTrait>::SubTreeArity,
-    <T as MerkleTreeTrait>::TopTreeArity,
->;
 
 /// The parents' columns, each allocated, hashed and proven in tree C, in order (as
 /// `Proof::synthesize` does for the DRG and then the expander parents).
@@ -212,7 +206,7 @@ fn parent_columns<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Scalar>>
         let col = column::<Tree, _>(cs.namespace(|| format!("parent_{i}")), p, layers)?;
         let hash = column_hash(cs.namespace(|| format!("parent_{i}_hash")), &col)?;
         let path = path_of::<Tree>(p)?;
-        inclusion(
+        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
             cs.namespace(|| format!("parent_{i}_in_c")),
             path,
             comm_c,
@@ -380,16 +374,15 @@ impl<Tree: 'static + MerkleTreeTrait> Circuit<Scalar> for ChallengeWitness<Tree>
 
         let key = labels.last().ok_or_else(|| missing("no layers"))?;
         let encoded = encode(cs.namespace(|| "encode_node"), key, &data_leaf)?;
-        let comm_r_last_path: TreeAuthPath<Tree> = proof.comm_r_last_proof.as_options().into();
-        inclusion(
+        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
             cs.namespace(|| "comm_r_last"),
-            comm_r_last_path,
+            proof.comm_r_last_proof.as_options(),
             &pre.comm_r_last,
             &encoded,
         )?;
 
         let hash = column_hash(cs.namespace(|| "c_x_column_hash"), &labels)?;
-        inclusion(
+        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
             cs.namespace(|| "c_x_inclusion"),
             path_of::<Tree>(&rcp.c_x)?,
             &pre.comm_c,

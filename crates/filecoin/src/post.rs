@@ -38,8 +38,9 @@ use storage_proofs_post::fallback::{
 };
 
 use crate::kind::{bytes32, CircuitKind, KindJob, Priority, Verify};
+use crate::post_circuit::PostCircuit;
 use crate::shape::{BlankUser, Partition};
-use crate::snap::SnapPartitionsUser;
+use crate::snap::{KindCircuit, SnapPartitionsUser};
 use crate::{Blinding, FilecoinError, FilecoinProver};
 
 /// Every registered PoSt proof of filecoin-proofs-api, in its order: 0–4 Winning,
@@ -146,7 +147,7 @@ impl PostKind {
         }
     }
 
-    fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         u64::from(self.config.sector_size)
     }
 }
@@ -243,7 +244,7 @@ pub(crate) struct PostPublic {
 }
 
 impl PostPublic {
-    fn new(
+    pub(crate) fn new(
         kind: &PostKind,
         randomness: &[u8],
         prover_id: [u8; 32],
@@ -402,6 +403,15 @@ pub(crate) fn with_post_partitions<U: SnapPartitionsUser>(
     )
 }
 
+/// A PoSt partition's witness: its sectors in parallel on the synthesis pool, each
+/// with its Poseidon hashes computed natively (`post_circuit`).
+impl<Tree: 'static + MerkleTreeTrait> KindCircuit for PostCircuit<Tree> {
+    type Witness = cuzk::pipeline::SplitWitness<Self>;
+    fn into_witness(self) -> Self::Witness {
+        cuzk::pipeline::SplitWitness(self)
+    }
+}
+
 /// The circuits `generate_single_window_post_with_vanilla` or
 /// `generate_winning_post_with_vanilla` proves, with their public inputs.
 fn partitions<Tree: 'static + MerkleTreeTrait, U: SnapPartitionsUser>(
@@ -410,6 +420,14 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: SnapPartitionsUser>(
     vanilla: &[Vec<u8>],
     user: U,
 ) -> Result<U::Out, FilecoinError> {
+    Ok(user.with(post_circuits::<Tree>(kind, public, vanilla)?))
+}
+
+pub(crate) fn post_circuits<Tree: 'static + MerkleTreeTrait>(
+    kind: &PostKind,
+    public: &PostPublic,
+    vanilla: &[Vec<u8>],
+) -> Result<Vec<Partition<PostCircuit<Tree>>>, FilecoinError> {
     let fail = |e: anyhow::Error| FilecoinError::Circuit {
         proof: kind.name.clone(),
         message: text(e),
@@ -451,12 +469,17 @@ fn partitions<Tree: 'static + MerkleTreeTrait, U: SnapPartitionsUser>(
             FallbackPoStCircuit<Tree>,
         >>::generate_public_inputs(&d.pub_inputs, vp, Some(k))
         .map_err(fail)?;
+        let circuit =
+            PostCircuit::new(circuit, proof).map_err(|message| FilecoinError::Circuit {
+                proof: kind.name.clone(),
+                message,
+            })?;
         out.push(Partition {
             circuit,
             public_inputs: inputs,
         });
     }
-    Ok(user.with(out))
+    Ok(out)
 }
 
 /// The partition of a shape-only PoSt (see `kinds_shape_only`): its sectors laid out

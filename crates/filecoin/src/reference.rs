@@ -84,9 +84,10 @@ pub fn filecoin_proofs_c2(
         })
 }
 
-/// A PoRep partition's witness two ways, for benchmarks: filecoin-proofs' circuit
-/// through bellperson's gadgets on one thread (what every prover's synthesis runs), and
-/// cuzk's split witness with the labels' SHA-256 computed natively.
+/// A partition's witness two ways, for benchmarks: filecoin-proofs' circuit through
+/// bellperson's gadgets (what every prover's synthesis runs), and cuzk's split
+/// witness (PoRep: the labels' SHA-256 and the trees' Poseidon computed natively;
+/// PoSt: each sector's Poseidon).
 pub struct WitnessPair {
     /// The shape compiled from filecoin-proofs' circuit of the partition.
     pub r1cs: std::sync::Arc<cuzk_synth::R1cs>,
@@ -146,6 +147,29 @@ impl WitnessPair {
         })
     }
 
+    /// The first partition of a shape-only PoSt of `proof` (see
+    /// [`crate::shape_only_post`]), cut to its first `sectors` sectors (a 32 GiB
+    /// WindowPoSt partition has 2349).
+    pub fn post_partition(
+        proof: filecoin_proofs_api::RegisteredPoStProof,
+        sectors: usize,
+    ) -> Result<Self, FilecoinError> {
+        let kind = crate::PostKind::new(proof)?;
+        let inputs = crate::shape_only_post(proof, 1000, sectors, 1)?;
+        let partition = (!kind.is_winning()).then_some(0);
+        let public =
+            crate::post::PostPublic::new(&kind, &inputs.randomness, inputs.prover_id, partition)?;
+        with_sector_shape!(
+            kind.size(),
+            kind.name.clone(),
+            post_pair,
+            &kind,
+            &public,
+            &inputs.vanilla_proofs,
+            sectors
+        )
+    }
+
     /// filecoin-proofs' circuit through bellperson's gadgets, on this thread.
     pub fn gadget(&self) -> Result<cuzk_synth::Witness, cuzk_synth::SynthError> {
         (self.gadget)()
@@ -158,6 +182,34 @@ impl WitnessPair {
     ) -> Result<cuzk_synth::Witness, cuzk_synth::SynthError> {
         (self.native)(pool)
     }
+}
+
+fn post_pair<Tree: 'static + storage_proofs_core::merkle::MerkleTreeTrait>(
+    kind: &crate::PostKind,
+    public: &crate::post::PostPublic,
+    vanilla: &[Vec<u8>],
+    sectors: usize,
+) -> Result<WitnessPair, FilecoinError> {
+    let mut c = crate::post::post_circuits::<Tree>(kind, public, vanilla)?
+        .swap_remove(0)
+        .circuit;
+    c.whole.sectors.truncate(sectors.max(1));
+    c.sectors.truncate(sectors.max(1));
+    let r1cs = std::sync::Arc::new(cuzk_synth::compile_shape(c.whole.clone()).map_err(|e| {
+        FilecoinError::Circuit {
+            proof: kind.name.clone(),
+            message: e.to_string(),
+        }
+    })?);
+    let (g, n) = (c.whole.clone(), c);
+    let (shape, shape2) = (r1cs.clone(), r1cs.clone());
+    Ok(WitnessPair {
+        r1cs,
+        gadget: Box::new(move || cuzk_synth::synthesize_witness_for(&shape, g.clone())),
+        native: Box::new(move |pool| {
+            cuzk_synth::synthesize_witness_split(&shape2, n.clone(), pool)
+        }),
+    })
 }
 
 /// `c1` with each partition cut to its first `challenges` challenges (at least one),

@@ -11,7 +11,9 @@ use filecoin_proofs_api::{PartitionProofBytes, RegisteredPoStProof};
 
 use crate::post::post_partitions_for;
 use crate::shape::Partition;
-use crate::snap::{with_snap_partitions, SnapPartitionsUser, UpdateKind, UpdatePublic};
+use crate::snap::{
+    with_snap_partitions, KindCircuit, SnapPartitionsUser, UpdateKind, UpdatePublic,
+};
 use crate::{FilecoinError, PostKind, SnapRequest, WindowPostRequest, WinningPostRequest};
 
 struct Prove<'a> {
@@ -21,10 +23,7 @@ struct Prove<'a> {
 
 impl SnapPartitionsUser for Prove<'_> {
     type Out = Result<Vec<u8>, String>;
-    fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
-        self,
-        partitions: Vec<Partition<C>>,
-    ) -> Self::Out {
+    fn with<C: KindCircuit>(self, partitions: Vec<Partition<C>>) -> Self::Out {
         if partitions.len() != self.blinding.len() {
             return Err(format!(
                 "{} blinding pairs for {} partitions",

@@ -208,13 +208,30 @@ fn fail(kind: &UpdateKind) -> impl Fn(anyhow::Error) -> FilecoinError + '_ {
     }
 }
 
-/// The partitions `generate_empty_sector_update_proof_with_vanilla` proves.
+/// A partition's circuit of the other kinds: filecoin-proofs' own (bellperson, the
+/// reference prover, proves it) and what the engine computes its witness from.
+pub(crate) trait KindCircuit: bellpepper_core::Circuit<Scalar> + Send + 'static {
+    type Witness: cuzk_scheduler::WitnessSource + 'static;
+    fn into_witness(self) -> Self::Witness;
+}
+
+/// An update's witness is its circuit's, on the synthesis worker's thread: its
+/// challenges all follow one monolithic prefix in storage-proofs-update's own
+/// `synthesize`, which no public part of it lets cuzk cut.
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> KindCircuit
+    for EmptySectorUpdateCircuit<Tree>
+{
+    type Witness = Self;
+    fn into_witness(self) -> Self {
+        self
+    }
+}
+
+/// The partitions `generate_empty_sector_update_proof_with_vanilla` proves (and the
+/// PoSt kinds' `with_post_partitions`).
 pub(crate) trait SnapPartitionsUser {
     type Out;
-    fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
-        self,
-        partitions: Vec<Partition<C>>,
-    ) -> Self::Out;
+    fn with<C: KindCircuit>(self, partitions: Vec<Partition<C>>) -> Self::Out;
 }
 
 pub(crate) fn with_snap_partitions<U: SnapPartitionsUser>(
@@ -457,7 +474,7 @@ pub(crate) struct MakeJob {
 }
 
 impl MakeJob {
-    pub(crate) fn make<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
+    pub(crate) fn make<C: KindCircuit>(
         self,
         partitions: Vec<Partition<C>>,
     ) -> cuzk_scheduler::JobSpec {
@@ -465,7 +482,7 @@ impl MakeJob {
             .into_iter()
             .zip(self.blinding)
             .map(|(p, (r, s))| PartitionInput {
-                circuit: p.circuit,
+                circuit: p.circuit.into_witness(),
                 r,
                 s,
                 public_inputs: p.public_inputs,
@@ -477,10 +494,7 @@ impl MakeJob {
 
 impl SnapPartitionsUser for MakeJob {
     type Out = cuzk_scheduler::JobSpec;
-    fn with<C: bellpepper_core::Circuit<Scalar> + Send + 'static>(
-        self,
-        partitions: Vec<Partition<C>>,
-    ) -> Self::Out {
+    fn with<C: KindCircuit>(self, partitions: Vec<Partition<C>>) -> Self::Out {
         self.make(partitions)
     }
 }

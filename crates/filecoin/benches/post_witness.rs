@@ -1,0 +1,55 @@
+//! A WindowPoSt partition's witness: filecoin-proofs' `FallbackPoStCircuit` through
+//! bellperson's and neptune's gadgets (what every prover's synthesis runs) against
+//! cuzk's, one part a sector with each Poseidon hash computed natively, both on one
+//! thread (so the ratio is the per-core saving; the parts' parallelism comes on top,
+//! and filecoin-proofs' own extendable synthesis is parallel too).
+//!
+//! The circuit is the real 32 GiB structure (shape-only vanilla proofs, random
+//! values), its partition cut to BENCH_SECTORS sectors (default 8; a partition has
+//! 2349).
+//!
+//! Run: `cargo bench --release -p cuzk-filecoin --bench post_witness`
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use cuzk_filecoin::reference::WitnessPair;
+use cuzk_filecoin::RegisteredPoStProof;
+
+fn bench(c: &mut Criterion) {
+    let sectors = std::env::var("BENCH_SECTORS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let pair = WitnessPair::post_partition(RegisteredPoStProof::StackedDrgWindow32GiBV1_2, sectors)
+        .expect("the first partition");
+    // One thread for both: filecoin-proofs' circuit synthesizes its sectors on
+    // rayon's global pool (`synthesize_extendable`), made one thread here.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global()
+        .expect("a global pool of one thread");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool");
+    // The two witnesses are the same, value for value (the tests check it on every
+    // shape; here it guards the numbers).
+    let (g, n) = (
+        pair.gadget().expect("gadget"),
+        pair.native(&pool).expect("native"),
+    );
+    assert!(g.aux == n.aux && g.input == n.input, "witnesses differ");
+    drop((g, n));
+
+    let mut group = c.benchmark_group(format!("window_post_32g_witness_{sectors}_sectors"));
+    group.sample_size(10);
+    group.bench_function("filecoin_proofs_gadgets", |b| {
+        b.iter(|| pair.gadget().expect("gadget"))
+    });
+    group.bench_function("cuzk_native_poseidon_1_thread", |b| {
+        b.iter(|| pair.native(&pool).expect("native"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
