@@ -15,18 +15,19 @@ use cuzk_filecoin::reference::WitnessPair;
 use cuzk_filecoin::RegisteredPoStProof;
 
 fn bench(c: &mut Criterion) {
+    // One thread for both: filecoin-proofs' circuit synthesizes its sectors on
+    // rayon's global pool (`synthesize_extendable`), made one thread here
+    // before anything else starts it.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global()
+        .expect("a global pool of one thread");
     let sectors = std::env::var("BENCH_SECTORS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(8);
     let pair = WitnessPair::post_partition(RegisteredPoStProof::StackedDrgWindow32GiBV1_2, sectors)
         .expect("the first partition");
-    // One thread for both: filecoin-proofs' circuit synthesizes its sectors on
-    // rayon's global pool (`synthesize_extendable`), made one thread here.
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build_global()
-        .expect("a global pool of one thread");
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
