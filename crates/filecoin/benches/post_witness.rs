@@ -10,6 +10,8 @@
 //!
 //! Run: `cargo bench --release -p cuzk-filecoin --bench post_witness`
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use cuzk_filecoin::reference::WitnessPair;
 use cuzk_filecoin::RegisteredPoStProof;
@@ -28,28 +30,13 @@ fn bench(c: &mut Criterion) {
         .unwrap_or(8);
     let pair = WitnessPair::post_partition(RegisteredPoStProof::StackedDrgWindow32GiBV1_2, sectors)
         .expect("the first partition");
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .expect("pool");
-    // The two witnesses are the same, value for value (the tests check it on every
-    // shape; here it guards the numbers).
-    let (g, n) = (
-        pair.gadget().expect("gadget"),
-        pair.native(&pool).expect("native"),
+    common::compare(
+        c,
+        &format!("window_post_32g_witness_{sectors}_sectors"),
+        &pair,
+        "filecoin_proofs_gadgets",
+        "cuzk_native_poseidon_1_thread",
     );
-    assert!(g.aux == n.aux && g.input == n.input, "witnesses differ");
-    drop((g, n));
-
-    let mut group = c.benchmark_group(format!("window_post_32g_witness_{sectors}_sectors"));
-    group.sample_size(10);
-    group.bench_function("filecoin_proofs_gadgets", |b| {
-        b.iter(|| pair.gadget().expect("gadget"))
-    });
-    group.bench_function("cuzk_native_poseidon_1_thread", |b| {
-        b.iter(|| pair.native(&pool).expect("native"))
-    });
-    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -98,6 +98,24 @@ pub struct WitnessPair {
 type WitnessResult = Result<cuzk_synth::Witness, cuzk_synth::SynthError>;
 
 impl WitnessPair {
+    /// The pair of `circuit`: the shape compiled from it, its whole witness and its
+    /// split one.
+    fn of<C>(circuit: C) -> Result<Self, cuzk_synth::SynthError>
+    where
+        C: bellpepper_core::Circuit<Scalar> + cuzk_synth::SplitCircuit + Clone + 'static,
+    {
+        let r1cs = std::sync::Arc::new(cuzk_synth::compile_shape(circuit.clone())?);
+        let (g, n) = (circuit.clone(), circuit);
+        let (shape, shape2) = (r1cs.clone(), r1cs.clone());
+        Ok(WitnessPair {
+            r1cs,
+            gadget: Box::new(move || cuzk_synth::synthesize_witness_for(&shape, g.clone())),
+            native: Box::new(move |pool| {
+                cuzk_synth::synthesize_witness_split(&shape2, n.clone(), pool)
+            }),
+        })
+    }
+
     /// The first partition of `c1`, cut to its first `challenges` challenges (a
     /// 32 GiB partition has 18; one or two keep a benchmark's samples short).
     pub fn first_partition(
@@ -127,16 +145,7 @@ impl WitnessPair {
                         bellpepper_core::SynthesisError::AssignmentMissing,
                     ));
                 };
-                let r1cs = std::sync::Arc::new(cuzk_synth::compile_shape(p.circuit.clone())?);
-                let (g, n) = (p.circuit.clone(), p.circuit);
-                let (shape, shape2) = (r1cs.clone(), r1cs.clone());
-                Ok(WitnessPair {
-                    r1cs,
-                    gadget: Box::new(move || cuzk_synth::synthesize_witness_for(&shape, g.clone())),
-                    native: Box::new(move |pool| {
-                        cuzk_synth::synthesize_witness_split(&shape2, n.clone(), pool)
-                    }),
-                })
+                WitnessPair::of(p.circuit)
             }
         }
         shape::with_partitions(&kind.config, c1, kind.name.clone(), First)?.map_err(|e| {
@@ -175,7 +184,8 @@ impl WitnessPair {
         (self.gadget)()
     }
 
-    /// cuzk's witness: the challenges in parallel on `pool`, labels natively.
+    /// cuzk's witness: the parts (PoRep's challenges, PoSt's sectors) in parallel on
+    /// `pool`, SHA-256 and Poseidon natively.
     pub fn native(
         &self,
         pool: &rayon::ThreadPool,
@@ -195,20 +205,9 @@ fn post_pair<Tree: 'static + storage_proofs_core::merkle::MerkleTreeTrait>(
         .circuit;
     c.whole.sectors.truncate(sectors.max(1));
     c.sectors.truncate(sectors.max(1));
-    let r1cs = std::sync::Arc::new(cuzk_synth::compile_shape(c.whole.clone()).map_err(|e| {
-        FilecoinError::Circuit {
-            proof: kind.name.clone(),
-            message: e.to_string(),
-        }
-    })?);
-    let (g, n) = (c.whole.clone(), c);
-    let (shape, shape2) = (r1cs.clone(), r1cs.clone());
-    Ok(WitnessPair {
-        r1cs,
-        gadget: Box::new(move || cuzk_synth::synthesize_witness_for(&shape, g.clone())),
-        native: Box::new(move |pool| {
-            cuzk_synth::synthesize_witness_split(&shape2, n.clone(), pool)
-        }),
+    WitnessPair::of(c).map_err(|e| FilecoinError::Circuit {
+        proof: kind.name.clone(),
+        message: e.to_string(),
     })
 }
 
