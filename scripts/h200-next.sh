@@ -6,23 +6,26 @@
 #
 #   SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh OUT
 #                                           first: the device tests (all passed at
-#                                           17:41 on 2026-12-03, bd4ad4b's cuda)
+#                                           20:13 on 2026-12-03, 2fb7a80)
 #   bash scripts/h200-next.sh OUT stream    the 32 GiB stream, 10 sectors: GPU-bound at
-#                                           14.25 s/proof over partitions 6-100 at
-#                                           14:10 (1653259); rerun after changes to
+#                                           14.22 s/proof over partitions 6-100 at
+#                                           20:18 (2fb7a80, synthesis p50 631 ms,
+#                                           456% CPU); rerun after changes to
 #                                           synthesis, prep_msm or the backend
 #   bash scripts/h200-next.sh OUT profile   2 sectors, per-phase device times and host
 #                                           marks: device work 1410 ms a partition,
 #                                           job conversion 0.00 ms (16:48)
 #   bash scripts/h200-next.sh OUT window    a warm WindowPoSt partition, profiled: GPU
-#                                           stage 5.80 s = device work (16:43)
+#                                           stage 5.8 s, synthesis 1.45 s, 10.6 s
+#                                           submission to proof (20:17, 2fb7a80)
 #   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency
 #   SCRIPT_LIMIT=200 bash scripts/h200-kinds.sh OUT latency-off
 #                                           WinningPoSt behind ten PoRep sectors,
 #                                           critical reserve on / off (each part
 #                                           ~150 s): 1.68 / 1.77 s at 16:45, 1.95 /
-#                                           1.83 s at 17:38 (bar 3 s); bounded by
-#                                           the PoRep partition on the device
+#                                           1.83 s at 17:38, 0.87 s (on) at 20:23
+#                                           (bar 3 s); partly decided by where in a
+#                                           PoRep partition's GPU stage it lands
 #   bash scripts/h200-next.sh OUT block     the stream with host_wait = "block": 14.30
 #                                           s/proof (5 sectors, 14:43), no better
 #                                           than auto while GPU-bound
