@@ -8,9 +8,11 @@
 //! discards. [`ChallengeWitness`] synthesizes a one-challenge circuit in the order
 //! filecoin-proofs' `StackedCircuit` does (its prefix, then storage-proofs'
 //! `Proof::synthesize` for the challenge), calling the same public gadgets of
-//! storage-proofs-core, bellperson and neptune for everything but SHA-256, whose
-//! witness comes from [`cuzk_synth::sha256::sha256_witness`]: the labels
-//! (`create_label_circuit`) and the data tree's path (`PoRCircuit` with SHA-256).
+//! storage-proofs-core and bellperson for everything but the hashes: SHA-256's
+//! witness comes from [`cuzk_synth::sha256::sha256_witness`] (the labels,
+//! `create_label_circuit`, and the data tree's path, `PoRCircuit` with SHA-256), and
+//! Poseidon's from [`crate::poseidon_witness`] (the columns, trees C and R; the
+//! prefix keeps neptune's gadget, once a challenge).
 //!
 //! It is a witness and nothing more: the constraints of every proof come from the
 //! shape compiled from filecoin-proofs' own circuit. Three checks keep it honest:
@@ -24,21 +26,18 @@ use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::{multipack, num::AllocatedNum, uint32::UInt32};
 use blstrs::Scalar;
 use ff::PrimeField;
-use filecoin_hashers::{HashFunction, Hasher, PoseidonArity};
+use filecoin_hashers::{HashFunction, Hasher};
 use filecoin_proofs::types::VanillaSealProof;
 use serde::de::DeserializeOwned;
 use storage_proofs_core::gadgets::insertion::insert;
-use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
 use storage_proofs_core::gadgets::{constraint, encode::encode, uint64::UInt64, variables::Root};
-use storage_proofs_core::merkle::{
-    DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeTrait, MerkleTreeWrapper,
-};
+use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::util::reverse_bit_numbering;
 
 use storage_proofs_porep::stacked::{ColumnProof, TOTAL_PARENTS};
 
 use crate::porep_circuit::Prefix;
-use crate::poseidon_witness::{is_poseidon, por, poseidon, RawPath};
+use crate::poseidon_witness::{is_poseidon, por, poseidon, siblings, RawPath};
 
 /// One challenge of a partition, synthesized (for its witness only) after the prefix.
 pub(crate) struct ChallengeWitness<Tree: 'static + MerkleTreeTrait> {
@@ -115,34 +114,23 @@ fn prefix<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Scalar>>(
     })
 }
 
-/// storage-proofs' `enforce_inclusion`: a Merkle path from `leaf` to `root`, with
-/// its Poseidon hashes computed natively (every PoRep tree C and tree R is Poseidon;
-/// another hasher goes through storage-proofs' own `PoRCircuit`).
-fn inclusion<H, U, V, W, CS>(
+/// storage-proofs' `enforce_inclusion`: a Merkle path from `leaf` to `root` in one
+/// of the sector's trees (C or R, Poseidon in every Filecoin sector), with its
+/// hashes computed natively.
+fn inclusion<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Scalar>>(
     mut cs: CS,
     path: RawPath,
     root: &AllocatedNum<Scalar>,
     leaf: &AllocatedNum<Scalar>,
-) -> Result<(), SynthesisError>
-where
-    H: 'static + Hasher,
-    U: 'static + PoseidonArity,
-    V: 'static + PoseidonArity,
-    W: 'static + PoseidonArity,
-    CS: ConstraintSystem<Scalar>,
-{
-    let (leaf, root) = (
-        Root::from_allocated::<CS>(leaf.clone()),
-        Root::from_allocated::<CS>(root.clone()),
-    );
-    if is_poseidon::<H>() {
-        return por::<U, V, W, _>(&mut cs, leaf, path, root, true);
+) -> Result<(), SynthesisError> {
+    if !is_poseidon::<Tree::Hasher>() {
+        return Err(missing("a tree that is not Poseidon"));
     }
-    PoRCircuit::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>::synthesize(
-        cs,
-        leaf,
-        AuthPath::<H, U, V, W>::from(path),
-        root,
+    por::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
+        &mut cs,
+        Root::from_allocated::<CS>(leaf.clone()),
+        path,
+        Root::from_allocated::<CS>(root.clone()),
         true,
     )
 }
@@ -206,7 +194,7 @@ fn parent_columns<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Scalar>>
         let col = column::<Tree, _>(cs.namespace(|| format!("parent_{i}")), p, layers)?;
         let hash = column_hash(cs.namespace(|| format!("parent_{i}_hash")), &col)?;
         let path = path_of::<Tree>(p)?;
-        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
+        inclusion::<Tree, _>(
             cs.namespace(|| format!("parent_{i}_in_c")),
             path,
             comm_c,
@@ -284,14 +272,7 @@ fn data_inclusion<CS: ConstraintSystem<Scalar>>(
             cs.namespace(|| "index bit"),
             Some(index & 1 == 1),
         )?);
-        let siblings = hashes
-            .into_iter()
-            .map(|h| {
-                AllocatedNum::alloc(cs.namespace(|| "sibling"), || {
-                    h.ok_or(SynthesisError::AssignmentMissing)
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let siblings = siblings(&mut cs, hashes)?;
         let children = insert(&mut cs, &cur, std::slice::from_ref(&bit), &siblings)?;
         index_bits.push(bit);
         let mut preimage = Vec::with_capacity(children.len() * 256);
@@ -374,7 +355,7 @@ impl<Tree: 'static + MerkleTreeTrait> Circuit<Scalar> for ChallengeWitness<Tree>
 
         let key = labels.last().ok_or_else(|| missing("no layers"))?;
         let encoded = encode(cs.namespace(|| "encode_node"), key, &data_leaf)?;
-        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
+        inclusion::<Tree, _>(
             cs.namespace(|| "comm_r_last"),
             proof.comm_r_last_proof.as_options(),
             &pre.comm_r_last,
@@ -382,7 +363,7 @@ impl<Tree: 'static + MerkleTreeTrait> Circuit<Scalar> for ChallengeWitness<Tree>
         )?;
 
         let hash = column_hash(cs.namespace(|| "c_x_column_hash"), &labels)?;
-        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
+        inclusion::<Tree, _>(
             cs.namespace(|| "c_x_inclusion"),
             path_of::<Tree>(&rcp.c_x)?,
             &pre.comm_c,

@@ -69,6 +69,19 @@ fn s_box<CS: ConstraintSystem<Scalar>>(
     var(cs, l4 * l + key.unwrap_or(Scalar::ZERO))
 }
 
+/// A later full round's S-boxes, each element's followed by its key (none in the
+/// terminal round).
+fn full_round<CS: ConstraintSystem<Scalar>>(
+    cs: &mut CS,
+    state: &mut [Scalar],
+    keys: Option<&[Scalar]>,
+) -> Result<(), SynthesisError> {
+    for (i, e) in state.iter_mut().enumerate() {
+        *e = s_box(cs, *e, keys.map(|k| k[i]))?;
+    }
+    Ok(())
+}
+
 /// `state ← state · m` (row vector times matrix, as the gadget's
 /// `product_mds_with_matrix`).
 fn dense(state: &mut [Scalar], m: &[Vec<Scalar>], scratch: &mut Vec<Scalar>) {
@@ -135,10 +148,8 @@ pub(crate) fn poseidon<CS: ConstraintSystem<Scalar>, A: PoseidonArity>(
     round += 1;
     // The other initial full rounds, each S-box followed by its key.
     for _ in 1..half {
-        for e in state.iter_mut() {
-            *e = s_box(cs, *e, Some(c[at]))?;
-            at += 1;
-        }
+        full_round(cs, &mut state, Some(&c[at..at + width]))?;
+        at += width;
         mix(&mut state, round, &mut scratch);
         round += 1;
     }
@@ -149,17 +160,13 @@ pub(crate) fn poseidon<CS: ConstraintSystem<Scalar>, A: PoseidonArity>(
         round += 1;
     }
     for _ in 0..half - 1 {
-        for e in state.iter_mut() {
-            *e = s_box(cs, *e, Some(c[at]))?;
-            at += 1;
-        }
+        full_round(cs, &mut state, Some(&c[at..at + width]))?;
+        at += width;
         mix(&mut state, round, &mut scratch);
         round += 1;
     }
     // The terminal full round has no keys.
-    for e in state.iter_mut() {
-        *e = s_box(cs, *e, None)?;
-    }
+    full_round(cs, &mut state, None)?;
     mix(&mut state, round, &mut scratch);
     let result = state[1];
     let out = AllocatedNum::alloc(cs.namespace(|| "hash result"), || Ok(result))?;
@@ -170,6 +177,21 @@ pub(crate) fn poseidon<CS: ConstraintSystem<Scalar>, A: PoseidonArity>(
 /// Whether `H` is the Poseidon hasher (every Filecoin sector tree's).
 pub(crate) fn is_poseidon<H: Hasher + 'static>() -> bool {
     TypeId::of::<H>() == TypeId::of::<PoseidonHasher>()
+}
+
+/// A path level's siblings, allocated in order (as storage-proofs' path gadgets do).
+pub(crate) fn siblings<CS: ConstraintSystem<Scalar>>(
+    cs: &mut CS,
+    hashes: Vec<Option<Scalar>>,
+) -> Result<Vec<AllocatedNum<Scalar>>, SynthesisError> {
+    hashes
+        .into_iter()
+        .map(|h| {
+            AllocatedNum::alloc(cs.namespace(|| "sibling"), || {
+                h.ok_or(SynthesisError::AssignmentMissing)
+            })
+        })
+        .collect()
 }
 
 /// The levels of one arity (storage-proofs' `SubPath::synthesize`): each level's
@@ -199,14 +221,7 @@ fn sub_path<A: PoseidonArity, CS: ConstraintSystem<Scalar>>(
             level_bits.push(Boolean::from(bit));
         }
         bits.extend_from_slice(&level_bits);
-        let siblings = hashes
-            .into_iter()
-            .map(|h| {
-                AllocatedNum::alloc(cs.namespace(|| ""), || {
-                    h.ok_or(SynthesisError::AssignmentMissing)
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let siblings = siblings(cs, hashes)?;
         let inserted = insert(cs, &cur, &level_bits, &siblings)?;
         cur = poseidon(cs, &inserted, A::PARAMETERS())?;
     }
@@ -267,7 +282,7 @@ mod tests {
     use filecoin_hashers::POSEIDON_CONSTANTS_11;
     use generic_array::typenum::{U0, U8};
     use rand_chacha::ChaCha20Rng;
-    use rand_core::SeedableRng;
+    use rand_core::{RngCore, SeedableRng};
     use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
     use storage_proofs_core::merkle::{DiskStore, MerkleTreeWrapper};
 
@@ -450,8 +465,6 @@ mod tests {
             same(gadget, native);
         }
     }
-
-    use rand_core::RngCore;
 
     /// Every tree shape of Filecoin's sectors: 2 KiB (8-0-0), 32 GiB (8-8-0),
     /// 64 GiB (8-8-2), and a binary tree.
