@@ -212,7 +212,7 @@ impl KindProver for PorepService {
                 sector: given,
                 blinding: Blinding::Random,
             },
-            priority: engine_priority(request.priority),
+            priority: job_priority(request.priority, ProofKind::PorepSealCommit),
         }))
     }
 
@@ -325,16 +325,14 @@ impl<J: SubmittedJob> RunningProof for Running<J> {
     }
 }
 
-/// The service's priority (the wire's, with the kind's default already applied when
-/// the request left it unset) as the engine's queue order.
-pub(crate) fn engine_priority(p: Option<cuzk_service::Priority>) -> crate::Priority {
-    use cuzk_service::Priority as S;
-    match p {
-        Some(S::Low) => crate::Priority::Low,
-        Some(S::High) => crate::Priority::High,
-        Some(S::Critical) => crate::Priority::Critical,
-        Some(S::Normal) | None => crate::Priority::Normal,
-    }
+/// The job's priority: the service sets it before `prepare` (the request's, or
+/// the kind's default); a request prepared without the service gets `kind`'s
+/// default too.
+pub(crate) fn job_priority(
+    p: Option<crate::Priority>,
+    kind: cuzk_service::ProofKind,
+) -> crate::Priority {
+    p.unwrap_or(kind.default_priority())
 }
 
 #[cfg(test)]

@@ -288,9 +288,7 @@ impl KindProver for KindService {
             prover: self.provers.for_circuit(&circuit_id).clone(),
             circuit_id,
             request,
-            priority: crate::service_kind::engine_priority(
-                r.priority.or(Some(self.service_kind().default_priority())),
-            ),
+            priority: crate::service_kind::job_priority(r.priority, self.service_kind()),
         }))
     }
 

@@ -60,25 +60,10 @@ impl std::fmt::Display for ProofKind {
     }
 }
 
-/// Scheduling priority: higher first, then submission order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Priority {
-    Low = 1,
-    Normal = 2,
-    High = 3,
-    Critical = 4,
-}
-
-impl Priority {
-    pub fn name(self) -> &'static str {
-        match self {
-            Priority::Low => "LOW",
-            Priority::Normal => "NORMAL",
-            Priority::High => "HIGH",
-            Priority::Critical => "CRITICAL",
-        }
-    }
-}
+/// Scheduling priority: the engine's one type (higher first, then submission
+/// order), used unchanged by the service's admission queue, the daemon and the
+/// queue worker.
+pub use cuzk_scheduler::Priority;
 
 /// A proof request as Curio sends it, without its wire encoding. Which fields a
 /// kind reads is the kind's business; the others are ignored.
@@ -103,6 +88,26 @@ pub struct ProofRequest {
     pub comm_d_new: Vec<u8>,
 }
 
+impl ProofRequest {
+    /// The bytes the request carries (what a kind's size limit counts).
+    pub fn payload_bytes(&self) -> u64 {
+        let fields = [
+            &self.vanilla_proof,
+            &self.randomness,
+            &self.comm_r_old,
+            &self.comm_r_new,
+            &self.comm_d_new,
+        ];
+        fields.iter().map(|f| f.len() as u64).sum::<u64>()
+            + self
+                .vanilla_proofs
+                .iter()
+                .map(|p| p.len() as u64)
+                .sum::<u64>()
+            + self.request_id.as_ref().map_or(0, |id| id.len() as u64)
+    }
+}
+
 /// The request cannot be proved as it stands: the caller must change it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
@@ -114,6 +119,79 @@ pub enum RequestError {
     DuplicateId(String),
     #[error("the daemon is shutting down and accepts no new jobs")]
     ShuttingDown,
+    #[error("request_id is not acceptable: {0}")]
+    BadRequestId(String),
+    #[error(
+        "the {kind} request carries {bytes} bytes; at most {limit} are accepted for this kind"
+    )]
+    TooLarge {
+        kind: ProofKind,
+        bytes: u64,
+        limit: u64,
+    },
+    #[error("{pending} {kind} jobs are already waiting, the most this daemon queues for the kind; try again later")]
+    QueueFull { kind: ProofKind, pending: u32 },
+}
+
+/// The longest `request_id` accepted, in bytes.
+pub const MAX_REQUEST_ID_BYTES: usize = 128;
+
+/// Checks a caller's `request_id`: 1 to [`MAX_REQUEST_ID_BYTES`] bytes of
+/// printable ASCII without spaces (`!` to `~`), so that an id can appear in a
+/// log line, a status listing or an error message as it is, and never carries
+/// a NUL, a newline or a terminal escape. (Ids never name a thread, a file or a
+/// metric label.)
+pub fn check_request_id(id: &str) -> Result<(), RequestError> {
+    if id.is_empty() {
+        return Err(RequestError::BadRequestId("it is empty".into()));
+    }
+    if id.len() > MAX_REQUEST_ID_BYTES {
+        return Err(RequestError::BadRequestId(format!(
+            "it is {} bytes long; at most {MAX_REQUEST_ID_BYTES}",
+            id.len()
+        )));
+    }
+    if let Some((at, b)) = id
+        .bytes()
+        .enumerate()
+        .find(|(_, b)| !(0x21..=0x7e).contains(b))
+    {
+        return Err(RequestError::BadRequestId(format!(
+            "byte {at} is 0x{b:02x}; only printable ASCII without spaces (! to ~) is accepted"
+        )));
+    }
+    Ok(())
+}
+
+/// What the service accepts of one kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KindLimits {
+    /// Jobs of the kind waiting in the service's queue (not yet admitted); a
+    /// submission over it is refused, nothing accepted is dropped.
+    pub max_pending: u32,
+    /// Bytes a request may carry ([`ProofRequest::payload_bytes`]).
+    pub max_request_bytes: u64,
+}
+
+impl KindLimits {
+    /// The defaults, from what each kind's largest real request weighs: a 64 GiB
+    /// sector's C1 envelope is ~140 MB (32 GiB: ~50 MB); a 32 GiB WindowPoSt
+    /// partition's 2349 vanilla proofs ~70 MB; a SnapDeals update's 16 partition
+    /// proofs ~30 MB; a WinningPoSt's one sector proof well under 1 MB.
+    pub fn default_for(kind: ProofKind) -> KindLimits {
+        const MIB: u64 = 1 << 20;
+        let (max_pending, max_request_bytes) = match kind {
+            ProofKind::PorepSealCommit => (64, 192 * MIB),
+            ProofKind::SnapDealsUpdate => (64, 128 * MIB),
+            ProofKind::WindowPostPartition => (64, 128 * MIB),
+            ProofKind::WinningPost => (16, 16 * MIB),
+            ProofKind::Synthetic => (64, MIB),
+        };
+        KindLimits {
+            max_pending,
+            max_request_bytes,
+        }
+    }
 }
 
 /// A parameter set in memory, as its kind loaded it. The service keeps it while

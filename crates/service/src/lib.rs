@@ -31,10 +31,10 @@ mod params;
 mod service;
 pub mod synthetic;
 
-pub use gpus::{gpus, GpuInfo};
+pub use gpus::GpuInfo;
 pub use kind::{
-    KindProver, LoadedParams, PreparedProof, Priority, ProofFailure, ProofKind, ProofRequest,
-    RequestError, RunningProof,
+    check_request_id, KindLimits, KindProver, LoadedParams, PreparedProof, Priority, ProofFailure,
+    ProofKind, ProofRequest, RequestError, RunningProof, MAX_REQUEST_ID_BYTES,
 };
 pub use metrics::{JobStages, Metrics};
 pub use params::{EvictError, ParamCache, ParamHold, ParamStatus};

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub(crate) completed_by_kind: IntCounterVec,
     pub(crate) failed_by_kind: IntCounterVec,
     pub(crate) submitted_by_kind: IntCounterVec,
+    /// Submissions refused because the kind's pending cap was reached.
+    pub(crate) refused_by_kind: IntCounterVec,
     pub(crate) proof_seconds: HistogramVec,
     pub(crate) queue_wait_seconds: Histogram,
     pub(crate) srs_load_seconds: Histogram,
@@ -150,6 +152,10 @@ impl Metrics {
                 "cuzk_proofs_submitted_total",
                 "Proof jobs accepted, per proof kind",
             )?,
+            refused_by_kind: by_kind(
+                "cuzk_proofs_refused_queue_full_total",
+                "Submissions refused because the kind's pending jobs were at their cap",
+            )?,
             proof_seconds: histogram_vec(
                 "cuzk_proof_duration_seconds",
                 "Submission to result of completed proofs, per proof kind",
@@ -185,6 +191,7 @@ impl Metrics {
             m.completed_by_kind.with_label_values(&[k.name()]);
             m.failed_by_kind.with_label_values(&[k.name()]);
             m.submitted_by_kind.with_label_values(&[k.name()]);
+            m.refused_by_kind.with_label_values(&[k.name()]);
         }
         for s in Stage::ALL {
             m.stage_seconds.with_label_values(&[s.name()]);

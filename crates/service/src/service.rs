@@ -12,7 +12,7 @@
 
 use std::{
     cmp::Reverse,
-    collections::{BinaryHeap, HashMap},
+    collections::{BTreeMap, BinaryHeap, HashMap},
     future::Future,
     path::PathBuf,
     pin::Pin,
@@ -28,8 +28,11 @@ use cuzk_scheduler::{PipelineConfig, PipelineEngine, PipelineError, Policies};
 use cuzk_timeline::Recorder;
 
 use crate::{
-    gpus::{gpus, GpuInfo},
-    kind::{KindProver, PreparedProof, ProofFailure, ProofKind, ProofRequest, RequestError},
+    gpus::GpuInfo,
+    kind::{
+        check_request_id, KindLimits, KindProver, PreparedProof, ProofFailure, ProofKind,
+        ProofRequest, RequestError,
+    },
     metrics::Metrics,
     params::{EvictError, ParamCache, ParamStatus},
     Priority,
@@ -49,6 +52,18 @@ pub struct ServiceConfig {
     pub result_ttl: Duration,
     /// Also write the TIMELINE as JSON lines to this file.
     pub timeline_jsonl: Option<PathBuf>,
+    /// Per-kind limits that differ from [`KindLimits::default_for`].
+    pub limits: BTreeMap<ProofKind, KindLimits>,
+}
+
+impl ServiceConfig {
+    /// What the service accepts of `kind`.
+    pub fn limits_for(&self, kind: ProofKind) -> KindLimits {
+        self.limits
+            .get(&kind)
+            .copied()
+            .unwrap_or_else(|| KindLimits::default_for(kind))
+    }
 }
 
 impl Default for ServiceConfig {
@@ -58,6 +73,7 @@ impl Default for ServiceConfig {
             param_budget_bytes: u64::MAX,
             result_ttl: Duration::from_secs(3600),
             timeline_jsonl: None,
+            limits: BTreeMap::new(),
         }
     }
 }
@@ -207,6 +223,8 @@ enum Phase {
 
 struct Job {
     kind: ProofKind,
+    /// The service's submission number (names the job's thread).
+    seq: u64,
     submitted: Instant,
     phase: Phase,
     cancel_requested: bool,
@@ -323,11 +341,15 @@ impl Service {
         k
     }
 
-    /// Checks and queues a job.
+    /// Checks and queues a job. Every field is checked before anything is
+    /// counted: the kind, the request id, the request's size, then the kind's
+    /// own checks ([`KindProver::prepare`], a panic in which is a malformed
+    /// request, never a dead handler), then, under the state lock, the id's
+    /// uniqueness and the kind's pending cap.
     pub fn submit(
         &self,
         kind: ProofKind,
-        request: ProofRequest,
+        mut request: ProofRequest,
     ) -> Result<Submitted, RequestError> {
         let inner = &self.inner;
         if !inner.accepting.load(Ordering::SeqCst) {
@@ -340,13 +362,29 @@ impl Service {
                 kind,
                 why: unsupported_reason(kind),
             })?;
-        let priority = request.priority.unwrap_or(kind.default_priority());
+        if let Some(id) = &request.request_id {
+            check_request_id(id)?;
+        }
+        let limits = inner.cfg.limits_for(kind);
+        let bytes = request.payload_bytes();
+        if bytes > limits.max_request_bytes {
+            return Err(RequestError::TooLarge {
+                kind,
+                bytes,
+                limit: limits.max_request_bytes,
+            });
+        }
+        let priority = *request.priority.get_or_insert(kind.default_priority());
         let seq = inner.next_seq.fetch_add(1, Ordering::Relaxed);
-        let job_id = match request.request_id.as_deref() {
-            Some(id) if !id.is_empty() => id.to_owned(),
-            _ => fresh_id(seq),
-        };
-        let prepared = prover.prepare(request)?;
+        let job_id = request.request_id.clone().unwrap_or_else(|| fresh_id(seq));
+        let prepared =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prover.prepare(request)))
+                .unwrap_or_else(|panic| {
+                    Err(RequestError::Malformed {
+                        kind,
+                        why: format!("its check panicked: {}", panic_text(&*panic)),
+                    })
+                })?;
         let mut st = inner.lock();
         if !inner.accepting.load(Ordering::SeqCst) {
             return Err(RequestError::ShuttingDown);
@@ -354,27 +392,35 @@ impl Service {
         if st.jobs.contains_key(&job_id) {
             return Err(RequestError::DuplicateId(job_id));
         }
-        let queue_position = st
+        let queued = |j: &Job| matches!(j.phase, Phase::Queued(_));
+        let pending_of_kind = st
             .jobs
             .values()
-            .filter(|j| matches!(j.phase, Phase::Queued(_)))
+            .filter(|j| j.kind == kind && queued(j))
             .count() as u32;
+        if pending_of_kind >= limits.max_pending {
+            inner
+                .metrics
+                .refused_by_kind
+                .with_label_values(&[kind.name()])
+                .inc();
+            return Err(RequestError::QueueFull {
+                kind,
+                pending: pending_of_kind,
+            });
+        }
+        let queue_position = st.jobs.values().filter(|j| queued(j)).count() as u32;
         // Jobs of lower priority do not stand ahead of it.
         let behind = st
             .queue
             .iter()
-            .filter(|(p, _, id)| {
-                *p < priority
-                    && st
-                        .jobs
-                        .get(id)
-                        .is_some_and(|j| matches!(j.phase, Phase::Queued(_)))
-            })
+            .filter(|(p, _, id)| *p < priority && st.jobs.get(id).is_some_and(queued))
             .count() as u32;
         st.jobs.insert(
             job_id.clone(),
             Job {
                 kind,
+                seq,
                 submitted: Instant::now(),
                 phase: Phase::Queued(prepared),
                 cancel_requested: false,
@@ -389,7 +435,7 @@ impl Service {
             .submitted_by_kind
             .with_label_values(&[kind.name()])
             .inc();
-        tracing::info!(job_id, %kind, priority = priority.name(), "job accepted");
+        tracing::info!(job_id, %kind, %priority, "job accepted");
         self.sweep(&mut st);
         self.dispatch(&mut st);
         self.update_gauges(&st);
@@ -415,11 +461,13 @@ impl Service {
                 continue;
             };
             st.running += 1;
-            let kind = job.kind;
+            let (kind, seq) = (job.kind, job.seq);
             let service = self.clone();
             let thread_id = id.clone();
+            // Named by the service's own sequence number: nothing a caller sent
+            // names a thread (a NUL byte in a name panics `spawn`).
             let spawned = std::thread::Builder::new()
-                .name(format!("cuzk-job-{id}"))
+                .name(format!("cuzk-job-{seq}"))
                 .spawn(move || service.run_job(&thread_id, kind, prepared));
             if let Err(e) = spawned {
                 let result = failed(&id, kind, format!("could not start a job thread: {e}"));
@@ -435,11 +483,7 @@ impl Service {
             self.prove(id, kind, prepared)
         }))
         .unwrap_or_else(|panic| {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let why = panic_text(&*panic);
             failed(id, kind, format!("the {kind} prover panicked: {why}"))
         });
         let mut st = inner.lock();
@@ -975,38 +1019,13 @@ impl Service {
     }
 }
 
-/// One entry per device lane of `engine`, in lane order. A GPU lane's name and
-/// memory are asked of the CUDA driver now (free memory changes as bases and
-/// partitions come and go), falling back to what its backend reported when it
-/// opened the device (a plugin backend on a host whose driver cudarc cannot
-/// load); a CPU lane is named `cpu` with no device memory.
+/// One entry per device lane of `engine`, in lane order ([`crate::gpus`]: what
+/// the backend reported, free memory from NVML; no device is opened).
 fn engine_devices(engine: &PipelineEngine) -> Vec<GpuInfo> {
-    let lanes = engine.device_infos();
-    let driver = if lanes.iter().any(|(_, d)| d.is_some()) {
-        gpus()
-    } else {
-        Vec::new()
-    };
-    lanes
+    engine
+        .device_infos()
         .into_iter()
-        .map(|(ordinal, reported)| match reported {
-            None => GpuInfo {
-                ordinal,
-                name: "cpu".into(),
-                vram_total_bytes: 0,
-                vram_free_bytes: 0,
-            },
-            Some(d) => driver
-                .iter()
-                .find(|g| g.ordinal == ordinal)
-                .cloned()
-                .unwrap_or(GpuInfo {
-                    ordinal,
-                    name: d.name,
-                    vram_total_bytes: d.total_memory,
-                    vram_free_bytes: d.free_memory,
-                }),
-        })
+        .map(|(ordinal, reported)| crate::gpus::lane_info(ordinal, reported))
         .collect()
 }
 
@@ -1038,6 +1057,15 @@ fn failed(id: &str, kind: ProofKind, error: String) -> JobResult {
         error,
         timings: Timings::default(),
     }
+}
+
+/// A caught panic's message.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 fn cancelled_msg() -> String {
