@@ -14,6 +14,16 @@ pub struct ClientArgs {
     /// Largest message each way, MiB (the daemon's default is 256).
     #[arg(long, default_value_t = 256, global = true)]
     pub max_message_mib: usize,
+    /// A file holding the daemon's token (its `[daemon] token_file`), sent as
+    /// `authorization: Bearer <token>` with every call.
+    #[arg(long, global = true)]
+    pub token_file: Option<PathBuf>,
+    /// Connect over TLS, trusting this PEM CA certificate.
+    #[arg(long, global = true)]
+    pub tls_ca: Option<PathBuf>,
+    /// The name the daemon's certificate must carry (default: the address's host).
+    #[arg(long, global = true)]
+    pub tls_domain: Option<String>,
     #[command(subcommand)]
     pub command: ClientCommand,
 }
@@ -93,7 +103,16 @@ pub fn client(args: ClientArgs) -> Result<()> {
 }
 
 async fn run(args: ClientArgs) -> Result<()> {
-    let mut c = client::connect(&args.addr, args.max_message_mib << 20).await?;
+    let token = match &args.token_file {
+        Some(path) => Some(cuzk_daemon::auth::read_token(path).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let opts = client::ClientOptions {
+        token,
+        tls_ca: args.tls_ca.clone(),
+        tls_domain: args.tls_domain.clone(),
+    };
+    let mut c = client::connect_with(&args.addr, args.max_message_mib << 20, &opts).await?;
     match args.command {
         ClientCommand::Prove(p) => {
             let envelope =

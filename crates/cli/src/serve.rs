@@ -115,7 +115,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     let served = rt.block_on(async move {
-        let bound = Bound::bind(&cfg.listen).await?;
+        let bound = Bound::bind_with(&cfg.listen, &cfg.access).await?;
         // Tests and scripts read this line to learn the address (port 0 binds any).
         println!("listening on {}", bound.address());
         let shutdown = Shutdown::default();

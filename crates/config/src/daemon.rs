@@ -17,6 +17,18 @@
 //! synthetic_timing_only = false
 //! timing_only_circuits = []          # benchmarks only, e.g. ["porep-32g"]
 //! timeline = "/var/log/cuzk/timeline.jsonl"
+//! # Who may call (see ARCHITECTURE.md, "Threat model").
+//! token_file = "/etc/cuzk/token"     # every call needs `authorization: Bearer <token>`
+//! insecure = false                   # true: allow a non-loopback listen without a token
+//! tls_cert = "/etc/cuzk/tls.crt"     # PEM; with tls_key: gRPC over TLS (rustls)
+//! tls_key = "/etc/cuzk/tls.key"
+//! socket_mode = "0660"               # a Unix socket's mode (octal)
+//! socket_group = "cuzk"              # and group (name or number)
+//! max_streams_per_connection = 64
+//! # Limits per kind (porep, snap, window, winning, synthetic); unset: the defaults.
+//! [daemon.limits.porep]
+//! max_pending = 64                   # jobs waiting; over it: RESOURCE_EXHAUSTED
+//! max_request_mib = 192              # bytes a request carries
 //! ```
 //!
 //! Every key is optional. `cuzk-daemon` checks the values the types cannot
@@ -91,4 +103,58 @@ pub struct DaemonSection {
     /// Also write the engine's TIMELINE as JSON lines here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<PathBuf>,
+    /// A file holding the shared token (one line; not readable by others): every
+    /// call must carry gRPC metadata `authorization: Bearer <token>`. Default:
+    /// none, which a non-loopback `listen` refuses unless `insecure = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without a token. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<bool>,
+    /// PEM certificate chain for gRPC over TLS (with `tls_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for `tls_cert`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    /// A Unix socket's mode, octal text. Default "0660".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_mode: Option<String>,
+    /// A Unix socket's group: a name or a number. Default: the process's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_group: Option<String>,
+    /// Concurrent calls (HTTP/2 streams) one connection may have open. Default 64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams_per_connection: Option<u32>,
+    /// Per-kind limits; a kind left out keeps the service's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<KindLimitsSection>,
+}
+
+/// `[daemon.limits]`: a table per kind.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindLimitsSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub porep: Option<LimitSection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snap: Option<LimitSection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<LimitSection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winning: Option<LimitSection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<LimitSection>,
+}
+
+/// One kind's limits; a key left out keeps its default.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSection {
+    /// Jobs of the kind waiting to be admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pending: Option<u32>,
+    /// MiB a request of the kind may carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_mib: Option<u64>,
 }

@@ -2,12 +2,16 @@
 //! calls `cuzk client` makes. Returns the wire types: this is the wire's client
 //! side (the service never sees them).
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{
+    service::interceptor::InterceptedService,
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Uri},
+};
 
 use crate::{
+    auth::BearerToken,
     config::Listen,
     wire::{self as pb, proving_engine_client::ProvingEngineClient},
 };
@@ -24,24 +28,68 @@ pub enum ConnectError {
     },
 }
 
-/// A client of `cuzk.v1.ProvingEngine`.
-pub type Client = ProvingEngineClient<Channel>;
+/// A client of `cuzk.v1.ProvingEngine` (sending the token, if it has one).
+pub type Client = ProvingEngineClient<InterceptedService<Channel, BearerToken>>;
+
+/// How a client identifies itself and checks the daemon.
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    /// The daemon's shared token (`[daemon] token_file`'s content).
+    pub token: Option<String>,
+    /// A PEM CA certificate: connect over TLS, trusting it.
+    pub tls_ca: Option<PathBuf>,
+    /// The name the daemon's certificate is checked against (default: the
+    /// address's host).
+    pub tls_domain: Option<String>,
+}
 
 /// Connects to `addr` (`host:port` or `unix:///path`), allowing messages of
-/// `max_message_bytes` each way.
+/// `max_message_bytes` each way; no token, no TLS.
 pub async fn connect(addr: &str, max_message_bytes: usize) -> Result<Client, ConnectError> {
+    connect_with(addr, max_message_bytes, &ClientOptions::default()).await
+}
+
+/// [`connect`] with a token and TLS as `opts` says.
+pub async fn connect_with(
+    addr: &str,
+    max_message_bytes: usize,
+    opts: &ClientOptions,
+) -> Result<Client, ConnectError> {
     let listen = Listen::parse(addr).map_err(|e| ConnectError::Address(e.to_string()))?;
     let err = |source| ConnectError::Connect {
         addr: addr.to_owned(),
         source,
     };
+    let token = BearerToken::new(opts.token.as_deref()).map_err(ConnectError::Address)?;
     let channel = match listen {
-        Listen::Tcp(a) => Endpoint::from_shared(format!("http://{a}"))
-            .map_err(|e| ConnectError::Address(e.to_string()))?
-            .connect_timeout(Duration::from_secs(10))
-            .connect()
-            .await
-            .map_err(err)?,
+        Listen::Tcp(a) => {
+            let scheme = if opts.tls_ca.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            let mut endpoint = Endpoint::from_shared(format!("{scheme}://{a}"))
+                .map_err(|e| ConnectError::Address(e.to_string()))?
+                .connect_timeout(Duration::from_secs(10));
+            if let Some(ca) = &opts.tls_ca {
+                let pem = std::fs::read(ca)
+                    .map_err(|e| ConnectError::Address(format!("{}: {e}", ca.display())))?;
+                let host = a.rsplit_once(':').map_or(a.as_str(), |(h, _)| h);
+                let domain = opts.tls_domain.clone().unwrap_or_else(|| {
+                    host.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_owned()
+                });
+                endpoint = endpoint
+                    .tls_config(
+                        ClientTlsConfig::new()
+                            .ca_certificate(Certificate::from_pem(pem))
+                            .domain_name(domain),
+                    )
+                    .map_err(err)?;
+            }
+            endpoint.connect().await.map_err(err)?
+        }
         Listen::Unix(path) => {
             // The URI is required by the API and unused: the connector dials the path.
             Endpoint::from_static("http://localhost")
@@ -57,7 +105,7 @@ pub async fn connect(addr: &str, max_message_bytes: usize) -> Result<Client, Con
                 .map_err(err)?
         }
     };
-    Ok(ProvingEngineClient::new(channel)
+    Ok(ProvingEngineClient::with_interceptor(channel, token)
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes))
 }

@@ -26,10 +26,11 @@
 //! The table's type, [`DaemonSection`], lives in `cuzk-config` with the rest of
 //! `cuzk.toml`; this module checks its values and applies the defaults.
 
-use std::{path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 pub use cuzk_config::daemon::DaemonSection;
-use cuzk_service::{ServiceConfig, ShutdownMode};
+use cuzk_config::daemon::LimitSection;
+use cuzk_service::{KindLimits, ProofKind, ServiceConfig, ShutdownMode};
 
 /// Where the daemon listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +103,71 @@ pub struct DaemonConfig {
     /// proofs returned unverified). Empty by default.
     pub timing_only_circuits: Vec<String>,
     pub service: ServiceConfig,
+    /// Who may call and how the transport is protected.
+    pub access: Access,
+    /// Concurrent calls one connection may have open.
+    pub max_streams_per_connection: u32,
+}
+
+/// Who may call the daemon (ARCHITECTURE.md, "Threat model").
+#[derive(Clone, Debug)]
+pub struct Access {
+    /// Where the shared token is read from at start (every call must carry
+    /// `authorization: Bearer <token>`); `None`: no token asked.
+    pub token_file: Option<PathBuf>,
+    /// PEM certificate chain and key: gRPC over TLS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// A Unix socket's mode.
+    pub socket_mode: u32,
+    /// A Unix socket's group (name or number, resolved at bind).
+    pub socket_group: Option<String>,
+}
+
+impl Default for Access {
+    /// No token, no TLS, a Unix socket of mode 0660.
+    fn default() -> Self {
+        Self {
+            token_file: None,
+            tls: None,
+            socket_mode: 0o660,
+            socket_group: None,
+        }
+    }
+}
+
+/// Whether every address `host:port` names is a loopback address (an address
+/// that does not resolve counts as not loopback).
+pub fn is_loopback(addr: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match addr.to_socket_addrs() {
+        Ok(mut addrs) => {
+            let all: Vec<_> = addrs.by_ref().collect();
+            !all.is_empty() && all.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
+/// One kind's limits from its `[daemon.limits.<kind>]` table.
+fn kind_limits(
+    kind: ProofKind,
+    table: &str,
+    s: Option<&LimitSection>,
+) -> Result<Option<KindLimits>, ConfigError> {
+    let Some(s) = s else { return Ok(None) };
+    let mut l = KindLimits::default_for(kind);
+    if let Some(p) = s.max_pending {
+        l.max_pending = p;
+    }
+    if let Some(m) = s.max_request_mib {
+        if m == 0 || m > 4095 {
+            return Err(ConfigError::Invalid(format!(
+                "[daemon.limits.{table}] max_request_mib = {m}: give 1 to 4095"
+            )));
+        }
+        l.max_request_bytes = m << 20;
+    }
+    Ok(Some(l))
 }
 
 impl Default for DaemonConfig {
@@ -157,7 +223,36 @@ impl DaemonConfig {
                 "max_running_jobs must be at least 1".into(),
             ));
         }
-        let max_message_mib = s.max_message_mib.unwrap_or(256);
+        let mut limits = BTreeMap::new();
+        let ls = s.limits.clone().unwrap_or_default();
+        for (kind, table, section) in [
+            (ProofKind::PorepSealCommit, "porep", &ls.porep),
+            (ProofKind::SnapDealsUpdate, "snap", &ls.snap),
+            (ProofKind::WindowPostPartition, "window", &ls.window),
+            (ProofKind::WinningPost, "winning", &ls.winning),
+            (ProofKind::Synthetic, "synthetic", &ls.synthetic),
+        ] {
+            if let Some(l) = kind_limits(kind, table, section.as_ref())? {
+                limits.insert(kind, l);
+            }
+        }
+        // The transport's limit: the largest request any kind accepts, plus room
+        // for the other fields (a request over its kind's limit is refused after
+        // decoding, with the kind named).
+        let largest_request = ProofKind::ALL
+            .iter()
+            .map(|&k| {
+                limits
+                    .get(&k)
+                    .copied()
+                    .unwrap_or_else(|| KindLimits::default_for(k))
+                    .max_request_bytes
+            })
+            .max()
+            .unwrap_or(0);
+        let max_message_mib = s
+            .max_message_mib
+            .unwrap_or(((largest_request >> 20) + 1) as usize);
         if max_message_mib == 0 || max_message_mib > 4095 {
             return Err(ConfigError::Invalid(format!(
                 "max_message_mib = {max_message_mib}: give 1 to 4095"
@@ -172,6 +267,47 @@ impl DaemonConfig {
                 )))
             }
         };
+        let socket_mode = match s.socket_mode.as_deref() {
+            None => 0o660,
+            Some(m) => {
+                let mode = u32::from_str_radix(m.trim_start_matches("0o"), 8)
+                    .ok()
+                    .filter(|&mode| mode <= 0o777)
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "socket_mode = \"{m}\": give an octal mode such as \"0660\""
+                        ))
+                    })?;
+                if mode & 0o007 != 0 && s.insecure != Some(true) {
+                    return Err(ConfigError::Invalid(format!(
+                        "socket_mode = \"{m}\": every user of the host could call the daemon; give 0660 or stricter, or write insecure = true to accept that"
+                    )));
+                }
+                mode
+            }
+        };
+        let tls = match (&s.tls_cert, &s.tls_key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "tls_cert and tls_key go together: give both or neither".into(),
+                ))
+            }
+        };
+        if let Listen::Tcp(addr) = &listen {
+            if s.token_file.is_none() && s.insecure != Some(true) && !is_loopback(addr) {
+                return Err(ConfigError::Invalid(format!(
+                    "listen `{addr}` is not a loopback address and no token_file is set: anyone who reaches it could submit, cancel and take proofs. Set token_file (and tls_cert/tls_key), or write insecure = true to accept that"
+                )));
+            }
+        }
+        let max_streams_per_connection = s.max_streams_per_connection.unwrap_or(64);
+        if max_streams_per_connection == 0 {
+            return Err(ConfigError::Invalid(
+                "max_streams_per_connection must be at least 1".into(),
+            ));
+        }
         let timing_only_circuits = s.timing_only_circuits.clone().unwrap_or_default();
         for (i, id) in timing_only_circuits.iter().enumerate() {
             if id.trim().is_empty() || id.trim() != id {
@@ -204,7 +340,15 @@ impl DaemonConfig {
                 param_budget_bytes,
                 result_ttl: Duration::from_secs(s.result_ttl_s.unwrap_or(3600)),
                 timeline_jsonl: s.timeline.clone(),
+                limits,
             },
+            access: Access {
+                token_file: s.token_file.clone(),
+                tls,
+                socket_mode,
+                socket_group: s.socket_group.clone(),
+            },
+            max_streams_per_connection,
         })
     }
 }

@@ -99,6 +99,10 @@ pub fn request_error(e: RequestError) -> Status {
         RequestError::Malformed { .. } => Status::invalid_argument(e.to_string()),
         RequestError::DuplicateId(_) => Status::already_exists(e.to_string()),
         RequestError::ShuttingDown => Status::unavailable(e.to_string()),
+        RequestError::BadRequestId(_) => Status::invalid_argument(e.to_string()),
+        RequestError::TooLarge { .. } | RequestError::QueueFull { .. } => {
+            Status::resource_exhausted(e.to_string())
+        }
     }
 }
 

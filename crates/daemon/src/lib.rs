@@ -13,6 +13,7 @@
 //! Architecture invariant: protobuf types stay in this crate (and its clients);
 //! the service never sees them.
 
+pub mod auth;
 pub mod client;
 mod codec;
 pub mod config;
@@ -26,5 +27,5 @@ pub mod wire {
     tonic::include_proto!("cuzk.v1");
 }
 
-pub use config::{ConfigError, DaemonConfig, DaemonSection, Listen};
+pub use config::{Access, ConfigError, DaemonConfig, DaemonSection, Listen};
 pub use server::{serve, termination_signal, Api, Bound, ServeError, Shutdown};

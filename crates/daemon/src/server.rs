@@ -1,14 +1,19 @@
 //! The gRPC service and the serving loop.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{future::Future, path::Path, sync::Arc, time::Duration};
 
 use cuzk_service::Service;
 use tokio::sync::Notify;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
-use tonic::{transport::Server, Request, Response, Status};
+use tonic::{
+    service::interceptor::InterceptedService,
+    transport::{Identity, Server, ServerTlsConfig},
+    Request, Response, Status,
+};
 
 use crate::{
-    config::{DaemonConfig, Listen},
+    auth::RequireToken,
+    config::{Access, DaemonConfig, Listen},
     convert,
     wire::{self as pb, proving_engine_server::ProvingEngineServer},
 };
@@ -187,6 +192,8 @@ pub enum ServeError {
     },
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("{0}")]
+    Access(String),
 }
 
 /// A running daemon's shutdown trigger (what SIGTERM pulls).
@@ -233,8 +240,16 @@ pub enum Bound {
 }
 
 impl Bound {
-    /// Binds `listen` (a stale Unix socket file is replaced).
+    /// Binds `listen` with the default access (a Unix socket 0660).
     pub async fn bind(listen: &Listen) -> Result<Self, ServeError> {
+        Self::bind_with(listen, &Access::default()).await
+    }
+
+    /// Binds `listen`. A Unix socket's path is taken over only from a stale
+    /// socket (a socket file nobody accepts on, left by a daemon that died):
+    /// anything else there (a file, a directory, a live daemon's socket) is an
+    /// error and is left alone. The new socket gets `access`'s mode and group.
+    pub async fn bind_with(listen: &Listen, access: &Access) -> Result<Self, ServeError> {
         let err = |source| ServeError::Bind {
             addr: listen.to_string(),
             source,
@@ -244,10 +259,12 @@ impl Bound {
                 tokio::net::TcpListener::bind(addr).await.map_err(err)?,
             )),
             Listen::Unix(path) => {
-                if path.exists() {
-                    std::fs::remove_file(path).map_err(err)?;
-                }
+                take_over_stale_socket(path)?;
                 let l = tokio::net::UnixListener::bind(path).map_err(err)?;
+                if let Err(e) = restrict_socket(path, access) {
+                    let _ = std::fs::remove_file(path);
+                    return Err(e);
+                }
                 Ok(Bound::Unix(l, path.clone()))
             }
         }
@@ -264,6 +281,69 @@ impl Bound {
             Bound::Unix(_, p) => format!("unix://{}", p.display()),
         }
     }
+}
+
+/// Removes `path` if it is a stale Unix socket; refuses anything else there.
+fn take_over_stale_socket(path: &Path) -> Result<(), ServeError> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ServeError::Access(format!(
+                "{}: cannot inspect it: {e}",
+                path.display()
+            )))
+        }
+    };
+    if !meta.file_type().is_socket() {
+        return Err(ServeError::Access(format!(
+            "{} exists and is not a socket: not removed; remove it or listen elsewhere",
+            path.display()
+        )));
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err(ServeError::Access(format!(
+            "{}: another process is accepting connections on it (a daemon already running?)",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            tracing::info!(path = %path.display(), "removing a stale socket");
+            std::fs::remove_file(path).map_err(|e| {
+                ServeError::Access(format!(
+                    "{}: stale socket not removable: {e}",
+                    path.display()
+                ))
+            })
+        }
+        Err(e) => Err(ServeError::Access(format!(
+            "{}: a socket that cannot be probed ({e}): not removed",
+            path.display()
+        ))),
+    }
+}
+
+/// Gives a bound socket `access`'s mode and group.
+fn restrict_socket(path: &Path, access: &Access) -> Result<(), ServeError> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(group) = &access.socket_group {
+        let gid = crate::auth::group_id(group).map_err(ServeError::Access)?;
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| {
+            ServeError::Access(format!(
+                "{}: could not give it group {group}: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(access.socket_mode)).map_err(
+        |e| {
+            ServeError::Access(format!(
+                "{}: could not set mode {:o}: {e}",
+                path.display(),
+                access.socket_mode
+            ))
+        },
+    )
 }
 
 /// `served`, or `Ok` once `limit` passes (the calls still in flight are dropped).
@@ -297,9 +377,28 @@ pub async fn serve(
         Some(addr) => Some(crate::metrics_http::spawn(addr, service.clone()).await?),
         None => None,
     };
-    let api = ProvingEngineServer::new(Api::new(service.clone()))
-        .max_decoding_message_size(cfg.max_message_bytes)
-        .max_encoding_message_size(cfg.max_message_bytes);
+    let token = RequireToken::from_access(&cfg.access).map_err(ServeError::Access)?;
+    // The token is checked on the call's headers, before its message is read.
+    let api = InterceptedService::new(
+        ProvingEngineServer::new(Api::new(service.clone()))
+            .max_decoding_message_size(cfg.max_message_bytes)
+            .max_encoding_message_size(cfg.max_message_bytes),
+        token,
+    );
+    let mut builder = Server::builder()
+        .max_concurrent_streams(Some(cfg.max_streams_per_connection))
+        .concurrency_limit_per_connection(cfg.max_streams_per_connection as usize)
+        // A client that vanished (its host died) is noticed, so its `Prove`
+        // jobs are abandoned rather than proved for nobody.
+        .http2_keepalive_interval(Some(Duration::from_secs(60)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)));
+    if let Some((cert, key)) = &cfg.access.tls {
+        let read = |p: &std::path::PathBuf| {
+            std::fs::read(p).map_err(|e| ServeError::Access(format!("{}: {e}", p.display())))
+        };
+        let identity = Identity::from_pem(read(cert)?, read(key)?);
+        builder = builder.tls_config(ServerTlsConfig::new().identity(identity))?;
+    }
     let mode = cfg.shutdown;
     let svc = service.clone();
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -320,7 +419,7 @@ pub async fn serve(
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    let router = Server::builder().add_service(api);
+    let router = builder.add_service(api);
     let served = match bound {
         Bound::Tcp(l) => {
             tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving gRPC");

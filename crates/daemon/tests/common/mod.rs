@@ -156,7 +156,7 @@ pub fn start(opts: Opts) -> Daemon {
         .unwrap();
     let shutdown = Shutdown::default();
     let (addr, served) = rt.block_on(async {
-        let bound = Bound::bind(&cfg.listen).await.unwrap();
+        let bound = Bound::bind_with(&cfg.listen, &cfg.access).await.unwrap();
         let addr = bound.address();
         let svc = service.clone();
         let sd = shutdown.clone();
@@ -178,6 +178,13 @@ impl Daemon {
     pub fn client(&self) -> client::Client {
         self.rt
             .block_on(client::connect(&self.addr, 256 << 20))
+            .unwrap()
+    }
+
+    /// A client with `opts` (a token, TLS).
+    pub fn client_with(&self, opts: &client::ClientOptions) -> client::Client {
+        self.rt
+            .block_on(client::connect_with(&self.addr, 256 << 20, opts))
             .unwrap()
     }
 
