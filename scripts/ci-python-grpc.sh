@@ -16,3 +16,7 @@ rm -rf "$stubs" && mkdir -p "$stubs"
 "$venv/bin/python" -m grpc_tools.protoc -I crates/daemon/proto \
   --python_out="$stubs" --grpc_python_out="$stubs" crates/daemon/proto/cuzk/v1/proving.proto
 PYTHONPATH="$stubs" timeout 900 "$venv/bin/python" scripts/grpc_client_test.py target/release/cuzk
+# The same daemon as a hostile caller sees it (token, bad ids, junk, a flood), with a
+# real 2 KiB PoRep job at the end; parameters shared with the Rust tests.
+mkdir -p target/tmp/filecoin-params
+PYTHONPATH="$stubs" timeout 1200 "$venv/bin/python" scripts/grpc_hostile_test.py target/release/cuzk target/tmp/filecoin-params
