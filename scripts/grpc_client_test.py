@@ -17,19 +17,10 @@ import time
 import grpc
 from cuzk.v1 import proving_pb2 as pb
 from cuzk.v1 import proving_pb2_grpc as rpc
+from grpc_checks import FAILED, PASSED, check
 
 CUZK = sys.argv[1]
-PASSED, FAILED = [], []
 
-
-def check(name, fn):
-    try:
-        fn()
-        PASSED.append(name)
-        print(f"ok: {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - every failure is reported, then counted
-        FAILED.append(name)
-        print(f"FAILED: {name}: {e!r}", flush=True)
 
 
 def synthetic(log, partitions, seed, **kw):

@@ -23,22 +23,13 @@ import time
 import grpc
 from cuzk.v1 import proving_pb2 as pb
 from cuzk.v1 import proving_pb2_grpc as rpc
+from grpc_checks import FAILED, PASSED, check
 
 CUZK, PARAMS = sys.argv[1], os.path.abspath(sys.argv[2])
 TOKEN = "3f9c2a7d5e1b8c0a4d6f2e9b7a1c3d5e8f0a2b4c6d8e1f3a"
 DRAIN_S = 20
-PASSED, FAILED = [], []
 MIB = 1 << 20
 
-
-def check(name, fn):
-    try:
-        fn()
-        PASSED.append(name)
-        print(f"ok: {name}", flush=True)
-    except Exception as e:  # noqa: BLE001 - every failure is reported, then counted
-        FAILED.append(name)
-        print(f"FAILED: {name}: {e!r}", flush=True)
 
 
 def code_of(fn):
