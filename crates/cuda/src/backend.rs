@@ -14,6 +14,7 @@ use group::Group;
 
 use crate::config::CudaConfig;
 use crate::error::{Ctx, CudaError};
+use crate::footprint::{self, StreamEstimate};
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
@@ -134,17 +135,6 @@ struct Inner {
 
 fn dev(e: CudaError) -> BackendError {
     BackendError::Device(e.to_string())
-}
-
-/// How [`CudaBackend::working_bytes_for`] counts a partition whose base sets may
-/// stream: MSMs of at most `chunk` points over the sets not resident now
-/// (`resident`: H, L, A, B_G1, B_G2), whole ones over the others. A partition
-/// needs at least this much next to the resident data; all of its sets resident,
-/// the whole-query count.
-#[derive(Clone, Copy, Debug)]
-struct StreamEstimate {
-    chunk: usize,
-    resident: [bool; 5],
 }
 
 /// A resident base set's key: the host slice's address and length, and a
@@ -329,49 +319,7 @@ impl CudaBackend {
         job: &Queries<'_>,
         stream: Option<StreamEstimate>,
     ) -> u64 {
-        let big = 1usize << crate::log_domain(n);
-        // Points one MSM over query k's bases may take at once: all of them, or a
-        // chunk's when they stream.
-        let at_once = |k: usize, len: usize| match stream {
-            Some(s) if !s.resident[k] => len.min(s.chunk),
-            _ => len,
-        };
-        let h = Ntt::h_device_bytes(self.ntt_kernel, n);
-        // H's coefficients stay while their MSM runs (streamed: a chunk's copy too).
-        let hm = at_once(0, big);
-        let h_msm = MsmPlan::for_size(hm).scratch_bytes(hm)
-            + big as u64 * 32
-            + if hm < big { hm as u64 * 32 } else { 0 };
-        // A query's ones sum (by batch-affine rounds, or the XYZZ kernel, whose
-        // partials are small), then its tail MSM.
-        let scratch = |k: usize, m: SplitRef<'_>, xyzz: u64| {
-            let t = at_once(k, m.tail_indices().len());
-            let ones = msm::ones_scratch_bytes(at_once(k, m.num_bases()), xyzz);
-            MsmPlan::for_size(t).scratch_bytes_for(t, xyzz).max(ones)
-        };
-        // A query's bitmap and tail terms on the device: whole when its bases are
-        // resident; streamed, a chunk's travel in the chunk buffers.
-        let data = |k: usize, m: SplitRef<'_>| {
-            if at_once(k, m.num_bases()) < m.num_bases() {
-                0
-            } else {
-                m.tail_indices().len() as u64 * 36 + m.ones_words().len() as u64 * 8
-            }
-        };
-        let g1 = [&job.l, &job.a, &job.b_g1];
-        // One query's MSM scratch at a time; L, A and B's scalars are uploaded
-        // together, before a, b, c, and live next to the H buffers.
-        let tails = (1..)
-            .zip(g1)
-            .map(|(k, m)| scratch(k, m.split, G1::XYZZ_BYTES))
-            .chain(
-                job.b_g2
-                    .map(|m| scratch(4, m.split, G2::XYZZ_BYTES) + data(4, m.split)),
-            )
-            .max()
-            .unwrap_or(0)
-            + (1..).zip(g1).map(|(k, m)| data(k, m.split)).sum::<u64>();
-        h.max(h_msm) + tails
+        footprint::working_bytes(self.ntt_kernel, &job.counts(n), stream)
     }
 }
 

@@ -33,6 +33,22 @@ impl<'a> Queries<'a> {
         }
     }
 
+    /// The sizes [`crate::footprint`] plans with.
+    pub(super) fn counts(&self, constraints: usize) -> footprint::PartitionCounts {
+        let c = |m: SplitRef<'_>| footprint::SplitCounts {
+            num_bases: m.num_bases(),
+            tail: m.tail_indices().len(),
+            ones_words: m.ones_words().len(),
+        };
+        footprint::PartitionCounts {
+            constraints,
+            l: c(self.l.split),
+            a: c(self.a.split),
+            b_g1: c(self.b_g1.split),
+            b_g2: self.b_g2.map(|m| c(m.split)),
+        }
+    }
+
     pub(super) fn of_witness(job: &WitnessJobRef<'a>) -> Self {
         Self {
             h_bases: job.h_bases,
@@ -115,7 +131,9 @@ impl CudaBackend {
         let launch = self.gate.launch();
         // The witness buffer lives next to the H buffers while the kernel runs.
         let witness_bytes = match src {
-            AbcSource::Witness { r1cs, .. } => (r1cs.num_inputs + r1cs.num_aux).max(1) as u64 * 32,
+            AbcSource::Witness { r1cs, .. } => {
+                footprint::witness_bytes(r1cs.num_inputs, r1cs.num_aux)
+            }
             AbcSource::Host(_) => 0,
         };
         let working = self.working_bytes_for(n, &job, None) + witness_bytes;
