@@ -467,7 +467,7 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn mem_total() -> Option<u64> {
+pub(crate) fn mem_total() -> Option<u64> {
     let s = fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = s
         .lines()
@@ -572,10 +572,46 @@ fn write_manifest(
             "verified": r.verified,
         },
         "timeline": timeline.display().to_string(),
+        // What the planner makes of this run's shape on this machine, and which of
+        // its knobs the configuration gave; the knobs left unset ran at the
+        // engine's and backend's own defaults, not the plan's.
+        "plan": plan_json(prep, cfg, caps),
     });
     let mut f = fs::File::create(dir.join("manifest.json"))?;
     f.write_all(serde_json::to_string_pretty(&manifest)?.as_bytes())?;
     Ok(())
+}
+
+/// The manifest's `plan`: [`crate::plan::manifest_plan`] for the run's shape.
+fn plan_json(
+    prep: &Prepared,
+    cfg: &RunConfig,
+    caps: &cuzk_gpu_backend::Capabilities,
+) -> serde_json::Value {
+    let (r, srs) = (&prep.r1cs, &prep.srs);
+    let counts = cuzk_plan::Counts {
+        partitions: prep
+            .filecoin
+            .as_ref()
+            .map_or(prep.w.partitions, |f| f.partitions) as u32,
+        constraints: r.num_constraints(),
+        inputs: r.num_inputs(),
+        aux: r.num_aux(),
+        bases: [
+            srs.h.len(),
+            srs.l.len(),
+            srs.a.len(),
+            srs.b_g1.len(),
+            srs.b_g2.len(),
+        ],
+        nnz: r.nnz(),
+        coeffs: r.num_coefficients(),
+    };
+    let mut v = crate::plan::manifest_plan(&cfg.config, &counts, &caps.devices);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("applied".into(), serde_json::Value::Bool(false));
+    }
+    v
 }
 
 fn gib(b: u64) -> String {

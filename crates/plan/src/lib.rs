@@ -29,8 +29,6 @@
 #![forbid(unsafe_code)]
 
 use cuzk_cuda::footprint::{self, StreamEstimate, MAX_AUTO_STREAM_CHUNK, STREAM_BYTES_PER_POINT};
-use cuzk_cuda::ntt::NttKernel;
-use cuzk_cuda::WitnessStaging;
 use cuzk_scheduler::{partition_bytes_of, Held, MemoryBudget};
 use serde::Serialize;
 
@@ -38,7 +36,9 @@ mod shape;
 #[cfg(test)]
 mod tests;
 
-pub use shape::{Kind, Measured, Query, Shape};
+/// The backend's knob types the plan sets.
+pub use cuzk_cuda::{ntt::NttKernel, WitnessStaging};
+pub use shape::{Counts, Kind, Measured, Query, Shape};
 
 /// Host-to-device bytes a second: PCIe Gen5 x16 with page-locked buffers
 /// (~55 GB/s measured on the H200, REFERENCE.md; 50 to leave room).

@@ -345,3 +345,63 @@ impl Shape {
         cuzk_cuda::footprint::witness_bytes(self.inputs, self.aux)
     }
 }
+
+/// A compiled shape's counts and its parameters' query lengths, as a run has them
+/// (`cuzk bench` records the plan for its own workload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub partitions: u32,
+    pub constraints: usize,
+    pub inputs: usize,
+    pub aux: usize,
+    /// H, L, A, B_G1, B_G2 bases.
+    pub bases: [usize; 5],
+    pub nnz: [usize; 3],
+    pub coeffs: usize,
+}
+
+impl Shape {
+    /// A run's own shape: its counts, with the tails (as shares of each query) and
+    /// the measured times (scaled by constraints) of the 32 GiB kind whose
+    /// constraint count is nearest: an estimate, which its basis says.
+    pub fn from_counts(c: &Counts) -> Shape {
+        let like = Kind::ALL
+            .into_iter()
+            .map(Shape::filecoin_32gib)
+            .min_by(|x, y| {
+                let d = |s: &Shape| {
+                    ((s.constraints as f64).ln() - (c.constraints.max(1) as f64).ln()).abs()
+                };
+                d(x).total_cmp(&d(y))
+            })
+            .expect("four kinds");
+        let q = |of: Query, bases: usize| Query {
+            bases,
+            tail: ((bases as f64) * of.tail as f64 / of.bases.max(1) as f64) as usize,
+        };
+        let scale = c.constraints as f64 / like.constraints as f64;
+        let m = like.measured;
+        Shape {
+            kind: like.kind,
+            circuit: "this run's circuit",
+            partitions: c.partitions,
+            constraints: c.constraints,
+            inputs: c.inputs,
+            aux: c.aux,
+            h: c.bases[0],
+            l: q(like.l, c.bases[1]),
+            a: q(like.a, c.bases[2]),
+            b_g1: q(like.b_g1, c.bases[3]),
+            b_g2: q(like.b_g2, c.bases[4]),
+            nnz: c.nnz,
+            coeffs: c.coeffs,
+            measured: Measured {
+                device_s_h200: m.device_s_h200 * scale,
+                host_core_s: m.host_core_s * scale,
+                host_core_s_cpu_spmv: m.host_core_s_cpu_spmv * scale,
+            },
+            basis: "counted: this run's R1CS and parameters; estimated: tails and times \
+                    from the 32 GiB kind of the nearest size, scaled by constraints",
+        }
+    }
+}

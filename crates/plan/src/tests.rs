@@ -293,3 +293,32 @@ fn a_plan_serializes() {
     assert_eq!(json["kind"], "snap");
     assert!(json["knobs"]["synth_jobs"]["source"] == "planned");
 }
+
+/// A run's own counts of the 32 GiB PoRep shape plan as the built-in shape does.
+#[test]
+fn a_runs_counts_plan_like_the_kind() {
+    let porep = Shape::filecoin_32gib(Kind::Porep);
+    let own = Shape::from_counts(&Counts {
+        partitions: porep.partitions,
+        constraints: porep.constraints,
+        inputs: porep.inputs,
+        aux: porep.aux,
+        bases: [
+            porep.h,
+            porep.l.bases,
+            porep.a.bases,
+            porep.b_g1.bases,
+            porep.b_g2.bases,
+        ],
+        nnz: porep.nnz,
+        coeffs: porep.coeffs,
+    });
+    assert_eq!(own.kind, Kind::Porep);
+    let hw = machine(80, 128, 16);
+    let (a, b) = (
+        plan(&porep, &hw, &Given::default()),
+        plan(&own, &hw, &Given::default()),
+    );
+    assert_eq!(a.knobs, b.knobs);
+    assert_eq!(a.device, b.device);
+}

@@ -1,0 +1,427 @@
+//! `cuzk plan`: the planner's settings and expected s/proof for this machine (or
+//! one described by flags), before anything runs; and the plan a run records in
+//! its manifest.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cuzk_config::Config;
+use cuzk_plan::{Given, Hardware, Kind, NttKernel, Plan, Shape, Source, WitnessStaging};
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// The kind to plan for, at the 32 GiB sector size: porep, snap, window or
+    /// winning (default: all four).
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<Kind>,
+    /// A `cuzk.toml`: its `[engine]` knobs and the CUDA backend's parameters are
+    /// given (kept as they are, not planned), and its backend is asked for its
+    /// devices.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Plan for devices of this many GiB instead of asking the backend.
+    #[arg(long)]
+    pub device_memory_gib: Option<f64>,
+    /// Devices (with --device-memory-gib; default 1).
+    #[arg(long)]
+    pub devices: Option<u32>,
+    /// Plan for a host of this many GiB (MemTotal and no cgroup limit) instead of
+    /// reading this one.
+    #[arg(long)]
+    pub host_memory_gib: Option<f64>,
+    /// Plan for this many cores instead of this host's.
+    #[arg(long)]
+    pub cores: Option<u32>,
+    /// Print the plans as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the plan of one kind (--kind) as a `cuzk.toml` with the CUDA backend
+    /// (every knob, planned and given), to run with.
+    #[arg(long, conflicts_with = "json", requires = "kind")]
+    pub toml: bool,
+}
+
+fn parse_kind(s: &str) -> Result<Kind, String> {
+    Kind::parse(s).ok_or_else(|| {
+        let names: Vec<_> = Kind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown kind `{s}`: choose one of {}", names.join(", "))
+    })
+}
+
+pub fn run(args: PlanArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let given = given_of(&config)?;
+    let (hw, assumed) = hardware(&args, &config);
+    let kinds = args.kind.map_or(Kind::ALL.to_vec(), |k| vec![k]);
+    let plans: Vec<Plan> = kinds
+        .iter()
+        .map(|&k| cuzk_plan::plan(&Shape::filecoin_32gib(k), &hw, &given))
+        .collect();
+    if args.toml {
+        let p = &plans[0];
+        if let Some(why) = &p.fails {
+            bail!("{} does not run on this machine: {why}", p.kind.name());
+        }
+        print!("{}", toml_of(p));
+        return Ok(());
+    }
+    if args.json {
+        let out = serde_json::json!({ "assumed": assumed, "plans": plans });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("{}", describe(&hw));
+    for a in &assumed {
+        println!("  assumed: {a}");
+    }
+    for p in &plans {
+        println!();
+        print_plan(p);
+    }
+    Ok(())
+}
+
+/// The knobs `config` sets: the engine's, and the CUDA backend's where the
+/// backend is the `cuda` plugin.
+pub(crate) fn given_of(config: &Config) -> Result<Given> {
+    let e = &config.engine;
+    let mut given = Given {
+        abc_on_backend: e.abc_on_backend,
+        synth_jobs: e.synth_jobs,
+        gpu_workers_per_device: e.gpu_workers_per_device,
+        memory_budget: e.memory_budget_gib.map(|g| (g * GIB) as u64),
+        ..Given::default()
+    };
+    if let Some(slot) = config
+        .backend
+        .as_ref()
+        .filter(|s| s.plugin.as_deref() == Some("cuda"))
+    {
+        let params = slot.text_params("backend")?;
+        let num = |k: &str| -> Result<Option<u64>> {
+            params
+                .get(k)
+                .map(|v| {
+                    v.parse()
+                        .with_context(|| format!("backend parameter {k} = {v:?}"))
+                })
+                .transpose()
+        };
+        given.stream_chunk = num("stream_chunk")?.map(|v| v as usize);
+        given.reserve_gib = num("reserve_gib")?;
+        if let Some(v) = params.get("ntt_kernel") {
+            given.ntt_kernel = Some(NttKernel::from_name(v)?);
+        }
+        given.witness_staging = match params.get("witness_staging").map(String::as_str) {
+            None => None,
+            Some("copy") => Some(WitnessStaging::Copy),
+            Some("register") => Some(WitnessStaging::Register),
+            Some(v) => bail!("backend parameter witness_staging = {v:?}: copy or register"),
+        };
+    }
+    Ok(given)
+}
+
+/// The machine to plan for: flags first, else this host (MemTotal, the cgroup
+/// limit the memory budget reads, the cores) and the configured backend's
+/// devices; with what was assumed.
+fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
+    let mut assumed = Vec::new();
+    let cores = args
+        .cores
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+    let (host_memory, cgroup_limit) = match args.host_memory_gib {
+        Some(g) => ((g * GIB) as u64, None),
+        None => {
+            let total = crate::bench::mem_total().unwrap_or_else(|| {
+                assumed.push("8 GiB of host memory (/proc/meminfo unreadable)".into());
+                8 << 30
+            });
+            let limit = cuzk_scheduler::machine_limit().filter(|&l| l < total);
+            (total, limit)
+        }
+    };
+    let mut hw = Hardware {
+        device_memory: 0,
+        device_free: None,
+        devices: 0,
+        device_speed: None,
+        host_memory,
+        cgroup_limit,
+        cores,
+    };
+    match args.device_memory_gib {
+        Some(g) => {
+            hw.device_memory = (g * GIB) as u64;
+            hw.devices = args.devices.unwrap_or(1);
+            assumed.push(format!(
+                "{} device(s) of {g} GiB (flag), {:.2} GiB of it taken by the CUDA context",
+                hw.devices,
+                cuzk_plan::DEVICE_CONTEXT_BYTES as f64 / GIB
+            ));
+        }
+        None => match backend_devices(config) {
+            Ok(devices) if !devices.is_empty() => {
+                hw.device_memory = devices[0].total_memory;
+                hw.device_free = Some(devices[0].free_memory);
+                hw.devices = devices.len() as u32;
+                assumed.push(format!(
+                    "the devices the backend reports ({}), all like the first",
+                    devices
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Ok(_) => assumed.push(
+                "no device: the configured backend drives none (pass --device-memory-gib to plan for a card)"
+                    .into(),
+            ),
+            Err(e) => assumed.push(format!(
+                "no device: the configured backend could not be opened ({e:#}); pass --device-memory-gib to plan for a card"
+            )),
+        },
+    }
+    if hw.devices > 0 && hw.device_memory < (100u64 << 30) {
+        assumed.push(format!(
+            "device time as an H100's ({:.2}x the H200's); consumer cards are not measured",
+            cuzk_plan::H100_VS_H200
+        ));
+    }
+    (hw, assumed)
+}
+
+/// The configured backend's devices (opening it: a CUDA context per device).
+fn backend_devices(config: &Config) -> Result<Vec<cuzk_gpu_backend::DeviceInfo>> {
+    let built = config.build_policies(&config.backend_needs(None))?;
+    Ok(built.policies.backend.capabilities().devices)
+}
+
+fn describe(hw: &Hardware) -> String {
+    let device = if hw.devices == 0 {
+        "no device".to_string()
+    } else {
+        format!(
+            "{} device(s) of {:.1} GiB{}",
+            hw.devices,
+            hw.device_memory as f64 / GIB,
+            hw.device_free
+                .map(|f| format!(" ({:.1} GiB free)", f as f64 / GIB))
+                .unwrap_or_default()
+        )
+    };
+    format!(
+        "planning for {device}, a host of {:.1} GiB{}, {} cores",
+        hw.host_memory as f64 / GIB,
+        hw.cgroup_limit
+            .map(|c| format!(" (cgroup limit {:.1} GiB)", c as f64 / GIB))
+            .unwrap_or_default(),
+        hw.cores
+    )
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / GIB)
+}
+
+fn source(s: Source) -> &'static str {
+    match s {
+        Source::Planned => "planned",
+        Source::Given => "given",
+    }
+}
+
+/// The knobs as `(name, value, source)`, in the order the table prints them.
+fn knob_rows(p: &Plan) -> Vec<(&'static str, String, Source)> {
+    let k = &p.knobs;
+    vec![
+        (
+            "abc_on_backend",
+            k.abc_on_backend.value.to_string(),
+            k.abc_on_backend.source,
+        ),
+        (
+            "stream_chunk",
+            k.stream_chunk.value.to_string(),
+            k.stream_chunk.source,
+        ),
+        (
+            "ntt_kernel",
+            k.ntt_kernel.value.name().to_string(),
+            k.ntt_kernel.source,
+        ),
+        (
+            "witness_staging",
+            match k.witness_staging.value {
+                WitnessStaging::Copy => "copy",
+                WitnessStaging::Register => "register",
+            }
+            .to_string(),
+            k.witness_staging.source,
+        ),
+        (
+            "reserve_gib",
+            k.reserve_gib.value.to_string(),
+            k.reserve_gib.source,
+        ),
+        (
+            "synth_jobs",
+            k.synth_jobs.value.to_string(),
+            k.synth_jobs.source,
+        ),
+        (
+            "gpu_workers_per_device",
+            k.gpu_workers_per_device.value.to_string(),
+            k.gpu_workers_per_device.source,
+        ),
+        (
+            "memory_budget_gib",
+            format!("{:.1}", k.memory_budget.value as f64 / GIB),
+            k.memory_budget.source,
+        ),
+    ]
+}
+
+/// A `cuzk.toml` running `p`: the engine's knobs and the CUDA backend's
+/// parameters, each with whether it was planned or given.
+fn toml_of(p: &Plan) -> String {
+    let mut engine = String::new();
+    let mut backend = String::new();
+    for (name, value, s) in knob_rows(p) {
+        let line = format!("{name} = {} # {}\n", quoted(name, &value), source(s));
+        match name {
+            "stream_chunk" | "ntt_kernel" | "witness_staging" | "reserve_gib" => {
+                backend.push_str(&line)
+            }
+            _ => engine.push_str(&line),
+        }
+    }
+    format!(
+        "# cuzk plan --kind {}: {}\n[engine]\n{engine}\n[backend]\nplugin = \"cuda\"\n\n[backend.params]\n{backend}",
+        p.kind.name(),
+        p.expected
+            .as_ref()
+            .map_or(String::new(), |e| format!("{:.1} s/proof expected", e.s_per_proof))
+    )
+}
+
+/// A knob's TOML value: the names are strings, the rest numbers and booleans.
+fn quoted(name: &str, value: &str) -> String {
+    match name {
+        "ntt_kernel" | "witness_staging" => format!("\"{value}\""),
+        _ => value.to_string(),
+    }
+}
+
+fn print_plan(p: &Plan) {
+    let shape = Shape::filecoin_32gib(p.kind);
+    println!(
+        "{} ({}, {} partition(s) of {} constraints)",
+        p.kind.name(),
+        shape.circuit,
+        shape.partitions,
+        shape.constraints
+    );
+    if let Some(why) = &p.fails {
+        println!("  does not run: {why}");
+    }
+    println!("  {:<24} {:<10} source", "knob", "value");
+    for (name, value, s) in knob_rows(p) {
+        println!("  {name:<24} {value:<10} {}", source(s));
+    }
+    if let Some(d) = &p.device {
+        let sets = ["H", "L", "A", "B_G1", "B_G2"];
+        let resident: Vec<&str> = sets
+            .iter()
+            .zip(d.bases_resident)
+            .filter(|(_, r)| *r)
+            .map(|(s, _)| *s)
+            .collect();
+        println!(
+            "  device: plans with {}; resident: {}{} ({}); a partition {} beside it; {}",
+            gib(d.budget),
+            if d.r1cs_resident { "R1CS, " } else { "" },
+            if resident.is_empty() {
+                "no bases".to_string()
+            } else {
+                format!("bases {}", resident.join(" "))
+            },
+            gib(d.resident_bytes),
+            gib(d.partition_bytes),
+            match d.chunk {
+                Some(c) => format!(
+                    "the rest streamed in chunks of {c} points, {:.1} GB over PCIe a partition",
+                    d.transfer_bytes as f64 / 1e9
+                ),
+                None => format!(
+                    "{:.1} GB over PCIe a partition",
+                    d.transfer_bytes as f64 / 1e9
+                ),
+            }
+        );
+    }
+    if p.runs() {
+        let h = &p.host;
+        println!(
+            "  host: limit {}, budget {}: parameters {}, {} partition(s) of {} in flight, {} page-locked in {} buffer(s)",
+            gib(h.limit),
+            gib(p.knobs.memory_budget.value),
+            gib(h.params_bytes),
+            h.partitions_in_flight,
+            gib(h.partition_bytes),
+            gib(h.pinned_bytes),
+            h.pinned_buffers
+        );
+    }
+    if let Some(e) = &p.expected {
+        println!(
+            "  expected: {:.1} s/proof ({:?}-bound: {:.2} s device, {:.2} s host a partition)",
+            e.s_per_proof, e.bound, e.device_s, e.host_s
+        );
+        for b in &e.basis {
+            println!("    {b}");
+        }
+    }
+}
+
+/// The plan a run records in its manifest: for its own shape, on this host and
+/// the backend's devices, with the run's configuration as the given knobs.
+pub(crate) fn manifest_plan(
+    config: &Config,
+    counts: &cuzk_plan::Counts,
+    devices: &[cuzk_gpu_backend::DeviceInfo],
+) -> serde_json::Value {
+    let given = match given_of(config) {
+        Ok(g) => g,
+        Err(e) => return serde_json::json!({ "error": format!("{e:#}") }),
+    };
+    let total = crate::bench::mem_total().unwrap_or(8 << 30);
+    let hw = Hardware {
+        device_memory: devices.first().map_or(0, |d| d.total_memory),
+        device_free: devices.first().map(|d| d.free_memory),
+        devices: devices.len() as u32,
+        device_speed: None,
+        host_memory: total,
+        cgroup_limit: cuzk_scheduler::machine_limit().filter(|&l| l < total),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    };
+    let p = cuzk_plan::plan(&Shape::from_counts(counts), &hw, &given);
+    let planned: Vec<&str> = knob_rows(&p)
+        .into_iter()
+        .filter(|(_, _, s)| *s == Source::Planned)
+        .map(|(n, _, _)| n)
+        .collect();
+    let given_names: Vec<&str> = knob_rows(&p)
+        .into_iter()
+        .filter(|(_, _, s)| *s == Source::Given)
+        .map(|(n, _, _)| n)
+        .collect();
+    serde_json::json!({ "planned": planned, "given": given_names, "plan": p })
+}
