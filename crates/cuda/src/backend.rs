@@ -48,7 +48,9 @@ use queries::{
 pub enum BasePlacement {
     /// Resident when they fit (uploaded once, kept); when a partition's sets do not
     /// fit next to its working memory, the ones not already resident are streamed
-    /// from host memory in chunks of at most 2^23 points, one MSM per chunk.
+    /// from host memory in chunks of at most 2^23 points, one MSM per chunk; of
+    /// fewer, a power of two, where the partition fits only with the smaller MSM
+    /// scratch of smaller chunks (`footprint::auto_chunk`: a 16 GB card).
     Auto,
     /// Always streamed, in chunks of at most `chunk_bases` points (a GPU smaller than
     /// the parameters, the streaming path's checks, or the A/B against resident).
@@ -349,7 +351,9 @@ impl Inner {
     /// Makes every base vector of the job (G1 `sets`, G2 `sets_g2`) resident if they
     /// all fit next to `working` bytes (evicting sets this job does not use first),
     /// and returns the chunk size (in points) for the sets that are not: those are
-    /// streamed, one chunk at a time, through what memory is left.
+    /// streamed, one chunk at a time, through what memory is left, in chunks of at
+    /// most `cap` (the chunk `least`, the partition's need when streaming, was
+    /// counted for).
     ///
     /// The compiled shape `keep` (the job's own, for a partition proven from its
     /// witness) stays resident; when the sets do not fit, the other shapes' device
@@ -358,7 +362,7 @@ impl Inner {
         &mut self,
         sets: &[&[G1Affine]],
         sets_g2: &[&[G2Affine]],
-        (working, least): (u64, u64),
+        (working, least, cap): (u64, u64, usize),
         keep: Option<&R1csKey>,
     ) -> Result<usize, BackendError> {
         let wanted: Vec<BaseKey> = sets.iter().map(|s| key::<G1>(s)).collect();
@@ -386,12 +390,9 @@ impl Inner {
             self.bases.retain(|k, _| wanted.contains(k));
             self.bases_g2.retain(|k, _| wanted_g2.contains(k));
         }
-        let forced = match self.placement {
-            BasePlacement::Auto => None,
-            BasePlacement::Streamed { chunk_bases } => Some(chunk_bases),
-        };
+        let forced = matches!(self.placement, BasePlacement::Streamed { .. });
         let resident_fits = self.cached_bytes() + missing + working <= self.budget;
-        if resident_fits && forced.is_none() {
+        if resident_fits && !forced {
             for (s, k) in sets.iter().zip(wanted) {
                 if !self.bases.contains_key(&k) {
                     let buf = self
@@ -417,7 +418,7 @@ impl Inner {
             .budget
             .saturating_sub(self.cached_bytes())
             .saturating_sub(least);
-        stream_chunk(left, forced).ok_or_else(|| {
+        stream_chunk(left, Some(cap)).ok_or_else(|| {
             dev(CudaError::OutOfMemory {
                 what: "partition (H buffers + MSM scratch + two chunks of streamed bases)",
                 need: self.cached_bytes()

@@ -148,6 +148,25 @@ pub fn stream_chunk(left: u64, forced: Option<usize>) -> Option<usize> {
     Some(chunk / 64 * 64)
 }
 
+/// The chunk `BasePlacement::Auto` streams with where `room` device bytes are left
+/// for a partition (the budget less what stays resident for it): the largest power
+/// of two from [`MAX_AUTO_STREAM_CHUNK`] down to [`MIN_STREAM_CHUNK`] whose least
+/// (`least(chunk)`: the working memory with the streamed sets' MSMs per chunk)
+/// and two chunk buffers fit; [`MAX_AUTO_STREAM_CHUNK`] where none does (the
+/// partition then fails with the need at that size). A smaller chunk shrinks the
+/// MSM scratch with it: at the 32 GiB PoRep shape with `a, b, c` from the host,
+/// 24.4 GB at 2^23 (issue 33's failure on a 16 GB card) against ~15 GB at 2^18.
+pub fn auto_chunk(room: u64, least: impl Fn(usize) -> u64) -> usize {
+    let mut chunk = MAX_AUTO_STREAM_CHUNK;
+    while chunk >= MIN_STREAM_CHUNK {
+        if least(chunk).saturating_add(2 * chunk as u64 * STREAM_BYTES_PER_POINT) <= room {
+            return chunk;
+        }
+        chunk /= 2;
+    }
+    MAX_AUTO_STREAM_CHUNK
+}
+
 /// Device bytes a streamed partition needs at least with chunks of `chunk` points:
 /// its working memory with every set not in `resident` streamed, and the two chunk
 /// buffers.
@@ -198,5 +217,22 @@ mod tests {
         }
         let resident = working_bytes(NttKernel::DEFAULT, &p, None);
         assert!(last <= resident);
+    }
+
+    #[test]
+    fn auto_chunk_takes_the_largest_that_fits() {
+        // A need of 1000 bytes a point of chunk besides the two buffers.
+        let least = |c: usize| c as u64 * 1000;
+        let need = |c: usize| least(c) + 2 * c as u64 * STREAM_BYTES_PER_POINT;
+        assert_eq!(auto_chunk(u64::MAX, least), MAX_AUTO_STREAM_CHUNK);
+        assert_eq!(auto_chunk(need(1 << 20), least), 1 << 20);
+        assert_eq!(auto_chunk(need(1 << 20) - 1, least), 1 << 19);
+        assert_eq!(auto_chunk(need(MIN_STREAM_CHUNK), least), MIN_STREAM_CHUNK);
+        // Nothing fits: the largest, whose need the failure then reports.
+        assert_eq!(
+            auto_chunk(need(MIN_STREAM_CHUNK) - 1, least),
+            MAX_AUTO_STREAM_CHUNK
+        );
+        assert_eq!(auto_chunk(0, |_| u64::MAX), MAX_AUTO_STREAM_CHUNK);
     }
 }

@@ -28,7 +28,7 @@
 //! make.
 #![forbid(unsafe_code)]
 
-use cuzk_cuda::footprint::{self, StreamEstimate, MAX_AUTO_STREAM_CHUNK, STREAM_BYTES_PER_POINT};
+use cuzk_cuda::footprint::{self, StreamEstimate, STREAM_BYTES_PER_POINT};
 use cuzk_scheduler::{partition_bytes_of, Held, MemoryBudget};
 use serde::Serialize;
 
@@ -483,25 +483,28 @@ fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String
             transfer_bytes: abc_upload,
         });
     }
-    // Streamed: the backend's least (every set streamed, chunks of the automatic
-    // maximum or the forced size), never above the whole-query count.
-    let chunk_max = match way.stream_chunk {
-        0 => MAX_AUTO_STREAM_CHUNK,
+    // Streamed: the backend's least (every set streamed), over chunks of the forced
+    // size or, automatic, of the largest size that fits beside the compiled shape
+    // (`footprint::auto_chunk`, as `CudaBackend::prove` picks it).
+    let least_for = |chunk: usize| {
+        let estimate = StreamEstimate {
+            chunk,
+            resident: [false; 5],
+        };
+        (footprint::working_bytes(way.ntt, &counts, Some(estimate)) + witness).min(working)
+    };
+    let cap = match way.stream_chunk {
+        0 => footprint::auto_chunk(budget.saturating_sub(r1cs), least_for),
         c => c,
     };
-    let estimate = StreamEstimate {
-        chunk: chunk_max,
-        resident: [false; 5],
-    };
-    let least = (footprint::working_bytes(way.ntt, &counts, Some(estimate)) + witness).min(working);
+    let least = least_for(cap);
     if r1cs + least > budget {
         return Err(format!(
             "the compiled R1CS with the partition's working memory needs {} bytes of device memory but only {budget} are available",
             r1cs + least
         ));
     }
-    let forced = (way.stream_chunk != 0).then_some(way.stream_chunk);
-    let chunk = footprint::stream_chunk(budget - r1cs - least, forced).ok_or_else(|| {
+    let chunk = footprint::stream_chunk(budget - r1cs - least, Some(cap)).ok_or_else(|| {
         format!(
             "the partition (H buffers + MSM scratch + two chunks of streamed bases) needs {} bytes of device memory but only {budget} are available",
             r1cs + least + 2 * footprint::MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT
