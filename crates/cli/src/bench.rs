@@ -288,7 +288,21 @@ pub fn run_once(
             .next_power_of_two()
             .trailing_zeros(),
     ));
-    let cuzk_config::Built { policies, sources } = load_policies(&cfg, &needs)?;
+    let mut built = load_policies(&cfg, &needs)?;
+    // The planner's settings for the knobs the configuration left unset, on the
+    // devices the backend found; the backend is opened again where one of its
+    // own parameters changes.
+    let devices = built.policies.backend.capabilities().devices;
+    let (applied, reopen) = crate::plan::apply(&mut cfg, &plan_counts(prep), &devices);
+    if prep.timing_only {
+        cfg.engine.verify = false;
+    }
+    if reopen {
+        drop(built);
+        built = load_policies(&cfg, &needs)?;
+    }
+    cfg.applied_plan = applied;
+    let cuzk_config::Built { policies, sources } = built;
     let dir = run_dir(&w.out, label)?;
     let timeline_path = dir.join("timeline.jsonl");
     let recorder = Arc::new(
@@ -572,9 +586,9 @@ fn write_manifest(
             "verified": r.verified,
         },
         "timeline": timeline.display().to_string(),
-        // What the planner makes of this run's shape on this machine, and which of
-        // its knobs the configuration gave; the knobs left unset ran at the
-        // engine's and backend's own defaults, not the plan's.
+        // What the planner makes of this run's shape on this machine: which knobs
+        // the configuration gave, which the run took from the plan (applied), and
+        // which the plan has but the run left to the engine's own defaults.
         "plan": plan_json(prep, cfg, caps),
     });
     let mut f = fs::File::create(dir.join("manifest.json"))?;
@@ -582,14 +596,10 @@ fn write_manifest(
     Ok(())
 }
 
-/// The manifest's `plan`: [`crate::plan::manifest_plan`] for the run's shape.
-fn plan_json(
-    prep: &Prepared,
-    cfg: &RunConfig,
-    caps: &cuzk_gpu_backend::Capabilities,
-) -> serde_json::Value {
+/// The counts the planner reads of the run's shape.
+fn plan_counts(prep: &Prepared) -> cuzk_plan::Counts {
     let (r, srs) = (&prep.r1cs, &prep.srs);
-    let counts = cuzk_plan::Counts {
+    cuzk_plan::Counts {
         partitions: prep
             .filecoin
             .as_ref()
@@ -606,12 +616,16 @@ fn plan_json(
         ],
         nnz: r.nnz(),
         coeffs: r.num_coefficients(),
-    };
-    let mut v = crate::plan::manifest_plan(&cfg.config, &counts, &caps.devices);
-    if let Some(m) = v.as_object_mut() {
-        m.insert("applied".into(), serde_json::Value::Bool(false));
     }
-    v
+}
+
+/// The manifest's `plan`: [`crate::plan::manifest_plan`] for the run's shape.
+fn plan_json(
+    prep: &Prepared,
+    cfg: &RunConfig,
+    caps: &cuzk_gpu_backend::Capabilities,
+) -> serde_json::Value {
+    crate::plan::manifest_plan(cfg, &plan_counts(prep), &caps.devices)
 }
 
 fn gib(b: u64) -> String {

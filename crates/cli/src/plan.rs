@@ -391,19 +391,10 @@ fn print_plan(p: &Plan) {
     }
 }
 
-/// The plan a run records in its manifest: for its own shape, on this host and
-/// the backend's devices, with the run's configuration as the given knobs.
-pub(crate) fn manifest_plan(
-    config: &Config,
-    counts: &cuzk_plan::Counts,
-    devices: &[cuzk_gpu_backend::DeviceInfo],
-) -> serde_json::Value {
-    let given = match given_of(config) {
-        Ok(g) => g,
-        Err(e) => return serde_json::json!({ "error": format!("{e:#}") }),
-    };
+/// The machine a run is on: this host and the backend's devices.
+fn this_machine(devices: &[cuzk_gpu_backend::DeviceInfo]) -> Hardware {
     let total = crate::bench::mem_total().unwrap_or(8 << 30);
-    let hw = Hardware {
+    Hardware {
         device_memory: devices.first().map_or(0, |d| d.total_memory),
         device_free: devices.first().map(|d| d.free_memory),
         devices: devices.len() as u32,
@@ -411,17 +402,177 @@ pub(crate) fn manifest_plan(
         host_memory: total,
         cgroup_limit: cuzk_scheduler::machine_limit().filter(|&l| l < total),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    }
+}
+
+/// The knobs a run takes from the plan where its configuration left them unset:
+/// those that decide whether it fits at all (`abc_on_backend`, GPU workers, and
+/// the CUDA backend's `stream_chunk`, `ntt_kernel`, `witness_staging`). Synthesis
+/// jobs and the memory budget stay the engine's own defaults (the budget's total
+/// is the plan's already). Nothing is applied where the backend drives no device
+/// or the plan does not run (the run then fails or succeeds as configured).
+/// Returns the knobs applied and whether a backend parameter changed (the
+/// backend must be opened again).
+pub(crate) fn apply(
+    cfg: &mut crate::runtime::RunConfig,
+    counts: &cuzk_plan::Counts,
+    devices: &[cuzk_gpu_backend::DeviceInfo],
+) -> (Vec<&'static str>, bool) {
+    if devices.is_empty() {
+        return (Vec::new(), false);
+    }
+    let Ok(given) = given_of(&cfg.config) else {
+        return (Vec::new(), false);
     };
-    let p = cuzk_plan::plan(&Shape::from_counts(counts), &hw, &given);
-    let planned: Vec<&str> = knob_rows(&p)
-        .into_iter()
-        .filter(|(_, _, s)| *s == Source::Planned)
-        .map(|(n, _, _)| n)
-        .collect();
-    let given_names: Vec<&str> = knob_rows(&p)
-        .into_iter()
-        .filter(|(_, _, s)| *s == Source::Given)
-        .map(|(n, _, _)| n)
-        .collect();
-    serde_json::json!({ "planned": planned, "given": given_names, "plan": p })
+    let p = cuzk_plan::plan(&Shape::from_counts(counts), &this_machine(devices), &given);
+    apply_plan(cfg, &p)
+}
+
+/// [`apply`] with the plan made: its planned knobs set in `cfg`.
+fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static str>, bool) {
+    let mut applied = Vec::new();
+    if !p.runs() || p.device.is_none() {
+        return (applied, false);
+    }
+    let k = &p.knobs;
+    let e = &mut cfg.config.engine;
+    if k.abc_on_backend.source == Source::Planned {
+        e.abc_on_backend = Some(k.abc_on_backend.value);
+        applied.push("abc_on_backend");
+    }
+    if k.gpu_workers_per_device.source == Source::Planned {
+        e.gpu_workers_per_device = Some(k.gpu_workers_per_device.value);
+        applied.push("gpu_workers_per_device");
+    }
+    let mut reopen = false;
+    let cuda = cfg
+        .config
+        .backend
+        .as_mut()
+        .filter(|s| s.plugin.as_deref() == Some("cuda"));
+    if let Some(slot) = cuda {
+        // Set only where the plan differs from the backend's default: the same
+        // backend otherwise, opened once.
+        let mut set = |name: &'static str, value: toml::Value, default: bool| {
+            if !default {
+                slot.params.insert(name.to_string(), value);
+                applied.push(name);
+                reopen = true;
+            }
+        };
+        if k.stream_chunk.source == Source::Planned {
+            let c = k.stream_chunk.value;
+            set("stream_chunk", toml::Value::Integer(c as i64), c == 0);
+        }
+        if k.ntt_kernel.source == Source::Planned {
+            let n = k.ntt_kernel.value;
+            set("ntt_kernel", n.name().into(), n == NttKernel::DEFAULT);
+        }
+        if k.witness_staging.source == Source::Planned {
+            let copy = k.witness_staging.value == WitnessStaging::Copy;
+            set(
+                "witness_staging",
+                if copy { "copy" } else { "register" }.into(),
+                copy,
+            );
+        }
+    }
+    cfg.engine = cfg.config.pipeline_config();
+    (applied, reopen)
+}
+
+/// The plan a run records in its manifest: for its own shape, on this host and
+/// the backend's devices, with the run's configuration as the given knobs, and
+/// which knobs the configuration gave, which the run took from the plan
+/// (`applied`) and which it left to the engine's own defaults (`planned`).
+pub(crate) fn manifest_plan(
+    cfg: &crate::runtime::RunConfig,
+    counts: &cuzk_plan::Counts,
+    devices: &[cuzk_gpu_backend::DeviceInfo],
+) -> serde_json::Value {
+    let given = match given_of(&cfg.config) {
+        Ok(g) => g,
+        Err(e) => return serde_json::json!({ "error": format!("{e:#}") }),
+    };
+    let p = cuzk_plan::plan(&Shape::from_counts(counts), &this_machine(devices), &given);
+    let rows = knob_rows(&p);
+    let names = |f: &dyn Fn(&'static str, Source) -> bool| -> Vec<&'static str> {
+        rows.iter()
+            .filter(|(n, _, s)| f(n, *s))
+            .map(|(n, _, _)| *n)
+            .collect()
+    };
+    let applied = &cfg.applied_plan;
+    serde_json::json!({
+        "given": names(&|n, s| s == Source::Given && !applied.contains(&n)),
+        "applied": applied,
+        "planned": names(&|_, s| s == Source::Planned),
+        "plan": p,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::RunArgs;
+
+    fn configured(file: &str) -> crate::runtime::RunConfig {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        RunArgs {
+            config: Some(dir.join(file)),
+            ..RunArgs::default()
+        }
+        .resolve()
+        .unwrap()
+    }
+
+    fn porep_on(device_gib: u64, cfg: &crate::runtime::RunConfig) -> Plan {
+        let hw = Hardware {
+            device_memory: device_gib << 30,
+            device_free: None,
+            devices: 1,
+            device_speed: None,
+            host_memory: 128 << 30,
+            cgroup_limit: None,
+            cores: 16,
+        };
+        let given = given_of(&cfg.config).unwrap();
+        cuzk_plan::plan(&Shape::filecoin_32gib(Kind::Porep), &hw, &given)
+    }
+
+    /// On a 16 GiB card the unset knobs that decide whether a PoRep partition
+    /// fits come from the plan (the CPU spmv, the NTT kernel without a table);
+    /// the file's own knobs stay.
+    #[test]
+    fn a_small_card_takes_the_plans_knobs_where_the_file_is_silent() {
+        let mut cfg = configured("cuda.toml");
+        let p = porep_on(16, &cfg);
+        let (applied, reopen) = apply_plan(&mut cfg, &p);
+        assert!(reopen);
+        assert_eq!(applied, ["abc_on_backend", "ntt_kernel"]);
+        assert_eq!(cfg.engine.abc_on_backend, Some(false));
+        assert_eq!(cfg.engine.synth_jobs, Some(6), "the file's value stays");
+        let params = cfg
+            .config
+            .backend
+            .as_ref()
+            .unwrap()
+            .text_params("backend")
+            .unwrap();
+        assert_eq!(params["ntt_kernel"], "r2wf");
+        // Given now: the plan made again keeps them.
+        assert_eq!(given_of(&cfg.config).unwrap().abc_on_backend, Some(false));
+    }
+
+    /// On the H200 the plan is what the defaults already do: the backend is not
+    /// opened again.
+    #[test]
+    fn a_large_card_changes_no_backend_parameter() {
+        let mut cfg = configured("cuda.toml");
+        let p = porep_on(139, &cfg);
+        let (applied, reopen) = apply_plan(&mut cfg, &p);
+        assert!(!reopen, "{applied:?}");
+        assert_eq!(applied, ["abc_on_backend"]);
+        assert_eq!(cfg.engine.abc_on_backend, Some(true));
+    }
 }
