@@ -7,10 +7,8 @@
 # Each cell is a short 32 GiB-shape PoRep stream (`cuzk bench --c1 shape32.json
 # --timing-only --jobs $JOBS`) run with the plan `cuzk plan` makes for the cell
 # (`--toml`: every knob written out, marked planned or given), on:
-#   - a smaller card, emulated: the CUDA backend's `reserve_gib` raised so that
-#     free memory less the reserve is what a card of DEVICE_GIB would leave the
-#     backend (its total less the context's ~0.6 GiB and the default 2 GiB
-#     reserve), rounded to whole GiB;
+#   - a smaller card, emulated: the CUDA backend's `device_memory_gib` (it plans
+#     with what a card of that size would have free, less the reserve);
 #   - a smaller host: a cgroup v2 memory limit on the bench (`systemd-run --scope
 #     -p MemoryMax=`, else a cgroup directory of our own under the one we are in),
 #     which the memory budget reads like a container's; without either the cell is
@@ -83,9 +81,7 @@ for dev in ${DEVICE_GIB:-16 24 32 48 80}; do
                 continue
             fi
             expected=$(head -1 "$cfg" | grep -oE '[0-9.]+ s/proof')
-            reserve=$((free_gib - dev + 3))
-            [ "$reserve" -ge 2 ] || reserve=2
-            sed -i "s/^reserve_gib = .*/reserve_gib = $reserve # emulates a $dev GiB card on $free_gib GiB free/" "$cfg"
+            echo "device_memory_gib = $dev # emulated on a card with $free_gib GiB free" >>"$cfg"
             t=$(date +%s)
             log=$work/$cell.txt
             in_cgroup $((host << 30)) timeout "${CELL_TIMEOUT:-540}" /usr/bin/time -v \

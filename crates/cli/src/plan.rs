@@ -128,6 +128,32 @@ pub(crate) fn given_of(config: &Config) -> Result<Given> {
     Ok(given)
 }
 
+/// The CUDA backend's `device_memory_gib` in `config` (a smaller card emulated),
+/// where set.
+fn emulated_gib(config: &Config) -> Option<u64> {
+    let slot = config
+        .backend
+        .as_ref()
+        .filter(|s| s.plugin.as_deref() == Some("cuda"))?;
+    let params = slot.text_params("backend").ok()?;
+    params
+        .get("device_memory_gib")?
+        .parse::<u64>()
+        .ok()
+        .filter(|&g| g > 0)
+}
+
+/// `hw` as the backend will plan it where `config` emulates a smaller card.
+fn emulate(hw: &mut Hardware, config: &Config) -> Option<u64> {
+    let gib = emulated_gib(config)?;
+    if hw.devices == 0 || gib << 30 >= hw.device_memory {
+        return None;
+    }
+    hw.device_memory = gib << 30;
+    hw.device_free = None;
+    Some(gib)
+}
+
 /// The machine to plan for: flags first, else this host (MemTotal, the cgroup
 /// limit the memory budget reads, the cores) and the configured backend's
 /// devices; with what was assumed.
@@ -189,6 +215,11 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
             )),
         },
     }
+    if args.device_memory_gib.is_none() {
+        if let Some(g) = emulate(&mut hw, config) {
+            note_emulated(&mut assumed, g);
+        }
+    }
     if hw.devices > 0 && hw.device_memory < (100u64 << 30) {
         assumed.push(format!(
             "device time as an H100's ({:.2}x the H200's); consumer cards are not measured",
@@ -196,6 +227,12 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
         ));
     }
     (hw, assumed)
+}
+
+fn note_emulated(assumed: &mut Vec<String>, gib: u64) {
+    assumed.push(format!(
+        "a card of {gib} GiB: the backend's device_memory_gib emulates one"
+    ));
 }
 
 /// The configured backend's devices (opening it: a CUDA context per device).
@@ -392,9 +429,9 @@ fn print_plan(p: &Plan) {
 }
 
 /// The machine a run is on: this host and the backend's devices.
-fn this_machine(devices: &[cuzk_gpu_backend::DeviceInfo]) -> Hardware {
+fn this_machine(config: &Config, devices: &[cuzk_gpu_backend::DeviceInfo]) -> Hardware {
     let total = crate::bench::mem_total().unwrap_or(8 << 30);
-    Hardware {
+    let mut hw = Hardware {
         device_memory: devices.first().map_or(0, |d| d.total_memory),
         device_free: devices.first().map(|d| d.free_memory),
         devices: devices.len() as u32,
@@ -402,7 +439,9 @@ fn this_machine(devices: &[cuzk_gpu_backend::DeviceInfo]) -> Hardware {
         host_memory: total,
         cgroup_limit: cuzk_scheduler::machine_limit().filter(|&l| l < total),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-    }
+    };
+    emulate(&mut hw, config);
+    hw
 }
 
 /// The knobs a run takes from the plan where its configuration left them unset:
@@ -424,7 +463,11 @@ pub(crate) fn apply(
     let Ok(given) = given_of(&cfg.config) else {
         return (Vec::new(), false);
     };
-    let p = cuzk_plan::plan(&Shape::from_counts(counts), &this_machine(devices), &given);
+    let p = cuzk_plan::plan(
+        &Shape::from_counts(counts),
+        &this_machine(&cfg.config, devices),
+        &given,
+    );
     apply_plan(cfg, &p)
 }
 
@@ -494,7 +537,11 @@ pub(crate) fn manifest_plan(
         Ok(g) => g,
         Err(e) => return serde_json::json!({ "error": format!("{e:#}") }),
     };
-    let p = cuzk_plan::plan(&Shape::from_counts(counts), &this_machine(devices), &given);
+    let p = cuzk_plan::plan(
+        &Shape::from_counts(counts),
+        &this_machine(&cfg.config, devices),
+        &given,
+    );
     let rows = knob_rows(&p);
     let names = |f: &dyn Fn(&'static str, Source) -> bool| -> Vec<&'static str> {
         rows.iter()

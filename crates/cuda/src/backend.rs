@@ -199,9 +199,7 @@ impl CudaBackend {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        let budget = gpu
-            .free_memory_at_start
-            .saturating_sub(config.reserve_bytes());
+        let budget = config.device_budget(gpu.total_memory, gpu.free_memory_at_start);
         let caps = Capabilities {
             name: "cuda".to_owned(),
             max_log_domain: MAX_LOG_DOMAIN,
