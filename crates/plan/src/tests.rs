@@ -328,3 +328,57 @@ fn a_runs_counts_plan_like_the_kind() {
     assert_eq!(a.knobs, b.knobs);
     assert_eq!(a.device, b.device);
 }
+
+/// Random machines (seeded): whatever the plan, what runs fits the backend's and
+/// the budget's own counts, given knobs are kept, and one more GiB of device
+/// memory never makes it slower.
+#[test]
+fn random_machines_plan_within_their_memory() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(33);
+    for _ in 0..300 {
+        let kind = Kind::ALL[rng.gen_range(0..4)];
+        let hw = Hardware {
+            device_memory: rng.gen_range(8u64..160) << 30,
+            device_free: None,
+            devices: rng.gen_range(1..=4),
+            device_speed: None,
+            host_memory: rng.gen_range(32u64..512) << 30,
+            cgroup_limit: rng.gen_bool(0.5).then(|| rng.gen_range(32u64..512) << 30),
+            cores: rng.gen_range(2..=128),
+        };
+        let given = Given {
+            synth_jobs: rng.gen_bool(0.3).then(|| rng.gen_range(1..8)),
+            reserve_gib: rng.gen_bool(0.3).then(|| rng.gen_range(0..4)),
+            ..Given::default()
+        };
+        let shape = Shape::filecoin_32gib(kind);
+        let p = plan(&shape, &hw, &given);
+        let cell = format!("{kind:?} {hw:?} {given:?}");
+        if let Some(g) = given.synth_jobs {
+            assert_eq!(p.knobs.synth_jobs.value, g, "{cell}");
+        }
+        if let Some(g) = given.reserve_gib {
+            assert_eq!(p.knobs.reserve_gib.value, g, "{cell}");
+        }
+        if !p.runs() {
+            continue;
+        }
+        let d = p.device.as_ref().unwrap();
+        assert!(d.resident_bytes + d.partition_bytes <= d.budget, "{cell}");
+        assert!(p.host.peak_bytes <= p.knobs.memory_budget.value, "{cell}");
+        assert!(p.knobs.memory_budget.value <= hw.host_limit(), "{cell}");
+        let bigger = Hardware {
+            device_memory: hw.device_memory + (1 << 30),
+            ..hw.clone()
+        };
+        let q = plan(&shape, &bigger, &given);
+        let (a, b) = (
+            p.expected.unwrap().s_per_proof,
+            q.expected
+                .expect("a bigger card runs what a smaller one does")
+                .s_per_proof,
+        );
+        assert!(b <= a * 1.0001, "{cell}: {b} after {a}");
+    }
+}
