@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     progress,
     prove::{blinding, default_cache_dir},
-    runtime::{load_policies, RunArgs, RunConfig},
+    runtime::{RunArgs, RunConfig},
     CircuitArgs,
 };
 
@@ -288,20 +288,9 @@ pub fn run_once(
             .next_power_of_two()
             .trailing_zeros(),
     ));
-    let mut built = load_policies(&cfg, &needs)?;
     // The planner's settings for the knobs the configuration left unset, on the
-    // devices the backend found; the backend is opened again where one of its
-    // own parameters changes.
-    let devices = built.policies.backend.capabilities().devices;
-    let (applied, reopen) = crate::plan::apply(&mut cfg, &plan_counts(prep), &devices);
-    if prep.timing_only {
-        cfg.engine.verify = false;
-    }
-    if reopen {
-        drop(built);
-        built = load_policies(&cfg, &needs)?;
-    }
-    cfg.applied_plan = applied;
+    // devices the backend found.
+    let built = crate::plan::load_planned(&mut cfg, &needs, &plan_counts(prep))?;
     let cuzk_config::Built { policies, sources } = built;
     let dir = run_dir(&w.out, label)?;
     let timeline_path = dir.join("timeline.jsonl");
@@ -598,25 +587,11 @@ fn write_manifest(
 
 /// The counts the planner reads of the run's shape.
 fn plan_counts(prep: &Prepared) -> cuzk_plan::Counts {
-    let (r, srs) = (&prep.r1cs, &prep.srs);
-    cuzk_plan::Counts {
-        partitions: prep
-            .filecoin
-            .as_ref()
-            .map_or(prep.w.partitions, |f| f.partitions) as u32,
-        constraints: r.num_constraints(),
-        inputs: r.num_inputs(),
-        aux: r.num_aux(),
-        bases: [
-            srs.h.len(),
-            srs.l.len(),
-            srs.a.len(),
-            srs.b_g1.len(),
-            srs.b_g2.len(),
-        ],
-        nnz: r.nnz(),
-        coeffs: r.num_coefficients(),
-    }
+    let partitions = prep
+        .filecoin
+        .as_ref()
+        .map_or(prep.w.partitions, |f| f.partitions);
+    crate::plan::counts_of(&prep.r1cs, &prep.srs, partitions)
 }
 
 /// The manifest's `plan`: [`crate::plan::manifest_plan`] for the run's shape.

@@ -471,6 +471,57 @@ pub(crate) fn apply(
     apply_plan(cfg, &p)
 }
 
+/// Opens the configured strategies with the planner's knobs where `cfg` leaves
+/// them unset ([`apply`]): the backend is opened, asked for its devices, and
+/// opened again only where one of its own parameters changes. `cfg` comes back
+/// with the knobs set and `applied_plan` naming them; `verify` is kept as it was.
+pub(crate) fn load_planned(
+    cfg: &mut crate::runtime::RunConfig,
+    needs: &cuzk_config::BackendNeeds,
+    counts: &cuzk_plan::Counts,
+) -> Result<cuzk_config::Built> {
+    let built = crate::runtime::load_policies(cfg, needs)?;
+    let devices = built.policies.backend.capabilities().devices;
+    let verify = cfg.engine.verify;
+    let (applied, reopen) = apply(cfg, counts, &devices);
+    cfg.engine.verify = verify;
+    if !applied.is_empty() {
+        eprintln!(
+            "planned for this machine (unset in the configuration): {}",
+            applied.join(", ")
+        );
+    }
+    cfg.applied_plan = applied;
+    if reopen {
+        drop(built);
+        return crate::runtime::load_policies(cfg, needs);
+    }
+    Ok(built)
+}
+
+/// The counts the planner reads of a compiled shape and its parameters.
+pub(crate) fn counts_of(
+    r1cs: &cuzk_synth::R1cs,
+    srs: &cuzk_scheduler::Srs,
+    partitions: usize,
+) -> cuzk_plan::Counts {
+    cuzk_plan::Counts {
+        partitions: partitions as u32,
+        constraints: r1cs.num_constraints(),
+        inputs: r1cs.num_inputs(),
+        aux: r1cs.num_aux(),
+        bases: [
+            srs.h.len(),
+            srs.l.len(),
+            srs.a.len(),
+            srs.b_g1.len(),
+            srs.b_g2.len(),
+        ],
+        nnz: r1cs.nnz(),
+        coeffs: r1cs.num_coefficients(),
+    }
+}
+
 /// [`apply`] with the plan made: its planned knobs set in `cfg`.
 fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static str>, bool) {
     let mut applied = Vec::new();
