@@ -270,9 +270,11 @@ struct Fitted {
     expected: Expected,
 }
 
-/// Chunks the planner tries when the bases do not fit (points): the backend's
-/// automatic 2^23, then forced ones down to 2^16, where a chunk's MSM is still
-/// 2^16 points of work a launch.
+/// Forced chunks (`stream_chunk`, points) the planner tries after the backend's
+/// automatic choice (the largest chunk up to 2^23 that fits the device,
+/// `footprint::auto_chunk`): a smaller chunk needs less page-locked host memory
+/// (two staging buffers of a chunk), which a small host may lack; down to 2^16,
+/// where a chunk's MSM is still 2^16 points of work a launch.
 const FORCED_CHUNKS: [usize; 7] = [
     1 << 22,
     1 << 21,
