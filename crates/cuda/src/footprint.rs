@@ -148,23 +148,31 @@ pub fn stream_chunk(left: u64, forced: Option<usize>) -> Option<usize> {
     Some(chunk / 64 * 64)
 }
 
-/// The chunk `BasePlacement::Auto` streams with where `room` device bytes are left
-/// for a partition (the budget less what stays resident for it): the largest power
-/// of two from [`MAX_AUTO_STREAM_CHUNK`] down to [`MIN_STREAM_CHUNK`] whose least
-/// (`least(chunk)`: the working memory with the streamed sets' MSMs per chunk)
-/// and two chunk buffers fit; [`MAX_AUTO_STREAM_CHUNK`] where none does (the
-/// partition then fails with the need at that size). A smaller chunk shrinks the
-/// MSM scratch with it: at the 32 GiB PoRep shape with `a, b, c` from the host,
-/// 24.4 GB at 2^23 (issue 33's failure on a 16 GB card) against ~15 GB at 2^18.
+/// The chunk cap `BasePlacement::Auto` streams with where `room` device bytes are
+/// left for a partition (the budget less what stays resident for it): of the
+/// powers of two from [`MAX_AUTO_STREAM_CHUNK`] down to [`MIN_STREAM_CHUNK`], the
+/// one whose chunk ([`stream_chunk`] of what its least, `least(cap)`, leaves) is
+/// largest, the larger cap on a tie; [`MAX_AUTO_STREAM_CHUNK`] where none fits
+/// (the partition then fails with the need at that size). Where 2^23 fits at
+/// all this is 2^23, with the chunk what is left (as before: 8.28 M points for
+/// the H200's WindowPoSt); a smaller cap shrinks the MSM scratch with it: at the
+/// 32 GiB PoRep shape with `a, b, c` from the host, 24.4 GB at 2^23 (issue 33's
+/// failure on a 16 GB card) against ~15 GB at 2^18.
 pub fn auto_chunk(room: u64, least: impl Fn(usize) -> u64) -> usize {
-    let mut chunk = MAX_AUTO_STREAM_CHUNK;
-    while chunk >= MIN_STREAM_CHUNK {
-        if least(chunk).saturating_add(2 * chunk as u64 * STREAM_BYTES_PER_POINT) <= room {
-            return chunk;
+    let mut best: Option<(usize, usize)> = None;
+    let mut cap = MAX_AUTO_STREAM_CHUNK;
+    while cap >= MIN_STREAM_CHUNK {
+        let need = least(cap);
+        if need <= room {
+            if let Some(chunk) = stream_chunk(room - need, Some(cap)) {
+                if best.is_none_or(|(_, c)| chunk > c) {
+                    best = Some((cap, chunk));
+                }
+            }
         }
-        chunk /= 2;
+        cap /= 2;
     }
-    MAX_AUTO_STREAM_CHUNK
+    best.map_or(MAX_AUTO_STREAM_CHUNK, |(cap, _)| cap)
 }
 
 /// Device bytes a streamed partition needs at least with chunks of `chunk` points:
@@ -220,18 +228,32 @@ mod tests {
     }
 
     #[test]
-    fn auto_chunk_takes_the_largest_that_fits() {
-        // A need of 1000 bytes a point of chunk besides the two buffers.
+    fn auto_chunk_takes_the_largest_chunk_that_fits() {
+        // A need of 1000 bytes a point of cap besides the two buffers; the chunk
+        // streamed is what stream_chunk makes of what the cap's need leaves.
         let least = |c: usize| c as u64 * 1000;
         let need = |c: usize| least(c) + 2 * c as u64 * STREAM_BYTES_PER_POINT;
+        let chunk = |room: u64| {
+            let cap = auto_chunk(room, least);
+            (
+                cap,
+                stream_chunk(room.saturating_sub(least(cap)), Some(cap)),
+            )
+        };
         assert_eq!(auto_chunk(u64::MAX, least), MAX_AUTO_STREAM_CHUNK);
-        assert_eq!(auto_chunk(need(1 << 20), least), 1 << 20);
-        assert_eq!(auto_chunk(need(1 << 20) - 1, least), 1 << 19);
-        assert_eq!(auto_chunk(need(MIN_STREAM_CHUNK), least), MIN_STREAM_CHUNK);
+        assert_eq!(chunk(need(1 << 20)), (1 << 20, Some(1 << 20)));
+        // A byte short of a whole 2^20 chunk: 2^20 still, less 64 points, beats
+        // a whole 2^19.
+        assert_eq!(chunk(need(1 << 20) - 1), (1 << 20, Some((1 << 20) - 64)));
+        // Where 2^23's need fits but not two whole chunks, 2^23 with what is left
+        // (the automatic placement as it was), not a whole 2^22.
+        let room = least(1 << 23) + 2 * (3 << 21) as u64 * STREAM_BYTES_PER_POINT;
+        assert_eq!(chunk(room), (1 << 23, Some(3 << 21)));
+        assert_eq!(chunk(need(MIN_STREAM_CHUNK)).1, Some(MIN_STREAM_CHUNK));
         // Nothing fits: the largest, whose need the failure then reports.
         assert_eq!(
-            auto_chunk(need(MIN_STREAM_CHUNK) - 1, least),
-            MAX_AUTO_STREAM_CHUNK
+            chunk(need(MIN_STREAM_CHUNK) - 1),
+            (MAX_AUTO_STREAM_CHUNK, None)
         );
         assert_eq!(auto_chunk(0, |_| u64::MAX), MAX_AUTO_STREAM_CHUNK);
     }
