@@ -48,9 +48,9 @@ use queries::{
 pub enum BasePlacement {
     /// Resident when they fit (uploaded once, kept); when a partition's sets do not
     /// fit next to its working memory, the ones not already resident are streamed
-    /// from host memory in chunks of at most 2^23 points, one MSM per chunk; of
-    /// fewer, a power of two, where the partition fits only with the smaller MSM
-    /// scratch of smaller chunks (`footprint::auto_chunk`: a 16 GB card).
+    /// from host memory in chunks of at most 2^23 points, one MSM per chunk; of at
+    /// most a smaller power of two where the partition fits only with the smaller
+    /// MSM scratch of smaller chunks (`footprint::auto_chunk`: a 16 GB card).
     Auto,
     /// Always streamed, in chunks of at most `chunk_bases` points (a GPU smaller than
     /// the parameters, the streaming path's checks, or the A/B against resident).
