@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     progress,
     prove::{blinding, default_cache_dir},
-    runtime::{load_policies, RunArgs, RunConfig},
+    runtime::{RunArgs, RunConfig},
     CircuitArgs,
 };
 
@@ -288,7 +288,10 @@ pub fn run_once(
             .next_power_of_two()
             .trailing_zeros(),
     ));
-    let cuzk_config::Built { policies, sources } = load_policies(&cfg, &needs)?;
+    // The planner's settings for the knobs the configuration left unset, on the
+    // devices the backend found.
+    let built = crate::plan::load_planned(&mut cfg, &needs, &plan_counts(prep))?;
+    let cuzk_config::Built { policies, sources } = built;
     let dir = run_dir(&w.out, label)?;
     let timeline_path = dir.join("timeline.jsonl");
     let recorder = Arc::new(
@@ -467,7 +470,7 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn mem_total() -> Option<u64> {
+pub(crate) fn mem_total() -> Option<u64> {
     let s = fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = s
         .lines()
@@ -572,10 +575,32 @@ fn write_manifest(
             "verified": r.verified,
         },
         "timeline": timeline.display().to_string(),
+        // What the planner makes of this run's shape on this machine: which knobs
+        // the configuration gave, which the run took from the plan (applied), and
+        // which the plan has but the run left to the engine's own defaults.
+        "plan": plan_json(prep, cfg, caps),
     });
     let mut f = fs::File::create(dir.join("manifest.json"))?;
     f.write_all(serde_json::to_string_pretty(&manifest)?.as_bytes())?;
     Ok(())
+}
+
+/// The counts the planner reads of the run's shape.
+fn plan_counts(prep: &Prepared) -> cuzk_plan::Counts {
+    let partitions = prep
+        .filecoin
+        .as_ref()
+        .map_or(prep.w.partitions, |f| f.partitions);
+    crate::plan::counts_of(&prep.r1cs, &prep.srs, partitions)
+}
+
+/// The manifest's `plan`: [`crate::plan::manifest_plan`] for the run's shape.
+fn plan_json(
+    prep: &Prepared,
+    cfg: &RunConfig,
+    caps: &cuzk_gpu_backend::Capabilities,
+) -> serde_json::Value {
+    crate::plan::manifest_plan(cfg, &plan_counts(prep), &caps.devices)
 }
 
 fn gib(b: u64) -> String {

@@ -17,11 +17,7 @@ use cuzk_filecoin::{
 use cuzk_scheduler::PipelineEngine;
 use cuzk_timeline::{EventKind, Recorder};
 
-use crate::{
-    progress,
-    runtime::{load_policies, RunArgs},
-    table,
-};
+use crate::{progress, runtime::RunArgs, table};
 
 /// Where Filecoin's parameter files are. Sets `FIL_PROOFS_PARAMETER_CACHE` for this
 /// process, so that filecoin-proofs' verifier reads its verifying key from the same
@@ -282,7 +278,9 @@ fn c2_prove(args: C2ProveArgs) -> Result<()> {
     let needs = cfg.config.backend_needs(Some(
         r1cs.num_constraints().next_power_of_two().trailing_zeros(),
     ));
-    let built = load_policies(&cfg, &needs)?;
+    let mut cfg = cfg;
+    let counts = crate::plan::counts_of(&r1cs, &params.srs, kind.partitions());
+    let built = crate::plan::load_planned(&mut cfg, &needs, &counts)?;
     let recorder =
         Arc::new(Recorder::new(Instant::now()).with_timeline_stderr(args.timeline_stderr));
     let engine = PipelineEngine::start(cfg.engine.clone(), built.policies, recorder.clone())?;

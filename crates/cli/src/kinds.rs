@@ -30,12 +30,7 @@ use cuzk_scheduler::PipelineEngine;
 use cuzk_timeline::Recorder;
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    filecoin::ParamCacheArgs,
-    progress,
-    runtime::{load_policies, RunArgs},
-    table,
-};
+use crate::{filecoin::ParamCacheArgs, progress, runtime::RunArgs, table};
 
 /// Which proof a command makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -481,8 +476,14 @@ fn prepare(
     prover: &FilecoinProver,
     request: &Request,
     timing_only: bool,
-) -> Result<(String, Priority, usize)> {
-    fn ready<K: CircuitKind>(prover: &FilecoinProver, k: &K, timing_only: bool) -> Result<usize> {
+) -> Result<(String, Priority, cuzk_plan::Counts)> {
+    /// The shape's counts for the planner (per partition: the knobs it applies
+    /// do not depend on how many a proof has).
+    fn ready<K: CircuitKind>(
+        prover: &FilecoinProver,
+        k: &K,
+        timing_only: bool,
+    ) -> Result<cuzk_plan::Counts> {
         let pb = progress::spinner(format!("compiling the {} circuit", k.name()));
         let t = Instant::now();
         let r1cs = prover.r1cs(k)?;
@@ -510,7 +511,7 @@ fn prepare(
             params.load_time.as_secs_f64(),
             params.bytes as f64 / (1u64 << 30) as f64
         );
-        Ok(r1cs.num_constraints())
+        Ok(crate::plan::counts_of(&r1cs, &params.srs, 1))
     }
     Ok(match request {
         Request::Snap(r) => {
@@ -549,21 +550,21 @@ fn prove(which: Which, args: KindProveArgs) -> Result<()> {
     if request.is_shape_only() && !args.timing_only {
         bail!("this is a shape-only input (random values): its proofs cannot verify; prove it with --timing-only");
     }
-    let cfg = args.run.resolve()?;
+    let mut cfg = args.run.resolve()?;
     let prover = FilecoinProver::new(ProverConfig {
         parameter_dir: dir,
         verify: cfg.engine.verify && !args.timing_only,
         check_digest: false,
     });
-    let (name, default_priority, constraints) = prepare(&prover, &request, args.timing_only)?;
+    let (name, default_priority, counts) = prepare(&prover, &request, args.timing_only)?;
     let priority = match &args.priority {
         Some(p) => parse_priority(p)?,
         None => default_priority,
     };
-    let needs = cfg
-        .config
-        .backend_needs(Some(constraints.next_power_of_two().trailing_zeros()));
-    let built = load_policies(&cfg, &needs)?;
+    let needs = cfg.config.backend_needs(Some(
+        counts.constraints.next_power_of_two().trailing_zeros(),
+    ));
+    let built = crate::plan::load_planned(&mut cfg, &needs, &counts)?;
     let backend = built.policies.backend.clone();
     let engine = PipelineEngine::start(
         cfg.engine.clone(),

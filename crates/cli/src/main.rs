@@ -13,6 +13,7 @@ mod client_bench;
 mod demo;
 mod filecoin;
 mod kinds;
+mod plan;
 mod porep_job;
 mod progress;
 mod prove;
@@ -96,6 +97,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Talk to a running daemon: prove, status, cancel, metrics.
     Client(client::ClientArgs),
+    /// The settings planned for this machine (or one the flags describe) and the
+    /// s/proof to expect, per kind, before anything runs.
+    Plan(plan::PlanArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -188,6 +192,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Queue { command } => queue_cmd::run(command),
         Command::Serve(args) => serve::serve(args),
         Command::Client(args) => client::client(args),
+        Command::Plan(args) => plan::run(args),
     }
 }
 

@@ -77,6 +77,9 @@ pub struct RunConfig {
     pub engine: PipelineConfig,
     /// The config file, if any (recorded in manifests).
     pub source: Option<PathBuf>,
+    /// The knobs `cuzk bench` took from the planner because the configuration left
+    /// them unset (`crate::plan::apply`; recorded in manifests).
+    pub applied_plan: Vec<&'static str>,
 }
 
 impl RunArgs {
@@ -120,6 +123,7 @@ impl RunArgs {
             engine: config.pipeline_config(),
             config,
             source: self.config.clone(),
+            applied_plan: Vec::new(),
         })
     }
 }

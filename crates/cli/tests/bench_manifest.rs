@@ -48,4 +48,22 @@ fn the_manifest_resolves_a_plugins_parameters() {
     assert_eq!(resolved["threads"], "1", "{manifest}");
     assert_eq!(resolved["device"], "0", "{manifest}");
     assert!(resolved.contains_key("tables_mib"), "{manifest}");
+    // The planner's view of the run: its knobs, each given, applied or planned.
+    let plan = &manifest["plan"];
+    assert!(
+        plan["plan"]["knobs"]["synth_jobs"]["value"].is_u64(),
+        "{manifest}"
+    );
+    assert!(
+        plan["applied"].is_array() && plan["given"].is_array(),
+        "{manifest}"
+    );
+    assert!(
+        plan["planned"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "synth_jobs"),
+        "{manifest}"
+    );
 }

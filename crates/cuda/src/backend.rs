@@ -14,6 +14,7 @@ use group::Group;
 
 use crate::config::CudaConfig;
 use crate::error::{Ctx, CudaError};
+use crate::footprint::{self, StreamEstimate};
 use crate::gpu::{scalars_as_bytes, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, G1, G2};
 use crate::msm::{self, MsmPlan, PendingSum, ScalarFormat};
 use crate::ntt::{AbcUpload, Ntt, MAX_LOG_DOMAIN};
@@ -47,7 +48,9 @@ use queries::{
 pub enum BasePlacement {
     /// Resident when they fit (uploaded once, kept); when a partition's sets do not
     /// fit next to its working memory, the ones not already resident are streamed
-    /// from host memory in chunks of at most 2^23 points, one MSM per chunk.
+    /// from host memory in chunks of at most 2^23 points, one MSM per chunk; of at
+    /// most a smaller power of two where the partition fits only with the smaller
+    /// MSM scratch of smaller chunks (`footprint::auto_chunk`: a 16 GB card).
     Auto,
     /// Always streamed, in chunks of at most `chunk_bases` points (a GPU smaller than
     /// the parameters, the streaming path's checks, or the A/B against resident).
@@ -136,17 +139,6 @@ fn dev(e: CudaError) -> BackendError {
     BackendError::Device(e.to_string())
 }
 
-/// How [`CudaBackend::working_bytes_for`] counts a partition whose base sets may
-/// stream: MSMs of at most `chunk` points over the sets not resident now
-/// (`resident`: H, L, A, B_G1, B_G2), whole ones over the others. A partition
-/// needs at least this much next to the resident data; all of its sets resident,
-/// the whole-query count.
-#[derive(Clone, Copy, Debug)]
-struct StreamEstimate {
-    chunk: usize,
-    resident: [bool; 5],
-}
-
 /// A resident base set's key: the host slice's address and length, and a
 /// fingerprint of its contents (eight points spread over it), so that a slice
 /// freed and another allocated at the same address with other points is not
@@ -207,9 +199,7 @@ impl CudaBackend {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        let budget = gpu
-            .free_memory_at_start
-            .saturating_sub(config.reserve_bytes());
+        let budget = config.device_budget(gpu.total_memory, gpu.free_memory_at_start);
         let caps = Capabilities {
             name: "cuda".to_owned(),
             max_log_domain: MAX_LOG_DOMAIN,
@@ -329,49 +319,7 @@ impl CudaBackend {
         job: &Queries<'_>,
         stream: Option<StreamEstimate>,
     ) -> u64 {
-        let big = 1usize << crate::log_domain(n);
-        // Points one MSM over query k's bases may take at once: all of them, or a
-        // chunk's when they stream.
-        let at_once = |k: usize, len: usize| match stream {
-            Some(s) if !s.resident[k] => len.min(s.chunk),
-            _ => len,
-        };
-        let h = Ntt::h_device_bytes(self.ntt_kernel, n);
-        // H's coefficients stay while their MSM runs (streamed: a chunk's copy too).
-        let hm = at_once(0, big);
-        let h_msm = MsmPlan::for_size(hm).scratch_bytes(hm)
-            + big as u64 * 32
-            + if hm < big { hm as u64 * 32 } else { 0 };
-        // A query's ones sum (by batch-affine rounds, or the XYZZ kernel, whose
-        // partials are small), then its tail MSM.
-        let scratch = |k: usize, m: SplitRef<'_>, xyzz: u64| {
-            let t = at_once(k, m.tail_indices().len());
-            let ones = msm::ones_scratch_bytes(at_once(k, m.num_bases()), xyzz);
-            MsmPlan::for_size(t).scratch_bytes_for(t, xyzz).max(ones)
-        };
-        // A query's bitmap and tail terms on the device: whole when its bases are
-        // resident; streamed, a chunk's travel in the chunk buffers.
-        let data = |k: usize, m: SplitRef<'_>| {
-            if at_once(k, m.num_bases()) < m.num_bases() {
-                0
-            } else {
-                m.tail_indices().len() as u64 * 36 + m.ones_words().len() as u64 * 8
-            }
-        };
-        let g1 = [&job.l, &job.a, &job.b_g1];
-        // One query's MSM scratch at a time; L, A and B's scalars are uploaded
-        // together, before a, b, c, and live next to the H buffers.
-        let tails = (1..)
-            .zip(g1)
-            .map(|(k, m)| scratch(k, m.split, G1::XYZZ_BYTES))
-            .chain(
-                job.b_g2
-                    .map(|m| scratch(4, m.split, G2::XYZZ_BYTES) + data(4, m.split)),
-            )
-            .max()
-            .unwrap_or(0)
-            + (1..).zip(g1).map(|(k, m)| data(k, m.split)).sum::<u64>();
-        h.max(h_msm) + tails
+        footprint::working_bytes(self.ntt_kernel, &job.counts(n), stream)
     }
 }
 
@@ -401,7 +349,9 @@ impl Inner {
     /// Makes every base vector of the job (G1 `sets`, G2 `sets_g2`) resident if they
     /// all fit next to `working` bytes (evicting sets this job does not use first),
     /// and returns the chunk size (in points) for the sets that are not: those are
-    /// streamed, one chunk at a time, through what memory is left.
+    /// streamed, one chunk at a time, through what memory is left, in chunks of at
+    /// most `cap` (the chunk `least`, the partition's need when streaming, was
+    /// counted for).
     ///
     /// The compiled shape `keep` (the job's own, for a partition proven from its
     /// witness) stays resident; when the sets do not fit, the other shapes' device
@@ -410,7 +360,7 @@ impl Inner {
         &mut self,
         sets: &[&[G1Affine]],
         sets_g2: &[&[G2Affine]],
-        (working, least): (u64, u64),
+        (working, least, cap): (u64, u64, usize),
         keep: Option<&R1csKey>,
     ) -> Result<usize, BackendError> {
         let wanted: Vec<BaseKey> = sets.iter().map(|s| key::<G1>(s)).collect();
@@ -438,12 +388,9 @@ impl Inner {
             self.bases.retain(|k, _| wanted.contains(k));
             self.bases_g2.retain(|k, _| wanted_g2.contains(k));
         }
-        let forced = match self.placement {
-            BasePlacement::Auto => None,
-            BasePlacement::Streamed { chunk_bases } => Some(chunk_bases),
-        };
+        let forced = matches!(self.placement, BasePlacement::Streamed { .. });
         let resident_fits = self.cached_bytes() + missing + working <= self.budget;
-        if resident_fits && forced.is_none() {
+        if resident_fits && !forced {
             for (s, k) in sets.iter().zip(wanted) {
                 if !self.bases.contains_key(&k) {
                     let buf = self
@@ -469,7 +416,7 @@ impl Inner {
             .budget
             .saturating_sub(self.cached_bytes())
             .saturating_sub(least);
-        stream_chunk(left, forced).ok_or_else(|| {
+        stream_chunk(left, Some(cap)).ok_or_else(|| {
             dev(CudaError::OutOfMemory {
                 what: "partition (H buffers + MSM scratch + two chunks of streamed bases)",
                 need: self.cached_bytes()

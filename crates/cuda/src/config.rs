@@ -23,6 +23,11 @@ pub struct CudaConfig {
     /// Device memory (GiB) left alone (other processes, driver, fragmentation): the
     /// backend plans partitions to fit in the free memory at start minus this.
     pub reserve_gib: u64,
+    /// 0: the device's own memory. N: the backend plans as on a card of N GiB
+    /// (its free memory at start the card's N GiB less what the context took
+    /// here, less `reserve_gib`), if that is less: a smaller card emulated on a
+    /// larger one, for the rows of issue 33's table.
+    pub device_memory_gib: u64,
     /// 0: parameter bases resident where they fit, streamed from host memory where
     /// they do not; N: always streamed, in chunks of N points (a GPU smaller than
     /// the parameters, the streaming path's checks, the A/B against resident).
@@ -73,6 +78,7 @@ impl Default for CudaConfig {
         Self {
             device: 0,
             reserve_gib: 2,
+            device_memory_gib: 0,
             stream_chunk: 0,
             copy_threads: 8,
             witness_staging: WitnessStaging::Copy,
@@ -277,6 +283,25 @@ impl CudaConfig {
         self.reserve_gib << 30
     }
 
+    /// Bytes of device memory the backend plans with on a device of `total` bytes
+    /// with `free` free when it opened: free less the reserve or, with
+    /// `device_memory_gib`, what a card of that size would have free (its size
+    /// less what is taken here already) less the reserve, the smaller.
+    pub fn device_budget(&self, total: u64, free: u64) -> u64 {
+        let own = free.saturating_sub(self.reserve_bytes());
+        match self.device_memory_gib {
+            0 => own,
+            gib => {
+                let taken = total.saturating_sub(free);
+                own.min(
+                    (gib << 30)
+                        .saturating_sub(taken)
+                        .saturating_sub(self.reserve_bytes()),
+                )
+            }
+        }
+    }
+
     /// The kernel cache these settings describe.
     pub fn kernel_cache(&self) -> crate::KernelCache {
         let cache = crate::KernelCache::new(self.kernel_cache_dir.as_deref());
@@ -458,6 +483,19 @@ mod tests {
         let back =
             CudaConfig::from_params(params.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
         assert_eq!(back, c);
+    }
+
+    /// `device_memory_gib` emulates a smaller card: what it would have free, less
+    /// the reserve; never more than this device's own.
+    #[test]
+    fn device_memory_gib_plans_as_a_smaller_card() {
+        let (total, free) = (80u64 << 30, 79u64 << 30);
+        let own = CudaConfig::default();
+        assert_eq!(own.device_budget(total, free), 77 << 30);
+        let small = CudaConfig::from_params([("device_memory_gib", "16")]).unwrap();
+        assert_eq!(small.device_budget(total, free), 13 << 30);
+        let big = CudaConfig::from_params([("device_memory_gib", "200")]).unwrap();
+        assert_eq!(big.device_budget(total, free), 77 << 30);
     }
 
     #[test]

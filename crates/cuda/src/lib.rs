@@ -24,6 +24,7 @@ pub mod cache;
 pub mod checks;
 pub mod config;
 pub mod error;
+pub mod footprint;
 pub mod gpu;
 pub mod kernels;
 pub mod msm;

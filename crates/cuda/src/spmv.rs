@@ -88,9 +88,7 @@ impl R1csKey {
     /// Device bytes of the copy: three row-pointer arrays, the terms (8 bytes
     /// each) and the coefficient table.
     pub fn device_bytes(&self) -> u64 {
-        let ptrs = 3 * (self.rows as u64 + 1) * 4;
-        let terms: u64 = self.nnz.iter().map(|&n| n as u64 * 8).sum();
-        ptrs + terms + self.num_coeffs as u64 * 32
+        crate::footprint::r1cs_device_bytes(self.rows, self.nnz, self.num_coeffs)
     }
 }
 

@@ -157,8 +157,14 @@ impl MemoryBudget {
     /// `memory.max`, v1 `memory.limit_in_bytes`), so a container's limit is what
     /// the budget plans for, not the host's RAM; 8 GiB where none can be read.
     pub fn default_total() -> u64 {
-        let total = machine_limit().unwrap_or(8 << 30);
-        total.saturating_sub((total / 10).max(2 << 30))
+        Self::total_for_limit(machine_limit().unwrap_or(8 << 30))
+    }
+
+    /// [`Self::default_total`] for a machine whose limit is `limit` bytes: the
+    /// limit less a tenth, at least 2 GiB (the planner counts a host it is not
+    /// running on this way).
+    pub fn total_for_limit(limit: u64) -> u64 {
+        limit.saturating_sub((limit / 10).max(2 << 30))
     }
 
     /// Leaves room for bytes held elsewhere, read on every admission (the
@@ -360,8 +366,9 @@ impl MemoryBudget {
     }
 }
 
-/// The smallest of `MemTotal` and this process's cgroup memory limit.
-fn machine_limit() -> Option<u64> {
+/// The smallest of `MemTotal` and this process's cgroup memory limit (what
+/// [`MemoryBudget::default_total`] plans from).
+pub fn machine_limit() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| mem_total(&s));

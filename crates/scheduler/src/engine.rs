@@ -328,10 +328,35 @@ pub enum Held {
 /// worst case, every variable in each tail. A PoRep witness is 97-98% zeros and
 /// ones: at 32 GiB, 0.2 GB of splits where the worst case is 14 GB.
 pub fn partition_bytes_for(r1cs: &R1cs, held: Held, splits: Option<u64>) -> u64 {
-    let vars = (r1cs.num_inputs() + r1cs.num_aux()) as u64;
+    partition_bytes_of(PartitionShape::of(r1cs), held, splits)
+}
+
+/// What [`partition_bytes_for`] reads of a compiled shape: its variables and
+/// constraints. The planner (`cuzk-plan`) counts a partition it has not compiled
+/// with the same arithmetic ([`partition_bytes_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionShape {
+    pub num_inputs: usize,
+    pub num_aux: usize,
+    pub num_constraints: usize,
+}
+
+impl PartitionShape {
+    pub fn of(r1cs: &R1cs) -> Self {
+        Self {
+            num_inputs: r1cs.num_inputs(),
+            num_aux: r1cs.num_aux(),
+            num_constraints: r1cs.num_constraints(),
+        }
+    }
+}
+
+/// [`partition_bytes_for`] of a shape given by its counts.
+pub fn partition_bytes_of(shape: PartitionShape, held: Held, splits: Option<u64>) -> u64 {
+    let vars = (shape.num_inputs + shape.num_aux) as u64;
     let witness = vars * 32;
     let abc = match held {
-        Held::Abc { .. } => 3 * r1cs.num_constraints() as u64 * 32,
+        Held::Abc { .. } => 3 * shape.num_constraints as u64 * 32,
         Held::Witness => 0,
     };
     // Each split: a bitmap and, at worst, every variable in the tail (index + limbs).
@@ -339,20 +364,25 @@ pub fn partition_bytes_for(r1cs: &R1cs, held: Held, splits: Option<u64>) -> u64 
     let splits = splits.map_or(worst, |s| s.min(worst));
     (2 * witness)
         .max(witness + abc + splits)
-        .max(partition_bytes_after_prep(r1cs, held, splits))
+        .max(partition_bytes_after_prep_of(shape, held, splits))
 }
 
 /// What a partition holds after prep_msm, until its GPU stage ends: its `splits`
 /// (bytes) and what `held` says (`a, b, c` and H on the host, or the witness).
 pub fn partition_bytes_after_prep(r1cs: &R1cs, held: Held, splits: u64) -> u64 {
+    partition_bytes_after_prep_of(PartitionShape::of(r1cs), held, splits)
+}
+
+/// [`partition_bytes_after_prep`] of a shape given by its counts.
+pub fn partition_bytes_after_prep_of(shape: PartitionShape, held: Held, splits: u64) -> u64 {
     match held {
         Held::Abc { host_h } => {
-            let n = r1cs.num_constraints() as u64;
+            let n = shape.num_constraints as u64;
             let domain = n.max(1).next_power_of_two();
             let h = if host_h { 3 * domain * 32 } else { 0 };
             3 * n * 32 + splits + h
         }
-        Held::Witness => (r1cs.num_inputs() + r1cs.num_aux()) as u64 * 32 + splits,
+        Held::Witness => (shape.num_inputs + shape.num_aux) as u64 * 32 + splits,
     }
 }
 

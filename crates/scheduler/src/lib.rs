@@ -18,10 +18,11 @@ mod engine;
 mod srs;
 mod stages;
 
-pub use budget::{BudgetError, CriticalReserve, MemoryBudget, Permit};
+pub use budget::{machine_limit, BudgetError, CriticalReserve, MemoryBudget, Permit};
 pub use engine::{
-    partition_bytes, partition_bytes_after_prep, partition_bytes_for, Held, JobError, JobHandle,
-    JobOutput, JobSpec, PartitionSpec, PipelineConfig, PipelineEngine, PipelineError, Policies,
+    partition_bytes, partition_bytes_after_prep, partition_bytes_after_prep_of,
+    partition_bytes_for, partition_bytes_of, Held, JobError, JobHandle, JobOutput, JobSpec,
+    PartitionShape, PartitionSpec, PipelineConfig, PipelineEngine, PipelineError, Policies,
     Priority, ProofVerifier, SplitWitness, ThrottlePolicy, Unthrottled, WitnessSource,
 };
 

@@ -43,6 +43,11 @@ impl BackendPlugin for Cuda {
             "device memory (GiB) left for other processes and the driver",
         ),
         ParamDoc::new(
+            "device_memory_gib",
+            "0",
+            "0: the device's own memory; N: plan as a card of N GiB would let it (a smaller card emulated: cuzk plan's and scripts/gpu-table.sh's rows)",
+        ),
+        ParamDoc::new(
             "stream_chunk",
             "0",
             "0: parameter bases resident where they fit, streamed where they do not; N: always streamed in chunks of N points",

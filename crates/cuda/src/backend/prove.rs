@@ -33,6 +33,22 @@ impl<'a> Queries<'a> {
         }
     }
 
+    /// The sizes [`crate::footprint`] plans with.
+    pub(super) fn counts(&self, constraints: usize) -> footprint::PartitionCounts {
+        let c = |m: SplitRef<'_>| footprint::SplitCounts {
+            num_bases: m.num_bases(),
+            tail: m.tail_indices().len(),
+            ones_words: m.ones_words().len(),
+        };
+        footprint::PartitionCounts {
+            constraints,
+            l: c(self.l.split),
+            a: c(self.a.split),
+            b_g1: c(self.b_g1.split),
+            b_g2: self.b_g2.map(|m| c(m.split)),
+        }
+    }
+
     pub(super) fn of_witness(job: &WitnessJobRef<'a>) -> Self {
         Self {
             h_bases: job.h_bases,
@@ -115,7 +131,9 @@ impl CudaBackend {
         let launch = self.gate.launch();
         // The witness buffer lives next to the H buffers while the kernel runs.
         let witness_bytes = match src {
-            AbcSource::Witness { r1cs, .. } => (r1cs.num_inputs + r1cs.num_aux).max(1) as u64 * 32,
+            AbcSource::Witness { r1cs, .. } => {
+                footprint::witness_bytes(r1cs.num_inputs, r1cs.num_aux)
+            }
             AbcSource::Host(_) => 0,
         };
         let working = self.working_bytes_for(n, &job, None) + witness_bytes;
@@ -151,7 +169,10 @@ impl CudaBackend {
         // The least this partition runs in: the sets not resident now streamed, in
         // chunks of at most the largest streaming takes (the whole-query count
         // overstates it by the MSMs' scratch: tens of GB at the WindowPoSt shape).
-        let least = {
+        // With automatic placement the chunk shrinks until the partition fits
+        // beside what stays for it (its compiled shape, its resident sets):
+        // `footprint::auto_chunk`, the planner's arithmetic too.
+        let (least, cap) = {
             let g1 = |b: &[G1Affine]| inner.bases.contains_key(&key::<G1>(b));
             let resident = [
                 g1(h_bases),
@@ -161,12 +182,38 @@ impl CudaBackend {
                 b_g2.as_ref()
                     .is_some_and(|m| inner.bases_g2.contains_key(&key::<G2>(m.bases))),
             ];
-            let chunk = match inner.placement {
-                BasePlacement::Auto => queries::MAX_AUTO_STREAM_CHUNK,
+            let least_for = |chunk: usize| {
+                let estimate = StreamEstimate { chunk, resident };
+                (self.working_bytes_for(n, &job, Some(estimate)) + witness_bytes).min(working)
+            };
+            let cap = match inner.placement {
+                BasePlacement::Auto => {
+                    let lens = [
+                        h_bases.len(),
+                        l.bases.len(),
+                        a.bases.len(),
+                        b_g1.bases.len(),
+                    ];
+                    let kept: u64 = lens
+                        .iter()
+                        .zip(resident)
+                        .filter(|(_, r)| *r)
+                        .map(|(len, _)| *len as u64 * G1::AFFINE_BYTES)
+                        .sum::<u64>()
+                        + match (&b_g2, resident[4]) {
+                            (Some(m), true) => m.bases.len() as u64 * G2::AFFINE_BYTES,
+                            _ => 0,
+                        };
+                    let shape_bytes = match src {
+                        AbcSource::Witness { r1cs, .. } => R1csKey::of(&r1cs).device_bytes(),
+                        AbcSource::Host(_) => 0,
+                    };
+                    let room = inner.budget.saturating_sub(kept + shape_bytes);
+                    footprint::auto_chunk(room, least_for)
+                }
                 BasePlacement::Streamed { chunk_bases } => chunk_bases,
             };
-            let estimate = StreamEstimate { chunk, resident };
-            (self.working_bytes_for(n, &job, Some(estimate)) + witness_bytes).min(working)
+            (least_for(cap), cap)
         };
         // The compiled shape first: it cannot be streamed, the bases can.
         let shape = match src {
@@ -177,7 +224,7 @@ impl CudaBackend {
         let chunk = inner.prepare_bases(
             &[h_bases, l.bases, a.bases, b_g1.bases],
             &g2_sets,
-            (working, least),
+            (working, least, cap),
             shape.as_ref(),
         )?;
         let Inner {

@@ -191,40 +191,13 @@ pub(super) fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-/// Smallest chunk worth streaming (points); chunks are multiples of 64 so that a
-/// chunk's ones are whole bitmap words.
-pub(super) const MIN_STREAM_CHUNK: usize = 1 << 12;
-/// Largest chunk `BasePlacement::Auto` streams (points). Larger chunks make fewer,
-/// more efficient MSMs (on the H200, G1 at 2^22: 11.3 ns a point; 2^24: 9.3) but
-/// a longer first chunk that nothing overlaps, and page-locked host memory grows
-/// with them: at 2^23, two staging buffers of a chunk's bases and terms, 2.1 GiB
-/// for G1 (3.6 GiB once b_g2 streams).
-pub(super) const MAX_AUTO_STREAM_CHUNK: usize = 1 << 23;
-/// Device bytes per point of a chunk, budgeted twice (two slots): each slot's base
-/// buffer (G2's 192 bytes, the largest) with its chunk's terms
-/// ([`TERM_BYTES_PER_POINT`]), and a scalar (H's coefficients of a chunk, one
-/// buffer). So 464 bytes a point cover both G2's two slots (458) and G1's two plus
-/// H's scalars (298); the two curves' buffers never coexist.
-pub(super) const STREAM_BYTES_PER_POINT: u64 = 192 + 40;
+pub(super) use crate::footprint::{stream_chunk, MIN_STREAM_CHUNK, STREAM_BYTES_PER_POINT};
 const _: () = {
     let budget = crate::streamed::SLOTS as u64 * STREAM_BYTES_PER_POINT;
     let slots = crate::streamed::SLOTS as u64;
     assert!(budget >= slots * (<G2 as DeviceCurve>::AFFINE_BYTES + TERM_BYTES_PER_POINT));
     assert!(budget >= slots * (<G1 as DeviceCurve>::AFFINE_BYTES + TERM_BYTES_PER_POINT) + 32);
 };
-
-/// Points per streamed chunk with `left` device bytes to spare: two slots of
-/// [`STREAM_BYTES_PER_POINT`] a point, at most `forced` (or
-/// [`MAX_AUTO_STREAM_CHUNK`] without), a multiple of 64; `None` when not even two
-/// of the smallest chunks fit.
-pub(super) fn stream_chunk(left: u64, forced: Option<usize>) -> Option<usize> {
-    let fit = (left / 2 / STREAM_BYTES_PER_POINT) as usize;
-    if fit < MIN_STREAM_CHUNK {
-        return None;
-    }
-    let chunk = forced.unwrap_or(MAX_AUTO_STREAM_CHUNK).min(fit).max(64);
-    Some(chunk / 64 * 64)
-}
 
 /// [lo, hi) ranges of at most `chunk` (rounded down to a multiple of 64, at least
 /// 64) covering 0..n.
