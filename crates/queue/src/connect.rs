@@ -63,7 +63,10 @@ impl Database {
             mode => {
                 let tls = tls(self.ca_file.as_deref())?;
                 config.connect(tls).map_err(|e| {
-                    if mode == SslMode::Require && e.to_string().contains("does not support TLS") {
+                    // tokio-postgres keeps the reason in the error's source.
+                    let no_tls = std::error::Error::source(&e)
+                        .is_some_and(|s| s.to_string().contains("does not support TLS"));
+                    if mode == SslMode::Require && no_tls {
                         QueueError::TlsRefused(e)
                     } else {
                         QueueError::Connect(e)
