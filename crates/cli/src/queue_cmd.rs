@@ -26,7 +26,7 @@ use crate::{
 #[derive(Subcommand, Debug)]
 pub enum QueueCommand {
     /// Put jobs in the queue; prints their ids, one per line.
-    Submit(SubmitArgs),
+    Submit(Box<SubmitArgs>),
     /// Show jobs (or, without ids, how many are in each state).
     Status(StatusArgs),
     /// Wait until jobs are done or failed; writes their proofs. Exits non-zero
@@ -183,7 +183,7 @@ fn connect(url: &QueueUrl) -> Result<Queue> {
 
 pub fn run(cmd: QueueCommand) -> Result<()> {
     match cmd {
-        QueueCommand::Submit(a) => submit(a),
+        QueueCommand::Submit(a) => submit(*a),
         QueueCommand::Status(a) => status(a),
         QueueCommand::Wait(a) => wait(a),
         QueueCommand::Migrate(a) => migrate(a),

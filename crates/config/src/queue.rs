@@ -81,9 +81,9 @@ impl From<Age> for String {
     fn from(a: Age) -> String {
         let s = a.0.as_secs();
         match s {
-            _ if s > 0 && s % 86400 == 0 => format!("{}d", s / 86400),
-            _ if s > 0 && s % 3600 == 0 => format!("{}h", s / 3600),
-            _ if s > 0 && s % 60 == 0 => format!("{}m", s / 60),
+            _ if s > 0 && s.is_multiple_of(86400) => format!("{}d", s / 86400),
+            _ if s > 0 && s.is_multiple_of(3600) => format!("{}h", s / 3600),
+            _ if s > 0 && s.is_multiple_of(60) => format!("{}m", s / 60),
             _ => format!("{s}s"),
         }
     }
