@@ -293,6 +293,50 @@ fn finished_jobs_older_than_keep_done_are_pruned_with_their_inputs() {
         )
         .unwrap();
     assert_eq!(q.prune(Duration::from_secs(1)).unwrap(), Default::default());
+
+    // A worker with keep_done prunes by itself, soon after it starts.
+    // (Ahead of the queued job, so this claim takes it.)
+    let old = q
+        .submit(&Submission {
+            priority: 10,
+            ..job("k", b"o", None)
+        })
+        .unwrap()
+        .id;
+    assert_eq!(q.claim("w", &kinds, lease).unwrap().unwrap().id, old);
+    assert_eq!(q.complete(old, "w", b"p").unwrap(), Completion::Written);
+    admin
+        .execute(
+            "UPDATE cuzk_jobs SET finished_at = now() - interval '2 hours' WHERE id = $1",
+            &[&old],
+        )
+        .unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let mut opts = options("pruner", 0.6);
+    opts.config.keep_done = Some(Duration::from_secs(3600));
+    let w = Worker::new(&url, opts, vec![Arc::new(Idle)], move |e| {
+        seen.lock().unwrap().push(e.clone())
+    })
+    .unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let running = s.spawn(|| w.run(&stop).unwrap());
+        let start = Instant::now();
+        while !events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, WorkerEvent::Pruned { .. }))
+        {
+            assert!(start.elapsed() < Duration::from_secs(10), "never pruned");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::SeqCst);
+        running.join().unwrap();
+    });
+    assert!(matches!(q.status(old), Err(QueueError::NoSuchJob(_))));
+    assert_eq!(q.status(running).unwrap().state, JobState::Running);
 }
 
 fn ci_postgres(cmd: &str, dir: &Path, tls: Option<&Path>) -> String {
