@@ -26,7 +26,8 @@ use crate::{
 /// proof). The same runner is called from several threads at once (one per job
 /// in flight), so it shares one engine between them.
 pub trait JobRunner: Send + Sync {
-    /// The job kind this runner proves, as submitted (`synthetic`, `porep-c2`).
+    /// The job kind this runner proves, as submitted (cuzk's runners use the service
+    /// kinds' names: `POREP_SEAL_COMMIT`, `SYNTHETIC`, ...).
     fn kind(&self) -> &str;
     /// Proves `job`. An error is recorded with the attempt and the job retried
     /// until it runs out of attempts; a panic is caught and treated the same.
