@@ -302,12 +302,13 @@ impl Worker {
             id: self.options.id.clone(),
         });
         let stats = self.run_registered(stop);
-        // Best effort: a row left behind goes stale and its id is free again.
-        let never = || false;
-        if let Ok(true) = self.connect(&mut conn, &mut ever, &never) {
-            if let Some(q) = conn.as_mut() {
-                let _ = q.unregister_worker(&self.options.id, &self.options.host, pid);
-            }
+        // Best effort, one try (a database that is gone must not hold up the
+        // exit): a row left behind goes stale and its id is free again.
+        if conn.as_ref().is_none_or(|q| q.is_closed()) {
+            conn = Queue::connect(&self.db).ok();
+        }
+        if let Some(q) = conn.as_mut() {
+            let _ = q.unregister_worker(&self.options.id, &self.options.host, pid);
         }
         Ok(stats)
     }
