@@ -11,7 +11,9 @@
 # the bin/ folder of a server that is not installed (scripts/stage-postgres.sh). As root the
 # server runs as the `postgres` user (postgres refuses to run as root); as anyone
 # else it runs as that user. scripts/test.sh starts one, exports its URL as
-# CUZK_TEST_PG_URL and stops it when the tests end.
+# CUZK_TEST_PG_URL and stops it when the tests end. CUZK_PG_TLS_DIR (at start)
+# names a folder with server.crt and server.key: the server then has `ssl=on`
+# with them (the queue's TLS test makes its own CA and certificate).
 set -euo pipefail
 
 cmd=${1:?usage: ci-postgres.sh start|restart|stop [DIR]}
@@ -82,6 +84,15 @@ case "$cmd" in
       echo "$port" >"$dir/port"
     fi
     port=$(cat "$dir/port")
+    # TLS: the certificate and key copied in, owned by the server's user (it
+    # refuses a key others can read); the options kept for `restart`.
+    if [ -n "${CUZK_PG_TLS_DIR:-}" ]; then
+      cp "$CUZK_PG_TLS_DIR/server.crt" "$CUZK_PG_TLS_DIR/server.key" "$dir/"
+      chmod 600 "$dir/server.key"
+      [ "$(id -u)" = 0 ] && chown "$owner": "$dir/server.crt" "$dir/server.key"
+      echo "-c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" >"$dir/tls-opts"
+    fi
+    tls_opts=$(cat "$dir/tls-opts" 2>/dev/null || true)
     # Already running (a run that did not stop it): reuse it.
     if as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
       echo "postgres://postgres@127.0.0.1:$port/postgres"
@@ -90,7 +101,7 @@ case "$cmd" in
     # fsync off: a test cluster loses nothing worth keeping in a crash, and the
     # CI machine's disk is shared.
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200 $tls_opts" \
       start >/dev/null || {
       cat "$dir/server.log" >&2
       exit 1
@@ -99,8 +110,9 @@ case "$cmd" in
     ;;
   restart)
     port=$(cat "$dir/port")
+    tls_opts=$(cat "$dir/tls-opts" 2>/dev/null || true)
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -m fast \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200 $tls_opts" \
       restart >/dev/null
     echo "postgres://postgres@127.0.0.1:$port/postgres"
     ;;

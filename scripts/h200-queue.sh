@@ -37,21 +37,28 @@ fi
 trap 'bash scripts/ci-postgres.sh stop $pg' EXIT
 say "== $(date -u +%FT%TZ) queue: 2^$log sha256, $jobs jobs x $parts partitions, $cfg"
 
-# Parameters once, before any clock starts (every worker reads the cache).
+# Parameters once, before any clock starts (every worker reads the cache): one
+# job through one worker, whose synthetic kind generates them into the cache.
 t=$(date +%s)
-$C prove --circuit sha256 --log "$log" --out /tmp/cuzk-warm.proof >"$out/warm.txt" 2>&1 ||
+bash scripts/ci-postgres.sh stop $pg
+Q=$(bash scripts/ci-postgres.sh start $pg) || { say "PostgreSQL did not start"; exit 1; }
+$C queue migrate --queue "$Q" >"$out/warm.txt" 2>&1
+$C queue submit --queue "$Q" synthetic --circuit sha256 --log "$log" >>"$out/warm.txt" 2>&1
+$C worker --queue "$Q" --id warm --drain --config "$cfg" --plugin-dir $d \
+    --param-cache /tmp/cuzk-cache >>"$out/warm.txt" 2>&1 ||
     { say "parameter generation failed"; tail "$out/warm.txt" | tee -a "$sum"; exit 1; }
 say "== parameters ready in $(( $(date +%s) - t )) s"
 
 for workers in 1 2; do
     bash scripts/ci-postgres.sh stop $pg
     Q=$(bash scripts/ci-postgres.sh start $pg) || { say "PostgreSQL did not start"; exit 1; }
+    $C queue migrate --queue "$Q" >/dev/null 2>&1
     ids=$($C queue submit --queue "$Q" synthetic --circuit sha256 --log "$log" \
         --partitions "$parts" --count "$jobs")
     t0=$(date +%s.%N)
     for w in $(seq "$workers"); do
         $C worker --queue "$Q" --id "w$w" --drain --config "$cfg" --plugin-dir $d \
-            --cache-dir /tmp/cuzk-cache >"$out/round$workers-w$w.log" 2>&1 &
+            --param-cache /tmp/cuzk-cache >"$out/round$workers-w$w.log" 2>&1 &
     done
     wait
     t1=$(date +%s.%N)

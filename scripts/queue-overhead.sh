@@ -17,11 +17,15 @@ C=${CUZK:-target/release/cuzk}
 pg=/tmp/cuzk-pg-overhead-$$
 trap 'bash scripts/ci-postgres.sh stop $pg' EXIT
 Q=$(bash scripts/ci-postgres.sh start $pg)
-# Parameters before the clock starts.
-$C prove --circuit mul --log "$log" --out /tmp/cuzk-overhead-warm.proof >/dev/null
+$C queue migrate --queue "$Q"
+cache=/tmp/cuzk-overhead-cache
+# Parameters before the clock starts: one job through a worker of its own (the
+# synthetic kind generates them into its parameter directory once).
+$C queue submit --queue "$Q" synthetic --circuit mul --log "$log" --seed 999998 >/dev/null
+$C worker --queue "$Q" --drain --poll-ms 100 --param-cache "$cache" "$@" >/dev/null 2>&1
 $C queue submit --queue "$Q" synthetic --circuit mul --log "$log" --count "$jobs" >/dev/null
 # Warm the engine's shape (R1CS, SRS) with one job first, so the run measures
 # steady state: submitted last at top priority, claimed first.
-$C queue submit --queue "$Q" --priority 1 synthetic --circuit mul --log "$log" --seed 999999 >/dev/null
-$C worker --queue "$Q" --drain --poll-ms 100 --jobs-in-flight "$inflight" "$@" 2>&1 | tail -n 1
+$C queue submit --queue "$Q" --priority critical synthetic --circuit mul --log "$log" --seed 999999 >/dev/null
+$C worker --queue "$Q" --drain --poll-ms 100 --param-cache "$cache" --jobs-in-flight "$inflight" "$@" 2>&1 | tail -n 1
 $C queue status --queue "$Q"

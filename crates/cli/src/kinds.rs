@@ -24,9 +24,10 @@ use cuzk_filecoin::{
     post_proof_name, post_test_inputs, shape_only_post, shape_only_snap, snap_test_inputs,
     update_proof_name, verify_snap_proof, verify_window_post_partition, verify_winning_post_proof,
     Blinding, CircuitKind, FilecoinProver, KindJob, PostKind, Priority, ProverConfig, SnapRequest,
-    UpdateKind, WindowPostRequest, WinningPostRequest,
+    UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST, ALL_UPDATE,
 };
 use cuzk_scheduler::PipelineEngine;
+use cuzk_service::{ProofKind, ProofRequest};
 use cuzk_timeline::Recorder;
 use serde::{Deserialize, Serialize};
 
@@ -357,6 +358,83 @@ impl RequestArgs {
                 vanilla_proofs: vanilla,
                 blinding: Blinding::Random,
             }),
+        })
+    }
+}
+
+/// The miner actor id whose prover id is `prover_id` (the inverse of
+/// `prover_id_from_miner`: LEB128, left-aligned, zero-padded), or `None` for a
+/// prover id that is no actor id's.
+pub fn miner_of_prover_id(prover_id: &[u8; 32]) -> Option<u64> {
+    let mut id: u64 = 0;
+    for (i, &b) in prover_id.iter().take(10).enumerate() {
+        id |= u64::from(b & 0x7f).checked_shl(7 * i as u32)?;
+        if b & 0x80 == 0 {
+            return (cuzk_filecoin::prover_id_from_miner(id) == *prover_id).then_some(id);
+        }
+    }
+    None
+}
+
+impl RequestArgs {
+    /// The request as the proving service takes it (Curio's fields: the
+    /// registered proof as Go's enum numbers it, the miner's actor id, the
+    /// vanilla proofs as bincode), parsed by [`RequestArgs::read`] first, so the
+    /// queue and `cuzk snap`/`cuzk post` read the same flags and files the same way.
+    pub fn proof_request(&self, which: Which) -> Result<(ProofKind, ProofRequest)> {
+        let number = |found: Option<usize>, name: String| {
+            found
+                .map(|n| n as u64)
+                .with_context(|| format!("{name} has no number in Filecoin's enum"))
+        };
+        let miner = |prover_id: &[u8; 32]| {
+            miner_of_prover_id(prover_id).context(
+                "the service's requests carry a miner actor id (1000 or f01000), not a raw prover id",
+            )
+        };
+        Ok(match self.read(which)? {
+            Request::Snap(r) => (
+                ProofKind::SnapDealsUpdate,
+                ProofRequest {
+                    registered_proof: number(
+                        ALL_UPDATE.iter().position(|p| *p == r.proof),
+                        update_proof_name(r.proof),
+                    )?,
+                    comm_r_old: r.comm_r_old,
+                    comm_r_new: r.comm_r_new,
+                    comm_d_new: r.comm_d_new,
+                    vanilla_proofs: r.vanilla_proofs,
+                    ..ProofRequest::default()
+                },
+            ),
+            Request::Window(r) => (
+                ProofKind::WindowPostPartition,
+                ProofRequest {
+                    registered_proof: number(
+                        ALL_POST.iter().position(|p| *p == r.proof),
+                        post_proof_name(r.proof),
+                    )?,
+                    randomness: r.randomness,
+                    miner_id: miner(&r.prover_id)?,
+                    partition_index: u32::try_from(r.partition_index)
+                        .context("the partition index is too large")?,
+                    vanilla_proofs: r.vanilla_proofs,
+                    ..ProofRequest::default()
+                },
+            ),
+            Request::Winning(r) => (
+                ProofKind::WinningPost,
+                ProofRequest {
+                    registered_proof: number(
+                        ALL_POST.iter().position(|p| *p == r.proof),
+                        post_proof_name(r.proof),
+                    )?,
+                    randomness: r.randomness,
+                    miner_id: miner(&r.prover_id)?,
+                    vanilla_proofs: r.vanilla_proofs,
+                    ..ProofRequest::default()
+                },
+            ),
         })
     }
 }
@@ -783,4 +861,21 @@ pub fn params_gen(which: Which, proof: &str, cache: &ParamCacheArgs, seed: u64) 
         t.elapsed().as_secs_f64()
     );
     crate::prove::params_info(&path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prover_id_gives_back_its_miner_and_a_raw_one_none() {
+        for m in [0, 1, 127, 128, 1000, 16_384, u64::from(u32::MAX), u64::MAX] {
+            let id = cuzk_filecoin::prover_id_from_miner(m);
+            assert_eq!(miner_of_prover_id(&id), Some(m), "{m}");
+        }
+        assert_eq!(miner_of_prover_id(&[0xff; 32]), None);
+        let mut trailing = cuzk_filecoin::prover_id_from_miner(1000);
+        trailing[31] = 1;
+        assert_eq!(miner_of_prover_id(&trailing), None);
+    }
 }

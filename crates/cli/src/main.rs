@@ -14,13 +14,12 @@ mod demo;
 mod filecoin;
 mod kinds;
 mod plan;
-mod porep_job;
 mod progress;
 mod prove;
 mod queue_cmd;
+mod queue_runner;
 mod runtime;
 mod serve;
-mod synthetic_job;
 mod table;
 mod tools;
 mod worker;
@@ -84,10 +83,12 @@ enum Command {
         #[command(subcommand)]
         command: tools::PluginsCommand,
     },
-    /// Claim proof jobs from a PostgreSQL queue and prove them on this machine's
-    /// engine (the same `--config`, backend and plugins as `bench`).
+    /// Claim proof jobs of every kind from a PostgreSQL queue and prove them
+    /// through the proving service `cuzk serve` runs (the same `--config`,
+    /// backend, plugins and kinds).
     Worker(worker::WorkerArgs),
-    /// The PostgreSQL queue: submit jobs, show them, wait for their proofs.
+    /// The PostgreSQL queue: submit jobs of any kind, show them, wait for their
+    /// proofs, migrate its schema, prune old jobs.
     Queue {
         #[command(subcommand)]
         command: queue_cmd::QueueCommand,

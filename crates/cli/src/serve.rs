@@ -2,7 +2,7 @@
 //! `cuzk.toml` tables as every other command; the daemon's own settings from its
 //! `[daemon]` table.
 
-use std::sync::Arc;
+use std::{path::Path, sync::Arc};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -29,6 +29,85 @@ pub struct ServeArgs {
 /// The seed of the timing-only parameters (the one `cuzk bench --timing-only` uses).
 const TIMING_ONLY_SEED: u64 = 7;
 
+/// What a process proves: every Filecoin kind over one prover, and (for tests
+/// and benchmarks) the synthetic kind. `cuzk serve` and `cuzk worker` both
+/// register their kinds through [`service_kinds`], so the daemon and the queue
+/// serve the same kinds the same way.
+#[derive(Debug)]
+pub struct KindsSetup<'a> {
+    /// Who asks, for warnings (`cuzk serve`, `worker w1`).
+    pub who: &'a str,
+    /// Where the parameter directory was set, for errors (`[daemon] param_cache`).
+    pub param_cache_key: &'a str,
+    /// Filecoin's parameters (and the synthetic kind's cache).
+    pub param_cache: &'a Path,
+    /// Benchmarks only: circuit ids proved with random-point parameters.
+    pub timing_only_circuits: &'a [String],
+    /// Serve the synthetic kind (cuzk's built-in circuits), and how.
+    pub synthetic: Option<SyntheticSetup>,
+}
+
+/// The synthetic kind's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct SyntheticSetup {
+    pub max_log: u32,
+    pub timing_only: bool,
+}
+
+/// The service kinds of `setup`. Points filecoin-proofs' verifier at the same
+/// parameter directory (`FIL_PROOFS_PARAMETER_CACHE`), refusing a different one.
+pub fn service_kinds(setup: &KindsSetup) -> Result<Vec<Arc<dyn KindProver>>> {
+    // filecoin-proofs' verifier reads the verifying keys from
+    // FIL_PROOFS_PARAMETER_CACHE: it must be the prover's parameter directory.
+    match std::env::var_os(cuzk_filecoin::PARAMETER_CACHE_VAR) {
+        None => std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, setup.param_cache),
+        Some(env) if Path::new(&env) != setup.param_cache => anyhow::bail!(
+            "{} is {} but {} is {}: filecoin-proofs' verifier reads the latter; make them the same",
+            setup.param_cache_key,
+            setup.param_cache.display(),
+            cuzk_filecoin::PARAMETER_CACHE_VAR,
+            Path::new(&env).display()
+        ),
+        Some(_) => {}
+    }
+    let prover = Arc::new(cuzk_filecoin::FilecoinProver::new(
+        cuzk_filecoin::ProverConfig {
+            parameter_dir: setup.param_cache.to_path_buf(),
+            verify: true,
+            check_digest: false,
+        },
+    ));
+    // Every Filecoin kind over one prover: each circuit compiled and its parameters
+    // loaded once per process. Timing-only circuits (benchmarks) on a prover of
+    // their own, which shares nothing with the real one.
+    let provers = cuzk_filecoin::service_kind::ServiceProvers::new(prover)
+        .with_timing_only(setup.timing_only_circuits, TIMING_ONLY_SEED)
+        .context("timing_only_circuits")?;
+    let timing_only = provers.timing_only_circuits();
+    if !timing_only.is_empty() {
+        eprintln!(
+            "{}: WARNING: circuits {} are TIMING-ONLY (random-point parameters, benchmarks only): their proofs are returned UNVERIFIED and do not verify",
+            setup.who,
+            timing_only.join(", ")
+        );
+    }
+    let mut kinds: Vec<Arc<dyn KindProver>> = provers.kinds();
+    if let Some(syn) = setup.synthetic {
+        kinds.push(Arc::new(
+            SyntheticKind::new(setup.param_cache.to_path_buf())
+                .with_max_log(syn.max_log)
+                .with_timing_only(syn.timing_only),
+        ));
+        if syn.timing_only {
+            eprintln!(
+                "{}: SYNTHETIC proofs are TIMING-ONLY (random-point parameters): they are not verified and do not verify",
+                setup.who
+            );
+        }
+    }
+    Ok(kinds)
+}
+
 pub fn serve(args: ServeArgs) -> Result<()> {
     let mut run = args.run.resolve()?;
     let mut section = run.config.daemon.clone().unwrap_or_default();
@@ -52,50 +131,16 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     }
     let needs = run.config.backend_needs(None);
     let loaded = load_policies(&run, &needs)?;
-    // filecoin-proofs' verifier reads the verifying keys from
-    // FIL_PROOFS_PARAMETER_CACHE: it must be the daemon's parameter directory.
-    match std::env::var_os(cuzk_filecoin::PARAMETER_CACHE_VAR) {
-        None => std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &cfg.param_cache),
-        Some(env) if std::path::Path::new(&env) != cfg.param_cache => anyhow::bail!(
-            "[daemon] param_cache is {} but {} is {}: filecoin-proofs' verifier reads the latter; make them the same",
-            cfg.param_cache.display(),
-            cuzk_filecoin::PARAMETER_CACHE_VAR,
-            std::path::Path::new(&env).display()
-        ),
-        Some(_) => {}
-    }
-    let prover = Arc::new(cuzk_filecoin::FilecoinProver::new(
-        cuzk_filecoin::ProverConfig {
-            parameter_dir: cfg.param_cache.clone(),
-            verify: true,
-            check_digest: false,
-        },
-    ));
-    // Every Filecoin kind over one prover: each circuit compiled and its parameters
-    // loaded once per process. Timing-only circuits (benchmarks) on a prover of
-    // their own, which shares nothing with the real one.
-    let provers = cuzk_filecoin::service_kind::ServiceProvers::new(prover)
-        .with_timing_only(&cfg.timing_only_circuits, TIMING_ONLY_SEED)
-        .context("[daemon] timing_only_circuits")?;
-    let timing_only = provers.timing_only_circuits();
-    if !timing_only.is_empty() {
-        let line = format!(
-            "circuits {} are TIMING-ONLY (random-point parameters, benchmarks only): their proofs are returned UNVERIFIED and do not verify",
-            timing_only.join(", ")
-        );
-        eprintln!("cuzk serve: WARNING: {line}");
-    }
-    let mut kinds: Vec<Arc<dyn KindProver>> = provers.kinds();
-    if cfg.synthetic {
-        kinds.push(Arc::new(
-            SyntheticKind::new(cfg.param_cache.clone())
-                .with_max_log(cfg.synthetic_max_log)
-                .with_timing_only(cfg.synthetic_timing_only),
-        ));
-        if cfg.synthetic_timing_only {
-            eprintln!("cuzk serve: SYNTHETIC proofs are TIMING-ONLY (random-point parameters): they are not verified and do not verify");
-        }
-    }
+    let kinds = service_kinds(&KindsSetup {
+        who: "cuzk serve",
+        param_cache_key: "[daemon] param_cache",
+        param_cache: &cfg.param_cache,
+        timing_only_circuits: &cfg.timing_only_circuits,
+        synthetic: cfg.synthetic.then_some(SyntheticSetup {
+            max_log: cfg.synthetic_max_log,
+            timing_only: cfg.synthetic_timing_only,
+        }),
+    })?;
     let service = Service::start(
         cfg.service.clone(),
         run.engine.clone(),

@@ -1,12 +1,14 @@
 //! `cuzk worker --queue postgres://…`: claims proof jobs from a PostgreSQL queue
-//! and proves them on the same engine `cuzk bench` would run (the same
-//! `cuzk.toml`, backend and plugins), until SIGTERM or SIGINT (then it claims
-//! nothing more, finishes or releases the jobs it holds as `[queue] on_stop`
-//! says, and exits 0) or, with `--drain`, until the queue is empty.
+//! and proves them through a `cuzk_service::Service`, started as `cuzk serve`
+//! starts it (the same `cuzk.toml`, backend, plugins and kinds), until SIGTERM or
+//! SIGINT (then it claims nothing more, finishes or releases the jobs it holds as
+//! `[queue] on_stop` says, and exits 0) or, with `--drain`, until the queue is
+//! empty. It claims only the kinds its service serves: every Filecoin kind, and
+//! the synthetic one.
 //!
 //! A worker runs for months, so it keeps nothing per job once the job is written
-//! back: its TIMELINE recorder keeps no events (the engine's per-job state is
-//! dropped when a job ends), and each job's log line says how much is held.
+//! back: the service's recorder keeps no events and hands each result over once,
+//! and each job's log line says how much is held.
 
 use std::{
     path::PathBuf,
@@ -14,21 +16,21 @@ use std::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
-use cuzk_config::QueueSection;
-use cuzk_queue::{Completion, JobRunner, OnStop, QueueConfig, Worker, WorkerEvent, WorkerOptions};
-use cuzk_scheduler::{PipelineEngine, Priority};
-use cuzk_timeline::Recorder;
+use cuzk_config::{Age, QueueSection};
+use cuzk_queue::{
+    Completion, Database, JobRunner, OnStop, QueueConfig, Worker, WorkerEvent, WorkerOptions,
+};
+use cuzk_service::{Service, ServiceConfig, ShutdownMode};
 
 use crate::{
-    porep_job::PorepRunner,
-    prove::default_cache_dir,
+    queue_runner::ServiceRunner,
     runtime::{load_policies, RunArgs},
-    synthetic_job::SyntheticRunner,
+    serve::{service_kinds, KindsSetup, SyntheticSetup},
 };
 
 /// Flags of the queue's knobs; each overrides the same key of `[queue]`.
@@ -50,6 +52,13 @@ pub struct QueueArgs {
     /// `release` them to the queue for another worker.
     #[arg(long)]
     pub on_stop: Option<String>,
+    /// Delete done and failed jobs finished longer ago than this (`7d`, `12h`),
+    /// once an hour.
+    #[arg(long)]
+    pub keep_done: Option<Age>,
+    /// A PEM file of CA certificates for the queue's TLS (beside Mozilla's roots).
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl QueueArgs {
@@ -62,6 +71,8 @@ impl QueueArgs {
         s.jobs_in_flight = self.jobs_in_flight.or(s.jobs_in_flight);
         s.max_attempts = self.max_attempts.or(s.max_attempts);
         s.on_stop = self.on_stop.clone().or(s.on_stop.take());
+        s.keep_done = self.keep_done.or(s.keep_done);
+        s.ca_file = self.ca_file.clone().or(s.ca_file.take());
         let d = QueueConfig::default();
         let q = QueueConfig {
             lease_secs: s.lease_secs.unwrap_or(d.lease_secs),
@@ -72,6 +83,7 @@ impl QueueArgs {
                 Some(name) => OnStop::parse(name).map_err(anyhow::Error::msg)?,
                 None => d.on_stop,
             },
+            keep_done: s.keep_done.map(|a| a.0),
         };
         q.check().map_err(anyhow::Error::msg)?;
         Ok(q)
@@ -80,8 +92,9 @@ impl QueueArgs {
 
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
-    /// The queue: a PostgreSQL URL (`postgres://user@host:port/db`). The schema
-    /// is created (or brought up to date) on first connection.
+    /// The queue: a PostgreSQL URL (`postgres://user@host:port/db`, with
+    /// `?sslmode=require` for TLS). Its schema must be this build's: `cuzk queue
+    /// migrate` first.
     #[arg(long)]
     pub queue: String,
     #[command(flatten)]
@@ -94,38 +107,17 @@ pub struct WorkerArgs {
     /// Exit once nothing is left to claim (for benchmarks and scripts).
     #[arg(long)]
     pub drain: bool,
-    /// Cache folder for synthetic jobs' generated parameters.
-    #[arg(long, default_value_os_t = default_cache_dir())]
-    pub cache_dir: PathBuf,
-}
-
-/// The engine's priority of a queue priority (the queue stores the engine's
-/// levels as numbers: low -1, normal 0, high 1, critical 2).
-pub fn engine_priority(queue: i32) -> Priority {
-    match queue {
-        i32::MIN..=-1 => Priority::Low,
-        0 => Priority::Normal,
-        1 => Priority::High,
-        _ => Priority::Critical,
-    }
-}
-
-/// A priority's name (`low`, `normal`, `high`, `critical`) as the number the
-/// queue stores.
-pub fn parse_priority(name: &str) -> Result<i32, String> {
-    match name {
-        "low" => Ok(-1),
-        "normal" => Ok(0),
-        "high" => Ok(1),
-        "critical" => Ok(2),
-        _ => Err(format!(
-            "unknown priority `{name}`: low, normal, high or critical"
-        )),
-    }
+    /// Filecoin's parameter directory (and the synthetic kind's cache); default
+    /// FIL_PROOFS_PARAMETER_CACHE, else filecoin-proofs' own default.
+    #[arg(long)]
+    pub param_cache: Option<PathBuf>,
+    /// The largest synthetic circuit served, as log2 of its constraints.
+    #[arg(long, default_value_t = cuzk_service::synthetic::MAX_LOG)]
+    pub synthetic_max_log: u32,
 }
 
 /// This host's name, for worker ids.
-fn hostname() -> String {
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .ok()
@@ -133,50 +125,71 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// The parameter directory: the flag, else FIL_PROOFS_PARAMETER_CACHE, else
+/// filecoin-proofs' default.
+pub fn param_cache(flag: Option<&PathBuf>) -> PathBuf {
+    flag.cloned()
+        .or_else(|| std::env::var_os(cuzk_filecoin::PARAMETER_CACHE_VAR).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(cuzk_daemon::config::DEFAULT_PARAM_CACHE))
+}
+
 pub fn worker(args: WorkerArgs) -> Result<()> {
     if args.run.no_verify {
         bail!("a worker always verifies: the queue stores only verified proofs (drop --no-verify)");
     }
     let mut run = args.run.resolve()?;
-    let config = args
-        .knobs
-        .resolve(run.config.queue.get_or_insert_with(Default::default))?;
+    let section = run.config.queue.get_or_insert_with(Default::default);
+    let config = args.knobs.resolve(section)?;
+    let db = Database::new(&args.queue).with_ca_file(section.ca_file.clone());
     run.engine.verify = true;
-    let needs = run.config.backend_needs(None);
-    let cuzk_config::Built { policies, sources } = load_policies(&run, &needs)?;
-    // No events kept in memory: nothing reads them back, and a worker's life is
-    // unbounded (the engine still emits them to `tracing`).
-    let recorder = Arc::new(Recorder::new(Instant::now()).with_retention(false));
-    let engine = Arc::new(PipelineEngine::start(
-        run.engine.clone(),
-        policies,
-        recorder.clone(),
-    )?);
-    // Filecoin's parameters are where filecoin-proofs' own verifier looks for its
-    // keys (FIL_PROOFS_PARAMETER_CACHE); every proof is verified before it is
-    // written to the queue.
-    let prover = cuzk_filecoin::ProverConfig {
-        verify: true,
-        ..Default::default()
-    };
-    let runners: Vec<Arc<dyn JobRunner>> = vec![
-        Arc::new(SyntheticRunner::new(engine.clone(), args.cache_dir.clone())),
-        Arc::new(PorepRunner::new(
-            engine.clone(),
-            cuzk_filecoin::FilecoinProver::new(prover),
-        )),
-    ];
-    let kinds: Vec<&str> = runners.iter().map(|r| r.kind()).collect();
     let id = args
         .id
         .clone()
         .unwrap_or_else(|| format!("{}:{}", hostname(), std::process::id()));
+    let param_cache = param_cache(args.param_cache.as_ref());
+    let who = format!("worker {id}");
+    // The kinds `cuzk serve` registers, from the same function; never
+    // timing-only (the queue stores verified proofs only).
+    let kinds = service_kinds(&KindsSetup {
+        who: &who,
+        param_cache_key: "--param-cache",
+        param_cache: &param_cache,
+        timing_only_circuits: &[],
+        synthetic: Some(SyntheticSetup {
+            max_log: args.synthetic_max_log,
+            timing_only: false,
+        }),
+    })?;
+    let needs = run.config.backend_needs(None);
+    let cuzk_config::Built { policies, sources } = load_policies(&run, &needs)?;
+    // As many service slots as the worker holds jobs: each claimed job is
+    // admitted at once, and the queue, not the service, decides what waits.
+    let service = Service::start(
+        ServiceConfig {
+            max_running_jobs: config.jobs_in_flight,
+            ..ServiceConfig::default()
+        },
+        run.engine.clone(),
+        policies,
+        kinds,
+    )
+    .context("starting the proving service")?;
+    let runners: Vec<Arc<dyn JobRunner>> = ServiceRunner::all(&service)
+        .into_iter()
+        .map(|r| Arc::new(r) as Arc<dyn JobRunner>)
+        .collect();
+    let kind_names: Vec<&str> = runners.iter().map(|r| r.kind()).collect();
     eprintln!(
-        "worker {id}: kinds {}, lease {}s, {} job(s) in flight, on stop {}, {}",
-        kinds.join(","),
+        "worker {id}: kinds {}, parameters from {}, lease {}s, {} job(s) in flight, on stop {}, keep done {}, {}",
+        kind_names.join(","),
+        param_cache.display(),
         config.lease_secs,
         config.jobs_in_flight,
         config.on_stop.name(),
+        config
+            .keep_done
+            .map(|d| String::from(Age(d)))
+            .unwrap_or_else(|| "for ever".into()),
         sources
             .iter()
             .map(|s| format!("{}={}", s.slot, s.name))
@@ -186,13 +199,13 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     let who = id.clone();
     let name = id.clone();
     let held = Held {
-        recorder,
-        engine: engine.clone(),
+        service: service.clone(),
     };
     let worker = Worker::new(
-        &args.queue,
+        db,
         WorkerOptions {
             id,
+            host: hostname(),
             config,
             drain: args.drain,
         },
@@ -202,14 +215,18 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signal(stop.clone())?;
     let start = Instant::now();
-    let stats = worker.run(&stop);
-    let jobs = (stats.done + stats.failed + stats.late).max(1) as f64;
+    let stats = worker.run(&stop)?;
+    // Every job was written back or released: nothing is left to finish.
+    service.shutdown(ShutdownMode::Cancel, Duration::from_secs(10));
+    let jobs = (stats.done + stats.failed + stats.late + stats.refused).max(1) as f64;
     eprintln!(
-        "worker {name}: {} done, {} failed attempts, {} late writes discarded, {} released; \
+        "worker {name}: {} done, {} failed attempts, {} late writes discarded, {} writes refused (lease lost), {} leases lost, {} released; \
          {:.3} s: proving {:.3} s, queue statements {:.3} s ({:.2} ms per job)",
         stats.done,
         stats.failed,
         stats.late,
+        stats.refused,
+        stats.leases_lost,
         stats.released,
         start.elapsed().as_secs_f64(),
         stats.run_seconds,
@@ -256,19 +273,20 @@ fn stop_on_signal(stop: Arc<AtomicBool>) -> Result<()> {
 }
 
 /// What a worker holds in memory that could grow with the jobs it proves: the
-/// TIMELINE's kept events and the engine's open jobs. Both stay bounded (none
-/// kept; at most the jobs in flight), which each job's log line shows.
+/// service's jobs (queued, running, or finished and not yet handed over). It
+/// stays bounded (at most the jobs in flight; none after a write-back), which
+/// each job's log line shows; the service's TIMELINE keeps no events.
 struct Held {
-    recorder: Arc<Recorder>,
-    engine: Arc<PipelineEngine>,
+    service: Service,
 }
 
 impl Held {
     fn line(&self) -> String {
+        let s = self.service.status();
+        let jobs: u32 = s.queues.iter().map(|q| q.pending + q.in_progress).sum();
         format!(
-            "held: {} timeline events, {} engine jobs",
-            self.recorder.len(),
-            self.engine.open_jobs()
+            "held: {jobs} service jobs, {} results waiting",
+            s.results_waiting
         )
     }
 }
@@ -300,13 +318,24 @@ fn log_event(who: &str, e: &WorkerEvent, held: &Held) {
             Completion::AlreadyFailed => {
                 eprintln!("worker {who}: job {job} had been marked failed; this proof discarded")
             }
+            Completion::NotHolder => eprintln!(
+                "worker {who}: job {job}: write refused, this worker no longer holds it (lease lost); this proof discarded"
+            ),
         },
         WorkerEvent::Failed { job, error, state } => {
             eprintln!("worker {who}: job {job} failed ({}): {error}", state.name())
         }
-        WorkerEvent::LeaseLost { job } => {
-            eprintln!("worker {who}: lost the lease on job {job}; finishing it anyway")
-        }
+        WorkerEvent::LeaseLost { job } => eprintln!(
+            "worker {who}: lost the lease on job {job} (another worker has it); cancelling it here"
+        ),
+        WorkerEvent::Registered { id } => eprintln!("worker {who}: registered as live worker {id}"),
+        WorkerEvent::HeartbeatLost => eprintln!(
+            "worker {who}: its row in cuzk_workers was gone or taken over; registering again"
+        ),
+        WorkerEvent::Pruned { pruned } => eprintln!(
+            "worker {who}: pruned {} done and {} failed jobs past keep_done",
+            pruned.done, pruned.failed
+        ),
         WorkerEvent::ExpiredFailed { jobs } => {
             eprintln!("worker {who}: {jobs} job(s) whose last lease expired marked failed")
         }

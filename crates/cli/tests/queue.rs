@@ -4,8 +4,13 @@
 //! killed with SIGKILL mid-job, a worker stopped with SIGTERM mid-job (finishing
 //! or releasing its job, exiting 0), a bad job failing after its retries, and
 //! workers riding out a restart of the server (on a private cluster, so other
-//! tests' server is left alone). Every proof is checked with
-//! bellperson's verifier here, and a wrong public input must fail.
+//! tests' server is left alone); every Filecoin kind (PoRep, SnapDeals,
+//! WindowPoSt, WinningPoSt at 2 KiB, real sectors) submitted with `cuzk queue
+//! submit` and proved by two workers at once through the proving service; a
+//! worker paused past its lease losing its job (cancelled, its write refused);
+//! idempotent submission; hostile payloads failing their job with a clear error.
+//! Every proof is checked here (bellperson's verifier, filecoin-proofs' for the
+//! Filecoin kinds), and a wrong public input must fail.
 
 #[path = "../../queue/tests/common/mod.rs"]
 mod common;
@@ -20,10 +25,16 @@ use std::{
 
 use bellperson::groth16::{Parameters, Proof};
 use blstrs::Bls12;
-use cuzk_circuits::{AnyCircuit, Builtin};
-use cuzk_queue::{JobState, JobStatus, Queue};
+use cuzk_daemon::payload;
+use cuzk_queue::{JobState, JobStatus, Queue, Submission};
+use cuzk_service::{synthetic::SynthCircuit, ProofKind, ProofRequest};
 
+/// Short synthetic jobs: 2^10 constraints a partition.
 const LOG: u32 = 10;
+/// Long synthetic jobs: 16 partitions (the synthetic kind's most) of 2^12, seconds
+/// of proving on two cores.
+const LONG_LOG: u32 = 12;
+const LONG_PARTS: u32 = 16;
 /// Long enough for anything these tests do to finish on a loaded 2-core
 /// machine; a test that reaches it failed.
 const PATIENCE: Duration = Duration::from_secs(300);
@@ -32,38 +43,23 @@ fn cuzk() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuzk"))
 }
 
-/// A parameter cache every worker of this test binary shares, filled once (by
-/// `cuzk prove`, the same code the workers use), and the parameters in it.
-fn cache() -> &'static (PathBuf, Parameters<Bls12>) {
-    static C: OnceLock<(PathBuf, Parameters<Bls12>)> = OnceLock::new();
+/// A parameter cache every synthetic worker of this test binary shares, filled
+/// once here by the synthetic kind itself (the code the workers run), and the
+/// parameters in it, by log.
+fn cache() -> &'static (PathBuf, HashMap<u32, Parameters<Bls12>>) {
+    static C: OnceLock<(PathBuf, HashMap<u32, Parameters<Bls12>>)> = OnceLock::new();
     C.get_or_init(|| {
         let dir =
             std::env::temp_dir().join(format!("cuzk-queue-test-cache-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let out = cuzk()
-            .args([
-                "prove",
-                "--circuit",
-                "mul",
-                "--log",
-                &LOG.to_string(),
-                "--cache-dir",
-            ])
-            .arg(&dir)
-            .arg("--out")
-            .arg(dir.join("warmup.proof"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cuzk prove: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let params = cuzk_params::read_params(
-            &dir.join(format!("cuzk-mul-2^{LOG}.params")),
-            cuzk_params::Validation::None,
-        )
-        .unwrap();
+        let kind = cuzk_service::synthetic::SyntheticKind::new(dir.clone());
+        let params = [LOG, LONG_LOG]
+            .into_iter()
+            .map(|log| {
+                let p = kind.params(&format!("synthetic-mul-{log}")).unwrap();
+                (log, (*p.params).clone())
+            })
+            .collect();
         (dir, params)
     })
 }
@@ -77,15 +73,15 @@ struct WorkerProc {
 
 impl WorkerProc {
     fn start(url: &str, id: &str, lease_secs: f64) -> WorkerProc {
-        Self::start_in(url, id, lease_secs, &[], &[])
+        Self::start_in(url, id, lease_secs, &cache().0, &[])
     }
 
-    /// With extra environment (Filecoin's parameter folder) and flags.
+    /// With a parameter folder (Filecoin's, for the Filecoin kinds) and flags.
     fn start_in(
         url: &str,
         id: &str,
         lease_secs: f64,
-        env: &[(&str, &Path)],
+        param_cache: &Path,
         flags: &[&str],
     ) -> WorkerProc {
         // Tests run in parallel and reuse worker ids ("w1"): each worker gets a
@@ -95,7 +91,7 @@ impl WorkerProc {
         let (dir, _) = cache();
         let log = dir.join(format!("{id}-{}-{n}.log", std::process::id()));
         let child = cuzk()
-            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+            .env(cuzk_filecoin::PARAMETER_CACHE_VAR, param_cache)
             .args(["worker", "--queue", url, "--id", id])
             .args(["--lease-secs", &lease_secs.to_string(), "--poll-ms", "100"])
             .args([
@@ -108,8 +104,8 @@ impl WorkerProc {
             ])
             .args(["--gpu-workers", "1", "--gpu-threads", "1"])
             .args(flags)
-            .arg("--cache-dir")
-            .arg(dir)
+            .arg("--param-cache")
+            .arg(param_cache)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -162,12 +158,19 @@ impl Drop for WorkerProc {
     }
 }
 
-/// `cuzk queue submit synthetic ...`: the new jobs' ids.
+/// `cuzk queue submit synthetic ...` at 2^`LOG` (`LONG_LOG` when `partitions` is
+/// `LONG_PARTS`): the new jobs' ids.
 fn submit(url: &str, seed: u64, partitions: u32, count: u32, extra: &[&str]) -> Vec<i64> {
     let out = cuzk()
         .args(["queue", "submit", "--queue", url])
         .args(extra)
-        .args(["synthetic", "--circuit", "mul", "--log", &LOG.to_string()])
+        .args([
+            "synthetic",
+            "--circuit",
+            "mul",
+            "--log",
+            &log_of(partitions).to_string(),
+        ])
         .args([
             "--seed",
             &seed.to_string(),
@@ -202,15 +205,24 @@ fn wait_all(q: &mut Queue, ids: &[i64], workers: &[&WorkerProc]) -> Vec<JobStatu
         })
 }
 
+fn log_of(partitions: u32) -> u32 {
+    if partitions == LONG_PARTS {
+        LONG_LOG
+    } else {
+        LOG
+    }
+}
+
 /// Checks a synthetic job's proof bytes: `partitions` proofs, each verifying for
 /// its own public inputs and not for another partition's.
 fn check_proof(bytes: &[u8], seed: u64, partitions: u32) {
-    let (_, params) = cache();
+    let log = log_of(partitions);
+    let params = &cache().1[&log];
     assert_eq!(bytes.len(), 192 * partitions as usize);
     for p in 0..partitions {
         let proof = Proof::<Bls12>::read(&bytes[192 * p as usize..]).unwrap();
         let inputs = |s: u64| {
-            AnyCircuit::new(Builtin::MulChain, LOG, Some(s))
+            SynthCircuit::new("mul", log, Some(s))
                 .unwrap()
                 .public_inputs()
                 .unwrap()
@@ -230,7 +242,7 @@ fn job_seed(status: &JobStatus, first_seed: u64, first_id: i64, partitions: u32)
 
 #[test]
 fn three_workers_prove_thirty_jobs_each_once() {
-    let Some(url) = common::fresh_database("three") else {
+    let Some(url) = common::migrated_database("three") else {
         return;
     };
     cache();
@@ -267,7 +279,7 @@ fn three_workers_prove_thirty_jobs_each_once() {
         );
         for line in done {
             assert!(
-                line.ends_with("(held: 0 timeline events, 0 engine jobs)"),
+                line.ends_with("(held: 0 service jobs, 0 results waiting)"),
                 "{line}"
             );
         }
@@ -295,7 +307,7 @@ fn three_workers_prove_thirty_jobs_each_once() {
 
 #[test]
 fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
-    let Some(url) = common::fresh_database("kill") else {
+    let Some(url) = common::migrated_database("kill") else {
         return;
     };
     cache();
@@ -333,7 +345,7 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
         "{:?}",
         s.errors
     );
-    check_proof(s.proof.as_ref().unwrap(), seed, 64);
+    check_proof(s.proof.as_ref().unwrap(), seed, LONG_PARTS);
     // The short job (seed 1), then four more from seed 2.
     for s in wait_all(&mut q, &small, &refs) {
         assert_eq!(s.state, JobState::Done);
@@ -341,7 +353,7 @@ fn a_worker_killed_mid_job_loses_it_to_another_after_its_lease() {
     }
 }
 
-/// Starts worker `id` alone, submits a long job (64 partitions, seconds of
+/// Starts worker `id` alone, submits a long job (`LONG_PARTS` partitions, seconds of
 /// proving; seed `seed`) and a short one (seed 1), and returns once the worker
 /// is proving the long one: (worker, long job, short job).
 fn worker_mid_job(
@@ -351,8 +363,8 @@ fn worker_mid_job(
     seed: u64,
     flags: &[&str],
 ) -> (WorkerProc, i64, i64) {
-    let w = WorkerProc::start_in(url, id, lease_secs, &[], flags);
-    let long = submit(url, seed, 64, 1, &["--priority", "high"])[0];
+    let w = WorkerProc::start_in(url, id, lease_secs, &cache().0, flags);
+    let long = submit(url, seed, LONG_PARTS, 1, &["--priority", "high"])[0];
     let short = submit(url, 1, 1, 1, &[])[0];
     let mut q = Queue::connect(url).unwrap();
     let start = Instant::now();
@@ -372,7 +384,7 @@ fn worker_mid_job(
 
 #[test]
 fn a_worker_stopped_by_sigterm_mid_job_finishes_it_and_exits_0() {
-    let Some(url) = common::fresh_database("sigterm_finish") else {
+    let Some(url) = common::migrated_database("sigterm_finish") else {
         return;
     };
     cache();
@@ -396,7 +408,7 @@ fn a_worker_stopped_by_sigterm_mid_job_finishes_it_and_exits_0() {
     );
     assert_eq!(s.done_by.as_deref(), Some("w"));
     assert!(s.errors.is_empty(), "{:?}", s.errors);
-    check_proof(s.proof.as_ref().unwrap(), seed, 64);
+    check_proof(s.proof.as_ref().unwrap(), seed, LONG_PARTS);
     // It claimed nothing after the signal.
     let s = q.status(short).unwrap();
     assert_eq!((s.state, s.attempts), (JobState::Queued, 0), "{log}");
@@ -404,7 +416,7 @@ fn a_worker_stopped_by_sigterm_mid_job_finishes_it_and_exits_0() {
 
 #[test]
 fn a_worker_stopped_by_sigterm_mid_job_releases_it_as_configured_and_exits_0() {
-    let Some(url) = common::fresh_database("sigterm_release") else {
+    let Some(url) = common::migrated_database("sigterm_release") else {
         return;
     };
     cache();
@@ -444,42 +456,61 @@ fn a_worker_stopped_by_sigterm_mid_job_releases_it_as_configured_and_exits_0() {
         );
         assert_eq!(s.done_by.as_deref(), Some("next"));
     }
-    check_proof(all[0].proof.as_ref().unwrap(), seed, 64);
+    check_proof(all[0].proof.as_ref().unwrap(), seed, LONG_PARTS);
     check_proof(all[1].proof.as_ref().unwrap(), 1, 1);
     std::fs::remove_file(&config).unwrap();
 }
 
+/// A job's payload as `cuzk queue submit raw` takes it.
+fn synthetic_payload(log: u32, seed: u64, request_id: Option<String>) -> Vec<u8> {
+    payload::encode(
+        ProofKind::Synthetic,
+        &ProofRequest {
+            request_id,
+            vanilla_proof: format!(
+                r#"{{"circuit":"mul","log":{log},"partitions":1,"seed":{seed}}}"#
+            )
+            .into_bytes(),
+            ..ProofRequest::default()
+        },
+    )
+}
+
 #[test]
 fn a_bad_job_fails_with_its_error_after_its_retries() {
-    let Some(url) = common::fresh_database("bad") else {
+    let Some(url) = common::migrated_database("bad") else {
         return;
     };
     cache();
     let w = WorkerProc::start(&url, "w", 10.0);
     let mut q = Queue::connect(&url).unwrap();
-    // log 3: below the circuits' smallest size; the input is JSON, but bad.
-    let bad_input = cache().0.join(format!("bad-{}.json", std::process::id()));
-    std::fs::write(
-        &bad_input,
-        r#"{"circuit":"mul","log":3,"seed":1,"partitions":1}"#,
-    )
-    .unwrap();
+    // log 3: below the circuits' smallest size. `cuzk queue submit` refuses it
+    // with the kind's own check...
+    let bad_input = cache().0.join(format!("bad-{}.bin", std::process::id()));
+    std::fs::write(&bad_input, synthetic_payload(3, 1, None)).unwrap();
     let out = cuzk()
         .args(["queue", "submit", "--queue", &url, "--max-attempts", "3"])
-        .args(["raw", "--kind", "synthetic"])
+        .args(["raw", "--payload"])
         .arg(&bad_input)
         .output()
         .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains("refused before it is queued") && err.contains("log 3 is outside 10"),
+        "{err}"
     );
-    let bad: i64 = String::from_utf8(out.stdout)
+    // ... and a job that got in anyway (another client) fails in the worker.
+    let bad = q
+        .submit(&Submission {
+            kind: "SYNTHETIC".into(),
+            input: synthetic_payload(3, 1, None),
+            priority: 2,
+            max_attempts: 3,
+            request_id: None,
+        })
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+        .id;
     let good = submit(&url, 77, 2, 1, &[])[0];
     let all = wait_all(&mut q, &[bad, good], &[&w]);
     let (b, g) = (&all[0], &all[1]);
@@ -493,7 +524,7 @@ fn a_bad_job_fails_with_its_error_after_its_retries() {
     for (i, e) in b.errors.iter().enumerate() {
         assert!(
             e.starts_with(&format!(
-                "attempt {} on w: the synthetic job's circuit",
+                "attempt {} on w: the SYNTHETIC request is malformed",
                 i + 1
             )),
             "{e}"
@@ -550,6 +581,16 @@ impl PrivateServer {
     fn start() -> PrivateServer {
         let dir = std::env::temp_dir().join(format!("cuzk-pg-restart-{}", std::process::id()));
         let url = ci_postgres("start", &dir);
+        // The schema, by the one command that changes it.
+        let out = cuzk()
+            .args(["queue", "migrate", "--queue", &url])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         PrivateServer { dir, url }
     }
     fn restart(&self) {
@@ -617,16 +658,24 @@ fn workers_ride_out_a_postgres_restart() {
     drop(workers);
 }
 
-/// Filecoin's 2 KiB test parameters, generated once per build directory (shared
-/// with cuzk-filecoin's tests), never downloaded.
+/// Filecoin's 2 KiB test parameters of every kind, generated once per build
+/// directory (shared with cuzk-filecoin's tests), never downloaded.
 fn filecoin_params() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        use cuzk_filecoin::{ensure_params, PorepKind, PostKind, UpdateKind};
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params");
         // Before filecoin-proofs reads its settings (this process seals a sector).
         std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &dir);
-        let kind = cuzk_filecoin::PorepKind::new(POREP).unwrap();
-        cuzk_filecoin::ensure_params(&kind, &dir, 2026).unwrap();
+        ensure_params(&PorepKind::new(POREP).unwrap(), &dir, 2026).unwrap();
+        let update = cuzk_filecoin::RegisteredUpdateProof::StackedDrg2KiBV1;
+        ensure_params(&UpdateKind::new(update).unwrap(), &dir, 2026).unwrap();
+        for p in [
+            cuzk_filecoin::RegisteredPoStProof::StackedDrgWindow2KiBV1_2,
+            cuzk_filecoin::RegisteredPoStProof::StackedDrgWinning2KiBV1,
+        ] {
+            ensure_params(&PostKind::new(p).unwrap(), &dir, 2026).unwrap();
+        }
         dir
     })
 }
@@ -634,15 +683,46 @@ fn filecoin_params() -> &'static Path {
 const POREP: cuzk_filecoin::RegisteredSealProof =
     cuzk_filecoin::RegisteredSealProof::StackedDrg2KiBV1_1;
 
+/// `cuzk args…` with Filecoin's test parameters, which must succeed: its stdout.
+fn cuzk_ok(args: &[&str]) -> String {
+    let out = cuzk()
+        .env(cuzk_filecoin::PARAMETER_CACHE_VAR, filecoin_params())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cuzk {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `cuzk args…` with Filecoin's test parameters, which must fail: its stderr.
+fn cuzk_err(args: &[&str]) -> String {
+    let out = cuzk()
+        .env(cuzk_filecoin::PARAMETER_CACHE_VAR, filecoin_params())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "cuzk {} succeeded", args.join(" "));
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// One job of each Filecoin kind, from real 2 KiB sectors, through `cuzk queue
+/// submit` to two workers at once; each proof verified by filecoin-proofs (and
+/// refused for another input).
 #[test]
-fn a_real_2kib_sectors_c2_goes_through_the_queue_and_verifies() {
-    let Some(url) = common::fresh_database("porep") else {
+fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
+    let Some(url) = common::migrated_database("kinds") else {
         return;
     };
     cache();
     let params = filecoin_params();
     let work = tempfile::tempdir().unwrap();
-    // A sector sealed here by filecoin-proofs, its C1 in the envelope Curio sends.
+    let path = |name: &str| work.path().join(name).display().to_string();
+    // PoRep: a sector sealed here by filecoin-proofs, its C1 in Curio's envelope.
     let miner = 1000;
     let sealed = cuzk_filecoin::seal_test_sector(
         POREP,
@@ -654,70 +734,340 @@ fn a_real_2kib_sectors_c2_goes_through_the_queue_and_verifies() {
     .unwrap();
     let envelope =
         serde_json::to_vec(&cuzk_filecoin::Envelope::wrap(&sealed.c1_json, 7, 2048)).unwrap();
-    let c1_path = work.path().join("c1-envelope.json");
-    std::fs::write(&c1_path, &envelope).unwrap();
+    std::fs::write(path("c1.json"), &envelope).unwrap();
+    // The others: real vanilla proofs, as `cuzk snap|post … inputs` writes them.
+    cuzk_ok(&["snap", "inputs", "-o", &path("snap.json")]);
+    cuzk_ok(&["post", "window", "inputs", "-o", &path("window.json")]);
+    cuzk_ok(&["post", "winning", "inputs", "-o", &path("winning.json")]);
 
-    let w = WorkerProc::start_in(
+    let workers = [
+        WorkerProc::start_in(&url, "f1", 30.0, params, &[]),
+        WorkerProc::start_in(&url, "f2", 30.0, params, &[]),
+    ];
+    let submit_one = |args: &[&str]| -> i64 {
+        let mut all = vec!["queue", "submit", "--queue", &url];
+        all.extend_from_slice(args);
+        cuzk_ok(&all).trim().parse().unwrap()
+    };
+    let porep = submit_one(&[
+        "--priority",
+        "high",
+        "porep",
+        "--miner-id",
+        "1000",
+        &path("c1.json"),
+    ]);
+    let snap = submit_one(&["snap", "-i", &path("snap.json")]);
+    let window = submit_one(&["window", "-i", &path("window.json")]);
+    let winning = submit_one(&["winning", "-i", &path("winning.json")]);
+    // Refused at submission, never queued: a C1 that is not there, an input
+    // file of another kind, a vanilla proof that does not decode.
+    cuzk_err(&[
+        "queue",
+        "submit",
+        "--queue",
         &url,
-        "fil",
-        30.0,
-        &[(cuzk_filecoin::PARAMETER_CACHE_VAR, params)],
-        &[],
+        "porep",
+        "--miner-id",
+        "1000",
+        &path("nothing-here.json"),
+    ]);
+    let e = cuzk_err(&[
+        "queue",
+        "submit",
+        "--queue",
+        &url,
+        "window",
+        "-i",
+        &path("snap.json"),
+    ]);
+    assert!(e.contains("`snap` input"), "{e}");
+    std::fs::write(path("junk.bin"), b"not a vanilla proof").unwrap();
+    let e = cuzk_err(&[
+        "queue",
+        "submit",
+        "--queue",
+        &url,
+        "winning",
+        "-i",
+        &path("winning.json"),
+        "--vanilla",
+        &path("junk.bin"),
+    ]);
+    assert!(e.contains("refused before it is queued"), "{e}");
+    let mut q = Queue::connect(&url).unwrap();
+    assert_eq!(q.counts().unwrap().iter().sum::<i64>(), 4);
+
+    let refs: Vec<&WorkerProc> = workers.iter().collect();
+    let all = wait_all(&mut q, &[porep, snap, window, winning], &refs);
+    for s in &all {
+        assert_eq!(
+            s.state,
+            JobState::Done,
+            "job {} ({}): {:?}\n{}\n---\n{}",
+            s.id,
+            s.kind,
+            s.errors,
+            workers[0].log(),
+            workers[1].log()
+        );
+        assert_eq!((s.attempts, s.writes), (1, 1));
+        assert!(matches!(s.done_by.as_deref(), Some("f1" | "f2")));
+    }
+    let kinds: Vec<(&str, i32)> = all.iter().map(|s| (s.kind.as_str(), s.priority)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("POREP_SEAL_COMMIT", 3),
+            ("SNAP_DEALS_UPDATE", 2),
+            ("WINDOW_POST_PARTITION", 3),
+            ("WINNING_POST", 4)
+        ]
     );
-    let out = cuzk()
-        .args(["queue", "submit", "--queue", &url, "--priority", "high"])
-        .args(["porep-c2", "--miner-id", &miner.to_string()])
-        .arg(&c1_path)
-        .output()
-        .unwrap();
+
+    // PoRep: filecoin-proofs' verify_seal, and not for another miner.
+    let proof = all[0].proof.as_ref().unwrap();
+    assert_eq!(proof.len(), 192);
+    let input = cuzk_filecoin::parse_c1(&envelope).unwrap();
+    let verify = |m: u64| {
+        cuzk_filecoin::verify_proof(
+            &input,
+            cuzk_filecoin::prover_id_from_miner(m),
+            None,
+            proof,
+            params,
+        )
+    };
+    verify(miner).unwrap();
+    assert!(verify(miner + 1).is_err());
+    // The others: `cuzk … verify` (filecoin-proofs), and refused for other
+    // randomness or another new replica commitment.
+    let other = "07".repeat(32);
+    for (s, cmd, input, wrong) in [
+        (&all[1], &["snap"][..], "snap.json", "--comm-r-new"),
+        (
+            &all[2],
+            &["post", "window"][..],
+            "window.json",
+            "--randomness",
+        ),
+        (
+            &all[3],
+            &["post", "winning"][..],
+            "winning.json",
+            "--randomness",
+        ),
+    ] {
+        let file = path(&format!("{}.proof", s.id));
+        std::fs::write(&file, s.proof.as_ref().unwrap()).unwrap();
+        let mut args = cmd.to_vec();
+        args.extend_from_slice(&["verify", "-i"]);
+        let input = path(input);
+        args.extend_from_slice(&[&input, "--proof-file", &file]);
+        cuzk_ok(&args);
+        args.extend_from_slice(&[wrong, &other]);
+        cuzk_err(&args);
+    }
+}
+
+/// A worker paused (SIGSTOP) past its lease loses its job: another worker
+/// claims, proves and writes it; when the first resumes, its keeper finds the
+/// lease gone and cancels the work in its service, and it writes nothing over
+/// the holder's proof.
+#[test]
+fn a_worker_paused_past_its_lease_loses_the_job_and_its_work_is_cancelled() {
+    let Some(url) = common::migrated_database("paused") else {
+        return;
+    };
+    cache();
+    let seed = 7000;
+    let (paused, long, short) = worker_mid_job(&url, "paused", 2.0, seed, &[]);
+    let pid = paused.child.id().to_string();
+    let signal = |s: &str| {
+        assert!(Command::new("kill")
+            .args([s, &pid])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_millis(2500));
+    let taker = WorkerProc::start(&url, "taker", 10.0);
+    let mut q = Queue::connect(&url).unwrap();
+    let s = &wait_all(&mut q, &[long], &[&taker])[0];
+    signal("-CONT");
+    assert_eq!((s.state, s.attempts), (JobState::Done, 2), "{:?}", s.errors);
+    assert_eq!(s.done_by.as_deref(), Some("taker"));
+    check_proof(s.proof.as_ref().unwrap(), seed, LONG_PARTS);
+    // The paused worker, resumed, sees the loss and stops its work there.
+    let start = Instant::now();
+    let lost = format!("lost the lease on job {long}");
+    while !paused.log().contains(&lost) {
+        assert!(start.elapsed() < PATIENCE, "{}", paused.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    let gave_up = |log: &str| {
+        log.contains(&format!(
+            "job {long} cancelled; another worker had it already"
+        )) || log.contains(&format!("job {long}: write refused"))
+    };
+    while !gave_up(&paused.log()) {
+        assert!(start.elapsed() < PATIENCE, "{}", paused.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The holder's proof stands.
+    let after = q.status(long).unwrap();
+    assert_eq!(after.proof, s.proof);
+    assert_eq!(after.done_by.as_deref(), Some("taker"));
+    assert_eq!(after.writes - after.refused_writes, 1);
+    // Both go on working.
+    let s = &wait_all(&mut q, &[short], &[&taker, &paused])[0];
+    assert_eq!(s.state, JobState::Done);
+}
+
+/// The same request id submitted twice is one job, and `cuzk queue submit` says
+/// so; hostile payloads that got into the queue fail their job with a clear
+/// error and leave the worker proving; a second worker with a live worker's id
+/// is refused; `cuzk queue prune` deletes old finished jobs.
+#[test]
+fn keys_hostile_payloads_worker_ids_and_prune_through_the_cli() {
+    let Some(url) = common::migrated_database("hostile") else {
+        return;
+    };
+    cache();
+    let w = WorkerProc::start(&url, "h", 10.0);
+    // Idempotency.
+    let key = |k: &str| {
+        cuzk()
+            .args(["queue", "submit", "--queue", &url, "--request-id", k])
+            .args([
+                "synthetic",
+                "--circuit",
+                "mul",
+                "--log",
+                "10",
+                "--seed",
+                "5",
+            ])
+            .output()
+            .unwrap()
+    };
+    let first = key("curio-sector-9");
+    let again = key("curio-sector-9");
+    assert!(first.status.success() && again.status.success());
+    assert_eq!(first.stdout, again.stdout);
     assert!(
-        out.status.success(),
+        String::from_utf8_lossy(&again.stderr).contains("was submitted before as job"),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&again.stderr)
     );
-    let id: i64 = String::from_utf8(out.stdout)
+    assert!(!key(&"k".repeat(129)).status.success());
+    let keyed: i64 = String::from_utf8(first.stdout)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    // A C1 that is not one is refused at submission.
+
+    // Hostile payloads, put in by another client (no submit-side checks).
+    let mut q = Queue::connect(&url).unwrap();
+    let mut put = |kind: &str, input: Vec<u8>| {
+        q.submit(&Submission {
+            kind: kind.into(),
+            input,
+            priority: 2,
+            max_attempts: 1,
+            request_id: None,
+        })
+        .unwrap()
+        .id
+    };
+    // Field 2 (proof_kind), varint 77: a well-formed message of an unknown kind.
+    let unknown_kind = vec![0x10, 77];
+    let hostile = [
+        (
+            put("SYNTHETIC", b"\xff\xfe junk, not protobuf".to_vec()),
+            "is not a protobuf cuzk.v1.SubmitProofRequest",
+        ),
+        (
+            put("WINNING_POST", unknown_kind),
+            "proof_kind 77 is not a ProofKind value",
+        ),
+        (
+            put(
+                "SYNTHETIC",
+                synthetic_payload(10, 1, Some("x".repeat(1 << 20))),
+            ),
+            "request id of 1048576 bytes",
+        ),
+        (
+            put("WINDOW_POST_PARTITION", synthetic_payload(10, 1, None)),
+            "queued as WINDOW_POST_PARTITION but its payload is a SYNTHETIC request",
+        ),
+        (
+            put(
+                "WINNING_POST",
+                payload::encode(ProofKind::WinningPost, &ProofRequest::default()),
+            ),
+            "WINNING_POST request is malformed",
+        ),
+    ];
+    let good = submit(&url, 31, 1, 1, &[])[0];
+    let ids: Vec<i64> = hostile.iter().map(|h| h.0).chain([good, keyed]).collect();
+    let all = wait_all(&mut q, &ids, &[&w]);
+    let status = |id: i64| all.iter().find(|s| s.id == id).unwrap();
+    for (id, want) in &hostile {
+        let s = status(*id);
+        assert_eq!(s.state, JobState::Failed, "job {}", s.id);
+        assert_eq!(s.errors.len(), 1);
+        assert!(
+            s.errors[0].contains(want),
+            "{:?} should say {want}",
+            s.errors
+        );
+        assert!(s.errors[0].len() < 1000, "{}", s.errors[0].len());
+    }
+    for id in [good, keyed] {
+        let s = status(id);
+        assert_eq!(s.state, JobState::Done, "{:?}\n{}", s.errors, w.log());
+    }
+    check_proof(status(good).proof.as_ref().unwrap(), 31, 1);
+    assert!(!w.log().contains("panicked"), "{}", w.log());
+
+    // A second worker with the live one's id is refused, naming it.
     let out = cuzk()
         .args([
-            "queue",
-            "submit",
+            "worker",
             "--queue",
             &url,
-            "porep-c2",
-            "--miner-id",
-            "1000",
+            "--id",
+            "h",
+            "--drain",
+            "--param-cache",
         ])
-        .arg(work.path().join("nothing-here.json"))
+        .arg(&cache().0)
+        .env(cuzk_filecoin::PARAMETER_CACHE_VAR, &cache().0)
         .output()
         .unwrap();
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("worker id `h` is held by a live worker"),
+        "{err}"
+    );
 
-    let mut q = Queue::connect(&url).unwrap();
-    let s = &wait_all(&mut q, &[id], &[&w])[0];
-    assert_eq!(s.state, JobState::Done, "{:?}\n{}", s.errors, w.log());
-    assert_eq!((s.kind.as_str(), s.priority), ("porep-c2", 1));
-    let proof = s.proof.as_ref().unwrap();
-    assert_eq!(proof.len(), 192); // 2 KiB: one partition
-    let input = cuzk_filecoin::parse_c1(&envelope).unwrap();
-    cuzk_filecoin::verify_proof(
-        &input,
-        cuzk_filecoin::prover_id_from_miner(miner),
-        None,
-        proof,
-        params,
-    )
-    .unwrap();
-    // Not for another miner.
-    assert!(cuzk_filecoin::verify_proof(
-        &input,
-        cuzk_filecoin::prover_id_from_miner(miner + 1),
-        None,
-        proof,
-        params,
-    )
-    .is_err());
+    // Prune: nothing is old yet; with a zero age, every finished job goes.
+    let out = cuzk()
+        .args(["queue", "prune", "--queue", &url, "--keep-done", "7d"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pruned 0 done and 0 failed"));
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = cuzk()
+        .args(["queue", "prune", "--queue", &url, "--keep-done", "1s"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("pruned 2 done and 5 failed"), "{said}");
+    assert_eq!(q.counts().unwrap(), [0, 0, 0, 0]);
 }

@@ -72,7 +72,7 @@ mod slot;
 pub use cuzk_plugin_host::{BackendNeeds, PluginError, PluginSpec, SearchPath};
 pub use cuzk_scheduler::{PipelineConfig, Policies};
 pub use engine::EngineSection;
-pub use queue::QueueSection;
+pub use queue::{Age, QueueSection};
 pub use slot::{Built, PolicySource, Slot};
 
 /// Everything that can be wrong with a `cuzk.toml` or the strategies it names.

@@ -10,6 +10,9 @@
 //! gracefully on SIGTERM (no new jobs, accepted jobs finished or cancelled as
 //! configured, calls in flight answered, exit 0).
 //!
+//! The same message, encoded, is the PostgreSQL queue's job payload
+//! ([`payload`]): one wire format for every entry.
+//!
 //! Architecture invariant: protobuf types stay in this crate (and its clients);
 //! the service never sees them.
 
@@ -19,6 +22,7 @@ mod codec;
 pub mod config;
 mod convert;
 mod metrics_http;
+pub mod payload;
 pub mod server;
 
 /// The wire types and the generated client and server (package `cuzk.v1`).

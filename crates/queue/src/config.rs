@@ -20,7 +20,15 @@ pub struct QueueConfig {
     pub max_attempts: u32,
     /// What a worker told to stop (SIGTERM, SIGINT) does with the jobs it holds.
     pub on_stop: OnStop,
+    /// Done and failed jobs finished longer ago than this are deleted, with their
+    /// inputs, by the worker once every [`PRUNE_EVERY`] (and by `cuzk queue
+    /// prune`). `None`: kept for ever.
+    pub keep_done: Option<Duration>,
 }
+
+/// How often a worker with [`QueueConfig::keep_done`] set prunes: rows are small
+/// and the delete is one indexed statement, so once an hour is plenty.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// What a stopping worker does with the jobs it holds. It claims nothing new
 /// either way, and exits once they are written back or released.
@@ -62,6 +70,7 @@ impl Default for QueueConfig {
             jobs_in_flight: 2,
             max_attempts: 3,
             on_stop: OnStop::Finish,
+            keep_done: None,
         }
     }
 }

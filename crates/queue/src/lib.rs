@@ -23,19 +23,39 @@
 //!
 //! The queue knows nothing of circuits or proofs: inputs and proofs are bytes, and
 //! a [`JobRunner`] per job kind (in the binary that links an engine) turns one
-//! into the other. The schema is created by whoever connects first, from the
-//! numbered migrations in `migrations/` ([`migrate`]).
+//! into the other (cuzk's one runner submits to `cuzk_service::Service`; the
+//! input is the daemon's `SubmitProofRequest`, see `cuzk_daemon::payload`).
+//!
+//! Production concerns, each a rule too:
+//! - **The schema changes only by `cuzk queue migrate`** ([`migrate_database`]),
+//!   from the numbered migrations in `migrations/`; a connection checks the
+//!   version and refuses a schema behind its own, so workers need no DDL rights.
+//! - **TLS as the URL's `sslmode` says** (rustls; the server's certificate is
+//!   verified against Mozilla's roots and an optional CA file, [`Database`]).
+//! - **A submission's request id is its idempotency key**: the same key twice is
+//!   one job ([`Submitted::existing`]).
+//! - **A lost lease stops the work**: the worker cancels the job it no longer
+//!   holds, and a completion from a worker that is not the job's holder is
+//!   refused ([`Completion::NotHolder`]).
+//! - **Worker ids are unique while alive** (`cuzk_workers`, a heartbeat the lease
+//!   keeper renews); a dead worker's id can be taken over.
+//! - **Finished rows are pruned by age** ([`Queue::prune`], `keep_done`).
 
 #![forbid(unsafe_code)]
 
 mod config;
+mod connect;
 mod error;
 mod migrate;
 mod store;
 mod worker;
 
-pub use config::{OnStop, QueueConfig};
+pub use config::{OnStop, QueueConfig, PRUNE_EVERY};
+pub use connect::Database;
 pub use error::QueueError;
-pub use migrate::{migrate, MIGRATIONS};
-pub use store::{ClaimedJob, Completion, JobId, JobState, JobStatus, Queue, Submission};
+pub use migrate::{check_schema, migrate, migrate_database, schema_version, MIGRATIONS};
+pub use store::{
+    is_valid_request_id, ClaimedJob, Completion, JobId, JobState, JobStatus, Pruned, Queue,
+    Submission, Submitted,
+};
 pub use worker::{Cancel, JobRunner, RunError, Worker, WorkerEvent, WorkerOptions, WorkerStats};

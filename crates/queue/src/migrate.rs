@@ -1,5 +1,10 @@
 //! The schema, as numbered migrations applied in order.
 //!
+//! Only `cuzk queue migrate` (and [`migrate_database`], its library call) applies
+//! them; a worker or a submitter checks the version when it connects and refuses a
+//! schema behind its own ([`check_schema`]), so the roles that prove and submit
+//! need no right to change the schema.
+//!
 //! Each file `migrations/NNNN_name.sql` is applied once, in a transaction, and
 //! recorded in `cuzk_migrations`. Workers starting together serialise on a
 //! transaction-scoped advisory lock taken before anything else (even before
@@ -12,8 +17,19 @@ use postgres::Client;
 use crate::QueueError;
 
 /// Every migration this build knows: (version, name, SQL), in order.
-pub const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "jobs", include_str!("../migrations/0001_jobs.sql"))];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "jobs", include_str!("../migrations/0001_jobs.sql")),
+    (
+        2,
+        "keys_workers_retention",
+        include_str!("../migrations/0002_keys_workers_retention.sql"),
+    ),
+];
+
+/// The schema version this build runs against.
+pub fn schema_version() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.0)
+}
 
 /// The advisory-lock key the migrations serialise on ("cuzkq" in ASCII).
 const LOCK_KEY: i64 = 0x63_75_7a_6b_71;
@@ -37,7 +53,7 @@ pub fn migrate(client: &mut Client) -> Result<Vec<i32>, QueueError> {
         .query_one("SELECT COALESCE(max(version), 0) FROM cuzk_migrations", &[])
         .map_err(QueueError::db("reading the applied migrations"))?
         .get(0);
-    let known = MIGRATIONS.last().map_or(0, |m| m.0);
+    let known = schema_version();
     if found > known {
         return Err(QueueError::SchemaTooNew { found, known });
     }
@@ -60,6 +76,37 @@ pub fn migrate(client: &mut Client) -> Result<Vec<i32>, QueueError> {
     tx.commit()
         .map_err(QueueError::db("committing the migrations"))?;
     Ok(applied)
+}
+
+/// Connects to `db` and brings its schema up to this build's; returns the
+/// migrations applied.
+pub fn migrate_database(db: impl Into<crate::Database>) -> Result<Vec<i32>, QueueError> {
+    let mut client = db.into().open()?;
+    migrate(&mut client)
+}
+
+/// Refuses a schema that is not this build's: behind (run `cuzk queue migrate`)
+/// or ahead (a newer cuzk made it).
+pub fn check_schema(client: &mut Client) -> Result<(), QueueError> {
+    let known = schema_version();
+    // No table yet: nothing was ever migrated.
+    let exists: bool = client
+        .query_one("SELECT to_regclass('cuzk_migrations') IS NOT NULL", &[])
+        .map_err(QueueError::db("reading the schema version"))?
+        .get(0);
+    let found: i32 = if exists {
+        client
+            .query_one("SELECT COALESCE(max(version), 0) FROM cuzk_migrations", &[])
+            .map_err(QueueError::db("reading the schema version"))?
+            .get(0)
+    } else {
+        0
+    };
+    match found.cmp(&known) {
+        std::cmp::Ordering::Less => Err(QueueError::SchemaBehind { found, known }),
+        std::cmp::Ordering::Greater => Err(QueueError::SchemaTooNew { found, known }),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use postgres::{Client, Config, NoTls, Row};
+use postgres::{Client, Row};
 
-use crate::{migrate, QueueError};
+use crate::{check_schema, Database, QueueError};
 
 /// A job's id in the queue (the row's primary key).
 pub type JobId = i64;
@@ -61,6 +61,38 @@ pub struct Submission {
     pub priority: i32,
     /// Attempts before the job is marked failed (at least 1).
     pub max_attempts: u32,
+    /// The idempotency key (`[A-Za-z0-9._:-]`, 1 to 128 characters): a second
+    /// submission with the same key returns the first job instead of a new row.
+    pub request_id: Option<String>,
+}
+
+/// A submission's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    pub id: JobId,
+    /// The request id was already known: `id` is the job it was first
+    /// submitted as, and nothing new was queued.
+    pub existing: bool,
+}
+
+/// Whether `id` is a valid request id: 1 to 128 characters of `A-Z a-z 0-9 . _ : -`
+/// (the same rule as the schema's CHECK, so a file name, a log line or a metric
+/// label can carry it as it is).
+pub fn is_valid_request_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// A short, printable view of a string that may be long or hostile, for errors.
+pub(crate) fn preview(s: &str) -> String {
+    let head: String = s.chars().take(40).flat_map(char::escape_default).collect();
+    if s.chars().count() > 40 {
+        format!("{head}... ({} bytes)", s.len())
+    } else {
+        head
+    }
 }
 
 /// A job a worker has claimed.
@@ -96,6 +128,10 @@ pub struct JobStatus {
     pub errors: Vec<String>,
     /// Seconds from submission to the end (final jobs).
     pub seconds: Option<f64>,
+    /// Its idempotency key, if it was submitted with one.
+    pub request_id: Option<String>,
+    /// Completion writes refused because their worker no longer held the job.
+    pub refused_writes: i32,
 }
 
 /// What a completion write did.
@@ -109,6 +145,17 @@ pub enum Completion {
     AlreadyDone { same: bool },
     /// The job had already been marked failed; the proof is discarded.
     AlreadyFailed,
+    /// This worker no longer held the job (its lease expired and another worker
+    /// claimed it, or it was released): the write is refused, counted and
+    /// discarded, so the lease holder's proof is the job's.
+    NotHolder,
+}
+
+/// What `prune` deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub done: u64,
+    pub failed: u64,
 }
 
 /// A connection to the queue.
@@ -124,7 +171,7 @@ impl std::fmt::Debug for Queue {
 
 const STATUS_COLUMNS: &str = "id, kind, state, priority, attempts, max_attempts, worker, \
      done_by, proof, writes, errors, \
-     extract(epoch FROM finished_at - submitted_at)::float8";
+     extract(epoch FROM finished_at - submitted_at)::float8, request_id, refused_writes";
 
 fn status_of(row: &Row) -> JobStatus {
     JobStatus {
@@ -140,27 +187,24 @@ fn status_of(row: &Row) -> JobStatus {
         writes: row.get(9),
         errors: row.get(10),
         seconds: row.get(11),
+        request_id: row.get(12),
+        refused_writes: row.get(13),
     }
 }
 
 impl Queue {
-    /// Connects to `url` (`postgres://user@host:port/db`, or any libpq-style
-    /// string) and brings the schema up to date.
-    pub fn connect(url: &str) -> Result<Queue, QueueError> {
-        let mut config: Config = url.parse().map_err(QueueError::Url)?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("cuzk");
-        }
-        let mut client = config.connect(NoTls).map_err(QueueError::Connect)?;
-        migrate(&mut client)?;
+    /// Connects to `db` (a URL, or a [`Database`] with a CA file) and checks that
+    /// its schema is this build's: one behind is refused with "run `cuzk queue
+    /// migrate`" (a connection never changes the schema).
+    pub fn connect(db: impl Into<Database>) -> Result<Queue, QueueError> {
+        let mut client = db.into().open()?;
+        check_schema(&mut client)?;
         Ok(Queue { client })
     }
 
-    /// Puts a job in the queue.
-    pub fn submit(&mut self, job: &Submission) -> Result<JobId, QueueError> {
+    /// Puts a job in the queue; a job with the same request id submitted before
+    /// is returned instead (`existing`), never a second row.
+    pub fn submit(&mut self, job: &Submission) -> Result<Submitted, QueueError> {
         let max_attempts = i32::try_from(job.max_attempts)
             .ok()
             .filter(|&m| m > 0)
@@ -169,15 +213,58 @@ impl Queue {
                 rule: "between 1 and 2^31-1",
                 value: job.max_attempts as i64,
             })?;
-        let row = self
+        if let Some(key) = &job.request_id {
+            if !is_valid_request_id(key) {
+                return Err(QueueError::BadRequestId(preview(key)));
+            }
+        }
+        // Inserted, or (a key submitted before) nothing: then the first job's id.
+        // A loop, because that first job may be pruned between the two statements.
+        loop {
+            let row = self
+                .client
+                .query_opt(
+                    "INSERT INTO cuzk_jobs (kind, input, priority, max_attempts, request_id)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (request_id) DO NOTHING RETURNING id",
+                    &[
+                        &job.kind,
+                        &job.input,
+                        &job.priority,
+                        &max_attempts,
+                        &job.request_id,
+                    ],
+                )
+                .map_err(QueueError::db("submitting a job"))?;
+            if let Some(row) = row {
+                return Ok(Submitted {
+                    id: row.get(0),
+                    existing: false,
+                });
+            }
+            let first = self
+                .client
+                .query_opt(
+                    "SELECT id FROM cuzk_jobs WHERE request_id = $1",
+                    &[&job.request_id],
+                )
+                .map_err(QueueError::db("finding a request id's job"))?;
+            if let Some(row) = first {
+                return Ok(Submitted {
+                    id: row.get(0),
+                    existing: true,
+                });
+            }
+        }
+    }
+
+    /// The job submitted with request id `key`, if any.
+    pub fn find_request(&mut self, key: &str) -> Result<Option<JobId>, QueueError> {
+        Ok(self
             .client
-            .query_one(
-                "INSERT INTO cuzk_jobs (kind, input, priority, max_attempts)
-                 VALUES ($1, $2, $3, $4) RETURNING id",
-                &[&job.kind, &job.input, &job.priority, &max_attempts],
-            )
-            .map_err(QueueError::db("submitting a job"))?;
-        Ok(row.get(0))
+            .query_opt("SELECT id FROM cuzk_jobs WHERE request_id = $1", &[&key])
+            .map_err(QueueError::db("finding a request id's job"))?
+            .map(|r| r.get(0)))
     }
 
     /// Claims the next job of one of `kinds` for `worker`, holding it for `lease`:
@@ -260,9 +347,12 @@ impl Queue {
         Ok(n == 1)
     }
 
-    /// Writes job `id`'s verified proof, as `worker`. Idempotent: the first proof
-    /// written is the job's; a later write is counted and discarded (see
-    /// [`Completion`]), whoever holds the lease now.
+    /// Writes job `id`'s verified proof, as `worker`. Only the worker holding the
+    /// job may write it: a write from one that lost it (its lease expired and
+    /// another claimed the job, or it was put back in the queue) is refused,
+    /// counted and discarded ([`Completion::NotHolder`]), so the lease holder's
+    /// proof is the job's. Idempotent: a write to a job already done is counted
+    /// and discarded too.
     pub fn complete(
         &mut self,
         id: JobId,
@@ -275,14 +365,15 @@ impl Queue {
             .map_err(QueueError::db("completing a job"))?;
         let row = tx
             .query_opt(
-                "SELECT state, proof FROM cuzk_jobs WHERE id = $1 FOR UPDATE",
+                "SELECT state, proof, worker FROM cuzk_jobs WHERE id = $1 FOR UPDATE",
                 &[&id],
             )
             .map_err(QueueError::db("completing a job"))?
             .ok_or(QueueError::NoSuchJob(id))?;
         let state = JobState::parse(row.get(0));
+        let holder: Option<String> = row.get(2);
         let outcome = match state {
-            JobState::Queued | JobState::Running => {
+            JobState::Running if holder.as_deref() == Some(worker) => {
                 tx.execute(
                     "UPDATE cuzk_jobs
                         SET state = 'done', proof = $2, done_by = $3, writes = writes + 1,
@@ -293,6 +384,7 @@ impl Queue {
                 .map_err(QueueError::db("writing a proof"))?;
                 Completion::Written
             }
+            JobState::Queued | JobState::Running => Completion::NotHolder,
             JobState::Done => {
                 let stored: Vec<u8> = row.get(1);
                 Completion::AlreadyDone {
@@ -303,8 +395,11 @@ impl Queue {
         };
         if outcome != Completion::Written {
             tx.execute(
-                "UPDATE cuzk_jobs SET writes = writes + 1 WHERE id = $1",
-                &[&id],
+                "UPDATE cuzk_jobs
+                    SET writes = writes + 1,
+                        refused_writes = refused_writes + CASE WHEN $2 THEN 1 ELSE 0 END
+                  WHERE id = $1",
+                &[&id, &(outcome == Completion::NotHolder)],
             )
             .map_err(QueueError::db("counting a late write"))?;
         }
@@ -361,6 +456,116 @@ impl Queue {
             )
             .map_err(QueueError::db("releasing a job"))?;
         Ok(n == 1)
+    }
+
+    /// Deletes done and failed jobs (their inputs and proofs with them) that
+    /// finished more than `keep` ago. Queued and running jobs are never touched.
+    pub fn prune(&mut self, keep: Duration) -> Result<Pruned, QueueError> {
+        let row = self
+            .client
+            .query_one(
+                "WITH gone AS (
+                     DELETE FROM cuzk_jobs
+                      WHERE state IN ('done', 'failed')
+                        AND finished_at < now() - make_interval(secs => $1)
+                     RETURNING state)
+                 SELECT count(*) FILTER (WHERE state = 'done'),
+                        count(*) FILTER (WHERE state = 'failed')
+                   FROM gone",
+                &[&keep.as_secs_f64()],
+            )
+            .map_err(QueueError::db("pruning finished jobs"))?;
+        let (done, failed): (i64, i64) = (row.get(0), row.get(1));
+        Ok(Pruned {
+            done: done as u64,
+            failed: failed as u64,
+        })
+    }
+
+    /// Registers worker `id` as alive (heartbeat now; stale after `stale_after`
+    /// without one). An id held by a live worker is refused, naming it; a dead
+    /// worker's (stale heartbeat) is taken over.
+    pub fn register_worker(
+        &mut self,
+        id: &str,
+        host: &str,
+        pid: u32,
+        stale_after: Duration,
+    ) -> Result<(), QueueError> {
+        let pid = pid as i32;
+        let taken = self
+            .client
+            .query_opt(
+                "INSERT INTO cuzk_workers (id, host, pid, stale_after)
+                 VALUES ($1, $2, $3, make_interval(secs => $4))
+                 ON CONFLICT (id) DO UPDATE
+                    SET host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = now(),
+                        heartbeat_at = now(), stale_after = EXCLUDED.stale_after
+                  WHERE cuzk_workers.heartbeat_at + cuzk_workers.stale_after < now()
+                 RETURNING id",
+                &[&id, &host, &pid, &stale_after.as_secs_f64()],
+            )
+            .map_err(QueueError::db("registering the worker"))?;
+        if taken.is_some() {
+            return Ok(());
+        }
+        let row = self
+            .client
+            .query_opt(
+                "SELECT host, pid, extract(epoch FROM now() - heartbeat_at)::float8
+                   FROM cuzk_workers WHERE id = $1",
+                &[&id],
+            )
+            .map_err(QueueError::db("registering the worker"))?;
+        match row {
+            Some(r) => Err(QueueError::WorkerIdTaken {
+                id: id.to_string(),
+                host: r.get(0),
+                pid: r.get(1),
+                seconds_ago: r.get(2),
+            }),
+            // Deleted in between (that worker exited): try again.
+            None => self.register_worker(id, host, pid as u32, stale_after),
+        }
+    }
+
+    /// Renews worker `id`'s heartbeat; `false` if its row is gone or another
+    /// process (`host`, `pid`) took it over after this one's went stale.
+    pub fn heartbeat(&mut self, id: &str, host: &str, pid: u32) -> Result<bool, QueueError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE cuzk_workers SET heartbeat_at = now()
+                  WHERE id = $1 AND host = $2 AND pid = $3",
+                &[&id, &host, &(pid as i32)],
+            )
+            .map_err(QueueError::db("renewing the worker's heartbeat"))?;
+        Ok(n == 1)
+    }
+
+    /// Removes worker `id`'s row (a clean exit), if it is still this process's.
+    pub fn unregister_worker(&mut self, id: &str, host: &str, pid: u32) -> Result<(), QueueError> {
+        self.client
+            .execute(
+                "DELETE FROM cuzk_workers WHERE id = $1 AND host = $2 AND pid = $3",
+                &[&id, &host, &(pid as i32)],
+            )
+            .map_err(QueueError::db("removing the worker"))?;
+        Ok(())
+    }
+
+    /// The live workers' ids (heartbeat not stale), sorted.
+    pub fn live_workers(&mut self) -> Result<Vec<String>, QueueError> {
+        Ok(self
+            .client
+            .query(
+                "SELECT id FROM cuzk_workers WHERE heartbeat_at + stale_after >= now() ORDER BY id",
+                &[],
+            )
+            .map_err(QueueError::db("listing the workers"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
     }
 
     /// The status of job `id`.
@@ -428,6 +633,18 @@ impl Queue {
             }
             std::thread::sleep(poll);
         }
+    }
+
+    /// Whether this connection is encrypted, as the server sees it (`pg_stat_ssl`).
+    pub fn connection_uses_tls(&mut self) -> Result<bool, QueueError> {
+        Ok(self
+            .client
+            .query_one(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .map_err(QueueError::db("reading pg_stat_ssl"))?
+            .get(0))
     }
 
     /// Whether the connection is still open (false after the server restarted).

@@ -14,7 +14,10 @@ use std::{
 
 use thiserror::Error;
 
-use crate::{ClaimedJob, Completion, JobId, JobState, OnStop, Queue, QueueConfig, QueueError};
+use crate::{
+    ClaimedJob, Completion, Database, JobId, JobState, OnStop, Pruned, Queue, QueueConfig,
+    QueueError, PRUNE_EVERY,
+};
 
 /// Proves the jobs of one kind: the plug between the queue and an engine.
 ///
@@ -23,21 +26,25 @@ use crate::{ClaimedJob, Completion, JobId, JobState, OnStop, Queue, QueueConfig,
 /// proof). The same runner is called from several threads at once (one per job
 /// in flight), so it shares one engine between them.
 pub trait JobRunner: Send + Sync {
-    /// The job kind this runner proves, as submitted (`synthetic`, `porep-c2`).
+    /// The job kind this runner proves, as submitted (cuzk's runners use the service
+    /// kinds' names: `POREP_SEAL_COMMIT`, `SYNTHETIC`, ...).
     fn kind(&self) -> &str;
     /// Proves `job`. An error is recorded with the attempt and the job retried
     /// until it runs out of attempts; a panic is caught and treated the same.
     ///
-    /// `cancel` fires when the worker stops with [`OnStop::Release`]: the runner
-    /// registers how to stop its work ([`Cancel::on_cancel`], e.g. cancelling the
-    /// engine job) and returns an error soon after; the job then goes back to the
-    /// queue instead of counting as a failed attempt.
+    /// `cancel` fires when the worker stops with [`OnStop::Release`], and when it
+    /// loses the job's lease (another worker has it now): the runner registers how
+    /// to stop its work ([`Cancel::on_cancel`], e.g. cancelling the service or
+    /// engine job) and returns an error soon after; the attempt then counts as no
+    /// failure (a released job goes back to the queue; a lost one is the new
+    /// holder's).
     fn run(&self, job: &ClaimedJob, cancel: &Cancel) -> Result<Vec<u8>, RunError>;
 }
 
 type Hook = Box<dyn FnOnce() + Send>;
 
-/// Asks a runner to give up a job (the worker is stopping and releases it).
+/// Asks a runner to give up a job (the worker is stopping and releases it, or
+/// lost its lease).
 #[derive(Default)]
 pub struct Cancel {
     cancelled: AtomicBool,
@@ -111,8 +118,10 @@ impl RunError {
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
     /// This worker's name in the queue (`host:pid` is a good one): it appears in
-    /// the jobs it holds, finishes and fails.
+    /// the jobs it holds, finishes and fails. Unique among live workers.
     pub id: String,
+    /// The host it runs on (recorded with its id in `cuzk_workers`).
+    pub host: String,
     pub config: QueueConfig,
     /// Exit once nothing is left to claim, instead of waiting for more work.
     pub drain: bool,
@@ -143,8 +152,16 @@ pub enum WorkerEvent {
         error: String,
         state: JobState,
     },
-    /// The lease could not be renewed: another worker may have the job now.
+    /// The lease could not be renewed: another worker has the job now (or it was
+    /// finished); its work here was cancelled.
     LeaseLost { job: JobId },
+    /// Registered as a live worker in `cuzk_workers`.
+    Registered { id: String },
+    /// The worker's row was gone or taken over when its heartbeat was renewed
+    /// (the database lost it, or this worker stalled past its staleness).
+    HeartbeatLost,
+    /// Finished jobs older than `keep_done` were deleted.
+    Pruned { pruned: Pruned },
     /// Jobs whose lease expired on their last attempt were marked failed.
     ExpiredFailed { jobs: u64 },
     /// The worker was told to stop: it claims nothing more and finishes or
@@ -162,8 +179,13 @@ pub struct WorkerStats {
     pub done: u64,
     /// Attempts that failed.
     pub failed: u64,
-    /// Proofs finished after another worker's had been written (discarded).
+    /// Proofs finished after another worker's had been written, or after the
+    /// job was marked failed (discarded).
     pub late: u64,
+    /// Proofs refused because this worker no longer held the job (discarded).
+    pub refused: u64,
+    /// Leases lost (the jobs cancelled here).
+    pub leases_lost: u64,
     /// Jobs put back in the queue unfinished when the worker stopped.
     pub released: u64,
     /// Seconds the runners spent proving, summed over jobs.
@@ -185,7 +207,7 @@ enum Outcome {
 
 /// A worker: `jobs_in_flight` threads claiming and proving, one renewing leases.
 pub struct Worker {
-    url: String,
+    db: Database,
     options: WorkerOptions,
     runners: HashMap<String, Arc<dyn JobRunner>>,
     on_event: OnEvent,
@@ -212,6 +234,8 @@ struct Shared {
     done: AtomicU64,
     failed: AtomicU64,
     late: AtomicU64,
+    refused: AtomicU64,
+    leases_lost: AtomicU64,
     released: AtomicU64,
     run_ns: AtomicU64,
     queue_ns: AtomicU64,
@@ -222,18 +246,19 @@ fn add_time(counter: &AtomicU64, since: Instant) {
 }
 
 impl Worker {
-    /// A worker for `url` proving the kinds of `runners`; `on_event` sees every
+    /// A worker for `db` proving the kinds of `runners`; `on_event` sees every
     /// [`WorkerEvent`] (from several threads). The URL is checked here; the
     /// database need not be up yet.
     pub fn new(
-        url: &str,
+        db: impl Into<Database>,
         options: WorkerOptions,
         runners: Vec<Arc<dyn JobRunner>>,
         on_event: impl Fn(&WorkerEvent) + Send + Sync + 'static,
     ) -> Result<Worker, QueueError> {
-        url.parse::<postgres::Config>().map_err(QueueError::Url)?;
+        let db = db.into();
+        db.config()?;
         Ok(Worker {
-            url: url.to_string(),
+            db,
             options,
             runners: runners
                 .into_iter()
@@ -247,7 +272,48 @@ impl Worker {
     /// claim). Once `stop` is set nothing more is claimed, and the jobs held are
     /// finished and written back, or with [`OnStop::Release`] cancelled and put
     /// back in the queue, before this returns.
-    pub fn run(&self, stop: &AtomicBool) -> WorkerStats {
+    ///
+    /// First it registers its id as a live worker (waiting for the database if it
+    /// is down): an id a live worker holds is an error
+    /// ([`QueueError::WorkerIdTaken`]), as is a schema that is not this build's.
+    /// The row is removed when it returns.
+    pub fn run(&self, stop: &AtomicBool) -> Result<WorkerStats, QueueError> {
+        let pid = std::process::id();
+        let mut conn = None;
+        let mut ever = false;
+        let stopping = || stop.load(Ordering::SeqCst);
+        loop {
+            if !self.connect(&mut conn, &mut ever, &stopping)? {
+                return Ok(WorkerStats::default());
+            }
+            let q = conn.as_mut().expect("connected");
+            match q.register_worker(
+                &self.options.id,
+                &self.options.host,
+                pid,
+                self.options.config.lease(),
+            ) {
+                Ok(()) => break,
+                Err(e) if e.is_connection_lost() => self.lost(&mut conn, e),
+                Err(e) => return Err(e),
+            }
+        }
+        self.emit(WorkerEvent::Registered {
+            id: self.options.id.clone(),
+        });
+        let stats = self.run_registered(stop);
+        // Best effort, one try (a database that is gone must not hold up the
+        // exit): a row left behind goes stale and its id is free again.
+        if conn.as_ref().is_none_or(|q| q.is_closed()) {
+            conn = Queue::connect(&self.db).ok();
+        }
+        if let Some(q) = conn.as_mut() {
+            let _ = q.unregister_worker(&self.options.id, &self.options.host, pid);
+        }
+        Ok(stats)
+    }
+
+    fn run_registered(&self, stop: &AtomicBool) -> WorkerStats {
         let shared = Shared {
             stop: AtomicBool::new(false),
             held: Mutex::new(HashSet::new()),
@@ -256,6 +322,8 @@ impl Worker {
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            leases_lost: AtomicU64::new(0),
             released: AtomicU64::new(0),
             run_ns: AtomicU64::new(0),
             queue_ns: AtomicU64::new(0),
@@ -280,6 +348,8 @@ impl Worker {
             done: shared.done.load(Ordering::SeqCst),
             failed: shared.failed.load(Ordering::SeqCst),
             late: shared.late.load(Ordering::SeqCst),
+            refused: shared.refused.load(Ordering::SeqCst),
+            leases_lost: shared.leases_lost.load(Ordering::SeqCst),
             released: shared.released.load(Ordering::SeqCst),
             run_seconds: shared.run_ns.load(Ordering::SeqCst) as f64 * 1e-9,
             queue_seconds: shared.queue_ns.load(Ordering::SeqCst) as f64 * 1e-9,
@@ -323,20 +393,26 @@ impl Worker {
     }
 
     /// A connection, made again as often as needed (backing off up to 2 s);
-    /// `false` once `stop` says to give up. `ever` says whether this thread had
-    /// one before (so the event says "reconnected").
-    fn connect(&self, conn: &mut Option<Queue>, ever: &mut bool, stop: &dyn Fn() -> bool) -> bool {
+    /// `Ok(false)` once `stop` says to give up. `ever` says whether this thread
+    /// had one before (so the event says "reconnected"). An error no retry can
+    /// fix (the schema is not this build's, a bad CA file) is returned.
+    fn connect(
+        &self,
+        conn: &mut Option<Queue>,
+        ever: &mut bool,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool, QueueError> {
         if conn.as_ref().is_some_and(|q| !q.is_closed()) {
-            return true;
+            return Ok(true);
         }
         *conn = None;
         let mut attempt = 0u32;
         let mut backoff = Duration::from_millis(100);
         loop {
             if stop() {
-                return false;
+                return Ok(false);
             }
-            match Queue::connect(&self.url) {
+            match Queue::connect(&self.db) {
                 Ok(q) => {
                     self.emit(WorkerEvent::Connected {
                         reconnect: *ever,
@@ -344,8 +420,9 @@ impl Worker {
                     });
                     *ever = true;
                     *conn = Some(q);
-                    return true;
+                    return Ok(true);
                 }
+                Err(e) if !e.is_connection_lost() => return Err(e),
                 Err(e) => {
                     if attempt == 0 {
                         self.emit(WorkerEvent::ConnectionLost {
@@ -376,8 +453,16 @@ impl Worker {
         let mut conn: Option<Queue> = None;
         let mut ever = false;
         while !stopping() {
-            if !self.connect(&mut conn, &mut ever, &stopping) {
-                return;
+            match self.connect(&mut conn, &mut ever, &stopping) {
+                Ok(true) => {}
+                Ok(false) => return,
+                // The schema changed under a running worker (a newer cuzk migrated
+                // it): say so and keep trying; an operator sees it in the log.
+                Err(e) => {
+                    self.lost(&mut conn, e);
+                    std::thread::sleep(Duration::from_secs(1));
+                    continue;
+                }
             }
             let q = conn.as_mut().expect("connected");
             match q.fail_expired() {
@@ -462,12 +547,17 @@ impl Worker {
         let never = || false;
         let write_start = Instant::now();
         loop {
-            self.connect(conn, ever, &never);
+            if let Err(e) = self.connect(conn, ever, &never) {
+                self.lost(conn, e);
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
             let q = conn.as_mut().expect("connected");
             let written = match &outcome {
                 Outcome::Proof(proof) => q.complete(job.id, &self.options.id, proof).map(|c| {
                     match c {
                         Completion::Written => shared.done.fetch_add(1, Ordering::SeqCst),
+                        Completion::NotHolder => shared.refused.fetch_add(1, Ordering::SeqCst),
                         _ => shared.late.fetch_add(1, Ordering::SeqCst),
                     };
                     WorkerEvent::Done {
@@ -507,13 +597,19 @@ impl Worker {
         }
     }
 
-    /// Renews every held lease each `renew_every`, on a connection of its own.
+    /// Renews every held lease and the worker's heartbeat each `renew_every`, on
+    /// a connection of its own; cancels a job whose lease was lost; prunes old
+    /// finished jobs once every [`PRUNE_EVERY`] when `keep_done` is set.
     fn keep_leases(&self, shared: &Shared) {
         let cfg = &self.options.config;
+        let pid = std::process::id();
         let stopping = || shared.stop.load(Ordering::SeqCst);
         let mut conn: Option<Queue> = None;
         let mut ever = false;
         let mut lost: HashSet<JobId> = HashSet::new();
+        let mut heartbeat_lost = false;
+        // The first prune soon after start, then every PRUNE_EVERY.
+        let mut next_prune = Instant::now() + cfg.renew_every();
         loop {
             {
                 let held = shared.held.lock().expect("held");
@@ -528,25 +624,60 @@ impl Worker {
             }
             let ids: Vec<JobId> = shared.held.lock().expect("held").iter().copied().collect();
             lost.retain(|id| ids.contains(id));
-            if ids.is_empty() || !self.connect(&mut conn, &mut ever, &stopping) {
-                continue;
+            match self.connect(&mut conn, &mut ever, &stopping) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    self.lost(&mut conn, e);
+                    continue;
+                }
             }
             let q = conn.as_mut().expect("connected");
+            match q.heartbeat(&self.options.id, &self.options.host, pid) {
+                Ok(true) => heartbeat_lost = false,
+                Ok(false) => {
+                    if !heartbeat_lost {
+                        heartbeat_lost = true;
+                        self.emit(WorkerEvent::HeartbeatLost);
+                    }
+                    // Take the id back if it is free (the row was lost, not taken).
+                    let _ =
+                        q.register_worker(&self.options.id, &self.options.host, pid, cfg.lease());
+                }
+                Err(e) => {
+                    self.lost(&mut conn, e);
+                    continue;
+                }
+            }
             for id in ids {
                 match q.renew(id, &self.options.id, cfg.lease()) {
                     Ok(true) => {}
                     // Not renewed: lost, unless the job's slot let go of it since
                     // the ids were taken (its outcome is being written, which ends
-                    // the lease).
+                    // the lease). Another worker has it: stop proving it here.
                     Ok(false) => {
                         let still_held = shared.held.lock().expect("held").contains(&id);
                         if still_held && lost.insert(id) {
+                            shared.leases_lost.fetch_add(1, Ordering::SeqCst);
                             self.emit(WorkerEvent::LeaseLost { job: id });
+                            let cancel = shared.cancels.lock().expect("cancels").get(&id).cloned();
+                            if let Some(c) = cancel {
+                                c.cancel();
+                            }
                         }
                     }
                     Err(e) => {
                         self.lost(&mut conn, e);
                         break;
+                    }
+                }
+            }
+            if let (Some(keep), Some(q)) = (cfg.keep_done, conn.as_mut()) {
+                if Instant::now() >= next_prune {
+                    next_prune = Instant::now() + PRUNE_EVERY;
+                    match q.prune(keep) {
+                        Ok(pruned) => self.emit(WorkerEvent::Pruned { pruned }),
+                        Err(e) => self.lost(&mut conn, e),
                     }
                 }
             }

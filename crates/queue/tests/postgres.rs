@@ -28,6 +28,7 @@ fn job(kind: &str, input: &[u8], priority: i32, max_attempts: u32) -> Submission
         input: input.to_vec(),
         priority,
         max_attempts,
+        request_id: None,
     }
 }
 
@@ -38,10 +39,16 @@ fn workers_starting_together_apply_each_migration_once() {
     let Some(url) = common::fresh_database("migrate") else {
         return;
     };
+    // Before any migration a connection is refused, naming the fix.
+    let err = Queue::connect(&url).unwrap_err();
+    assert!(
+        err.to_string().contains("run `cuzk queue migrate`"),
+        "{err}"
+    );
     let threads: Vec<_> = (0..6)
         .map(|_| {
             let url = url.clone();
-            std::thread::spawn(move || Queue::connect(&url).map(|_| ()))
+            std::thread::spawn(move || cuzk_queue::migrate_database(&url).map(|_| ()))
         })
         .collect();
     for t in threads {
@@ -57,8 +64,23 @@ fn workers_starting_together_apply_each_migration_once() {
     let got: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     let want: Vec<(i32, String)> = MIGRATIONS.iter().map(|m| (m.0, m.1.to_string())).collect();
     assert_eq!(got, want);
-    // And again: nothing to apply.
+    // And again: nothing to apply; a connection now passes the check.
     assert!(cuzk_queue::migrate(&mut c).unwrap().is_empty());
+    Queue::connect(&url).unwrap();
+    // A database one migration behind is refused too.
+    let known = cuzk_queue::schema_version();
+    c.execute("DELETE FROM cuzk_migrations WHERE version = $1", &[&known])
+        .unwrap();
+    let err = Queue::connect(&url).unwrap_err();
+    assert!(
+        matches!(err, cuzk_queue::QueueError::SchemaBehind { .. }),
+        "{err}"
+    );
+    c.execute(
+        "INSERT INTO cuzk_migrations (version, name) VALUES ($1, 'again')",
+        &[&known],
+    )
+    .unwrap();
     // A database newer than this build is refused.
     c.execute(
         "INSERT INTO cuzk_migrations (version, name) VALUES (9999, 'future')",
@@ -71,15 +93,15 @@ fn workers_starting_together_apply_each_migration_once() {
 
 #[test]
 fn claims_go_by_priority_then_submission_and_only_for_known_kinds() {
-    let Some(url) = common::fresh_database("order") else {
+    let Some(url) = common::migrated_database("order") else {
         return;
     };
     let mut q = Queue::connect(&url).unwrap();
-    let a = q.submit(&job("k", b"a", 0, 3)).unwrap();
-    let b = q.submit(&job("k", b"b", 5, 3)).unwrap();
-    let c = q.submit(&job("k", b"c", 5, 3)).unwrap();
-    let other = q.submit(&job("other", b"o", 9, 3)).unwrap();
-    let d = q.submit(&job("k", b"d", -1, 3)).unwrap();
+    let a = q.submit(&job("k", b"a", 0, 3)).unwrap().id;
+    let b = q.submit(&job("k", b"b", 5, 3)).unwrap().id;
+    let c = q.submit(&job("k", b"c", 5, 3)).unwrap().id;
+    let other = q.submit(&job("other", b"o", 9, 3)).unwrap().id;
+    let d = q.submit(&job("k", b"d", -1, 3)).unwrap().id;
     let mut order = Vec::new();
     while let Some(j) = q.claim("w", &kinds(&["k"]), LEASE).unwrap() {
         assert_eq!(j.attempt, 1);
@@ -102,13 +124,13 @@ fn claims_go_by_priority_then_submission_and_only_for_known_kinds() {
 
 #[test]
 fn concurrent_claimers_never_take_the_same_job() {
-    let Some(url) = common::fresh_database("contend") else {
+    let Some(url) = common::migrated_database("contend") else {
         return;
     };
     let mut q = Queue::connect(&url).unwrap();
     let n = 200;
     let submitted: HashSet<i64> = (0..n)
-        .map(|i| q.submit(&job("k", &[i as u8], 0, 1)).unwrap())
+        .map(|i| q.submit(&job("k", &[i as u8], 0, 1)).unwrap().id)
         .collect();
     let threads: Vec<_> = (0..6)
         .map(|t| {
@@ -133,11 +155,11 @@ fn concurrent_claimers_never_take_the_same_job() {
 
 #[test]
 fn an_expired_lease_is_claimed_again_and_completion_is_idempotent() {
-    let Some(url) = common::fresh_database("lease") else {
+    let Some(url) = common::migrated_database("lease") else {
         return;
     };
     let mut q = Queue::connect(&url).unwrap();
-    let id = q.submit(&job("k", b"x", 0, 3)).unwrap();
+    let id = q.submit(&job("k", b"x", 0, 3)).unwrap().id;
     let short = Duration::from_millis(500);
     let first = q.claim("w1", &kinds(&["k"]), short).unwrap().unwrap();
     assert_eq!(first.id, id);
@@ -158,25 +180,30 @@ fn an_expired_lease_is_claimed_again_and_completion_is_idempotent() {
         s.errors
     );
 
-    // w1 finishes anyway and writes first: its verified proof is the job's.
+    // w1 finishes anyway and writes first: refused, it no longer holds the job.
     assert_eq!(
         q.complete(id, "w1", b"proof-1").unwrap(),
-        Completion::Written
+        Completion::NotHolder
     );
-    // w2's write of the same bytes is harmless; of other bytes, discarded.
+    assert_eq!(q.status(id).unwrap().state, JobState::Running);
+    // The holder's proof is the job's; writing it again is harmless.
     assert_eq!(
-        q.complete(id, "w2", b"proof-1").unwrap(),
-        Completion::AlreadyDone { same: true }
+        q.complete(id, "w2", b"proof-2").unwrap(),
+        Completion::Written
     );
     assert_eq!(
         q.complete(id, "w2", b"proof-2").unwrap(),
+        Completion::AlreadyDone { same: true }
+    );
+    assert_eq!(
+        q.complete(id, "w1", b"proof-1").unwrap(),
         Completion::AlreadyDone { same: false }
     );
     let s = q.status(id).unwrap();
     assert_eq!(s.state, JobState::Done);
-    assert_eq!(s.proof.as_deref(), Some(&b"proof-1"[..]));
-    assert_eq!(s.done_by.as_deref(), Some("w1"));
-    assert_eq!(s.writes, 3);
+    assert_eq!(s.proof.as_deref(), Some(&b"proof-2"[..]));
+    assert_eq!(s.done_by.as_deref(), Some("w2"));
+    assert_eq!((s.writes, s.refused_writes), (4, 1));
     assert!(s.worker.is_none());
     // A late failure report changes nothing but the errors.
     assert_eq!(q.fail(id, "w2", "late").unwrap(), JobState::Done);
@@ -185,11 +212,11 @@ fn an_expired_lease_is_claimed_again_and_completion_is_idempotent() {
 
 #[test]
 fn a_job_fails_for_good_after_its_attempts_with_every_error() {
-    let Some(url) = common::fresh_database("attempts") else {
+    let Some(url) = common::migrated_database("attempts") else {
         return;
     };
     let mut q = Queue::connect(&url).unwrap();
-    let id = q.submit(&job("k", b"bad", 0, 3)).unwrap();
+    let id = q.submit(&job("k", b"bad", 0, 3)).unwrap().id;
     for attempt in 1..=3 {
         let j = q.claim("w", &kinds(&["k"]), LEASE).unwrap().unwrap();
         assert_eq!((j.id, j.attempt), (id, attempt));
@@ -221,7 +248,7 @@ fn a_job_fails_for_good_after_its_attempts_with_every_error() {
     );
 
     // A job whose worker dies on its last attempt is failed, not held for ever.
-    let id = q.submit(&job("k", b"x", 0, 1)).unwrap();
+    let id = q.submit(&job("k", b"x", 0, 1)).unwrap().id;
     q.claim("dead", &kinds(&["k"]), Duration::from_millis(500))
         .unwrap()
         .unwrap();
@@ -261,17 +288,17 @@ impl JobRunner for Reverse {
 
 #[test]
 fn the_worker_loop_proves_fails_renews_and_catches_panics() {
-    let Some(url) = common::fresh_database("worker") else {
+    let Some(url) = common::migrated_database("worker") else {
         return;
     };
     let mut q = Queue::connect(&url).unwrap();
     let good: Vec<i64> = (0..10u8)
-        .map(|i| q.submit(&job("reverse", &[i, 1, 2], 0, 2)).unwrap())
+        .map(|i| q.submit(&job("reverse", &[i, 1, 2], 0, 2)).unwrap().id)
         .collect();
-    let bad = q.submit(&job("reverse", b"bad", 0, 2)).unwrap();
-    let panics = q.submit(&job("reverse", b"panic", 0, 1)).unwrap();
+    let bad = q.submit(&job("reverse", b"bad", 0, 2)).unwrap().id;
+    let panics = q.submit(&job("reverse", b"panic", 0, 1)).unwrap().id;
     // One job outlives several leases: renewal must keep it.
-    let slow = q.submit(&job("reverse", b"slow", 0, 1)).unwrap();
+    let slow = q.submit(&job("reverse", b"slow", 0, 1)).unwrap().id;
     let runner = Arc::new(Reverse {
         delay: Duration::from_millis(20),
         calls: AtomicUsize::new(0),
@@ -285,6 +312,7 @@ fn the_worker_loop_proves_fails_renews_and_catches_panics() {
         &url,
         WorkerOptions {
             id: "w".into(),
+            host: "test".into(),
             config: QueueConfig {
                 lease_secs: 0.8,
                 poll_ms: 50,
@@ -298,7 +326,7 @@ fn the_worker_loop_proves_fails_renews_and_catches_panics() {
         move |e| seen.lock().unwrap().push(e.clone()),
     )
     .unwrap();
-    let stats = worker.run(&AtomicBool::new(false));
+    let stats = worker.run(&AtomicBool::new(false)).unwrap();
     assert_eq!(stats.done, 11);
     assert_eq!(stats.failed, 3);
     assert_eq!(stats.late, 0);
@@ -349,6 +377,7 @@ fn the_url_is_checked_before_anything_runs() {
         "postgres://host:notaport/db",
         WorkerOptions {
             id: "w".into(),
+            host: "test".into(),
             config: QueueConfig::default(),
             drain: true,
         },
@@ -392,13 +421,13 @@ impl JobRunner for Holds {
 /// not counted, and the next worker proves it once.
 #[test]
 fn a_stopping_worker_finishes_or_releases_its_job_and_claims_no_more() {
-    let Some(url) = common::fresh_database("stop") else {
+    let Some(url) = common::migrated_database("stop") else {
         return;
     };
     let mut q = Queue::connect(&url).unwrap();
     for on_stop in [OnStop::Finish, OnStop::Release] {
-        let held = q.submit(&job("hold", &[1, 2, 3], 1, 1)).unwrap();
-        let next = q.submit(&job("hold", &[4, 5], 0, 1)).unwrap();
+        let held = q.submit(&job("hold", &[1, 2, 3], 1, 1)).unwrap().id;
+        let next = q.submit(&job("hold", &[4, 5], 0, 1)).unwrap().id;
         let finish = Arc::new(AtomicBool::new(false));
         let runner = Arc::new(Holds {
             started: AtomicUsize::new(0),
@@ -409,6 +438,7 @@ fn a_stopping_worker_finishes_or_releases_its_job_and_claims_no_more() {
                 &url,
                 WorkerOptions {
                     id: id.into(),
+                    host: "test".into(),
                     config: QueueConfig {
                         poll_ms: 20,
                         jobs_in_flight: 1,
@@ -426,7 +456,7 @@ fn a_stopping_worker_finishes_or_releases_its_job_and_claims_no_more() {
         let stats = std::thread::scope(|s| {
             let w = worker("stopped", runner.clone(), false);
             let stop = &stop;
-            let running = s.spawn(move || w.run(stop));
+            let running = s.spawn(move || w.run(stop).unwrap());
             while runner.started.load(Ordering::SeqCst) == 0 {
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -462,7 +492,9 @@ fn a_stopping_worker_finishes_or_releases_its_job_and_claims_no_more() {
             started: AtomicUsize::new(0),
             finish,
         });
-        worker("next", after, true).run(&AtomicBool::new(false));
+        worker("next", after, true)
+            .run(&AtomicBool::new(false))
+            .unwrap();
         for (id, proof) in [(held, vec![3, 2, 1]), (next, vec![5, 4])] {
             let s = q.status(id).unwrap();
             assert_eq!((s.state, s.attempts, s.writes), (JobState::Done, 1, 1));

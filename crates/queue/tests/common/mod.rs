@@ -46,3 +46,11 @@ pub fn fresh_database(name: &str) -> Option<String> {
         .unwrap();
     Some(with_database(&url, &db))
 }
+
+/// [`fresh_database`] with the queue's schema applied (as `cuzk queue migrate`
+/// would): what every test but the migrations' own starts from.
+pub fn migrated_database(name: &str) -> Option<String> {
+    let url = fresh_database(name)?;
+    cuzk_queue::migrate_database(&url).unwrap();
+    Some(url)
+}
