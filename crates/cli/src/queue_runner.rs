@@ -140,7 +140,7 @@ mod tests {
             Priority::Critical,
         ] {
             assert_eq!(engine_priority(queue_priority(p)), p);
-            assert_eq!(parse_priority(&p.name().to_lowercase()), Ok(p));
+            assert_eq!(parse_priority(&p.to_string()), Ok(p));
         }
         assert_eq!(engine_priority(-5), Priority::Low);
         assert_eq!(engine_priority(0), Priority::Low);

@@ -10,16 +10,16 @@
 //! `WINNING_POST`, `SYNTHETIC`), so a worker claims only the kinds it serves.
 //!
 //! Decoding never trusts the bytes: junk, an unknown kind or priority, or a
-//! request id that breaks the rule ([`MAX_REQUEST_ID`] characters of
-//! `A-Z a-z 0-9 . _ : -`) is a [`PayloadError`], never a panic.
+//! request id that breaks the service's rule ([`cuzk_service::check_request_id`],
+//! the one check every entry point applies) is a [`PayloadError`], never a panic.
 
 use cuzk_service::{Priority, ProofKind, ProofRequest};
 use prost::Message;
 
 use crate::wire as pb;
 
-/// The longest request id a payload may carry.
-pub const MAX_REQUEST_ID: usize = 128;
+/// The longest request id a payload may carry (the service's limit).
+pub const MAX_REQUEST_ID: usize = cuzk_service::MAX_REQUEST_ID_BYTES;
 
 /// Why bytes are not a job payload.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +38,7 @@ pub enum PayloadError {
     #[error("the job's payload is not a valid request: {0}")]
     Invalid(String),
     /// The request id breaks the rule.
-    #[error("the job's payload has a request id of {len} bytes that is not 1 to {MAX_REQUEST_ID} characters of A-Z a-z 0-9 . _ : - (it starts {head:?})")]
+    #[error("the job's payload has a request id of {len} bytes that is not 1 to {MAX_REQUEST_ID} bytes of printable ASCII without spaces (it starts {head:?})")]
     BadRequestId { len: usize, head: String },
 }
 
@@ -96,19 +96,17 @@ pub fn decode(bytes: &[u8]) -> Result<(ProofKind, ProofRequest), PayloadError> {
         if !is_valid_request_id(id) {
             return Err(PayloadError::BadRequestId {
                 len: id.len(),
-                head: id.chars().take(32).collect(),
+                head: id.chars().take(32).flat_map(char::escape_default).collect(),
             });
         }
     }
     Ok((kind, request))
 }
 
-/// 1 to [`MAX_REQUEST_ID`] characters of `A-Z a-z 0-9 . _ : -`.
+/// Whether `id` passes the service's request-id check
+/// ([`cuzk_service::check_request_id`]).
 pub fn is_valid_request_id(id: &str) -> bool {
-    (1..=MAX_REQUEST_ID).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    cuzk_service::check_request_id(id).is_ok()
 }
 
 #[cfg(test)]
@@ -198,7 +196,7 @@ mod tests {
         );
         assert!(e.to_string().len() < 300, "{e}");
         let mut odd = request();
-        odd.request_id = Some("a/b".into());
+        odd.request_id = Some("a\0b".into());
         assert!(decode(&encode(ProofKind::WinningPost, &odd)).is_err());
     }
 }
