@@ -49,16 +49,23 @@ in_cgroup() {
         systemd-run --quiet --scope -p MemoryMax="$bytes" -p MemorySwapMax=0 "$@"
         return $?
     fi
-    local here dir
+    # A cgroup of our own under the one we are in (where its memory controller is
+    # delegated to children), else under the root (the lent machine's case: its
+    # per-call cgroup does not enable memory for children; measured 2026-12-06).
+    local here dir parent
     here=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
-    dir=/sys/fs/cgroup$here/cuzk-table-$$
-    if mkdir -p "$dir" 2>/dev/null && echo "$bytes" >"$dir/memory.max" 2>/dev/null; then
-        echo 0 >"$dir/memory.swap.max" 2>/dev/null
-        (echo $BASHPID >"$dir/cgroup.procs" && exec "$@")
-        local rc=$?
+    for parent in "/sys/fs/cgroup$here" /sys/fs/cgroup; do
+        dir=$parent/cuzk-table-$$
+        if mkdir -p "$dir" 2>/dev/null && echo "$bytes" >"$dir/memory.max" 2>/dev/null; then
+            echo 0 >"$dir/memory.swap.max" 2>/dev/null
+            (echo $BASHPID >"$dir/cgroup.procs" && exec "$@")
+            local rc=$?
+            echo "cgroup $dir: memory.max $bytes, peak $(cat "$dir/memory.peak" 2>/dev/null), events $(tr '\n' ' ' <"$dir/memory.events" 2>/dev/null)" >>"$sum"
+            rmdir "$dir" 2>/dev/null
+            return $rc
+        fi
         rmdir "$dir" 2>/dev/null
-        return $rc
-    fi
+    done
     return 200
 }
 

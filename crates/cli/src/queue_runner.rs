@@ -7,9 +7,10 @@ use cuzk_daemon::payload;
 use cuzk_queue::{Cancel, ClaimedJob, JobRunner, RunError};
 use cuzk_service::{JobStatus, KindProver, Priority, ProofKind, ProofRequest, Service};
 
-/// The engine's priority of a queue priority. The queue stores the service's
-/// levels by their numbers (low 1, normal 2, high 3, critical 4); anything below
-/// is low, anything above critical. The one place the two meet.
+/// The engine's priority of a queue priority. The queue stores the levels by
+/// their wire numbers (low 1, normal 2, high 3, critical 4: the proto's
+/// `Priority`); anything below is low, anything above critical. With
+/// [`queue_priority`], the one place the two meet.
 pub fn engine_priority(queue: i32) -> Priority {
     match queue {
         i32::MIN..=1 => Priority::Low,
@@ -21,7 +22,12 @@ pub fn engine_priority(queue: i32) -> Priority {
 
 /// The number the queue stores for `p` (claims go highest first).
 pub fn queue_priority(p: Priority) -> i32 {
-    p as i32
+    match p {
+        Priority::Low => 1,
+        Priority::Normal => 2,
+        Priority::High => 3,
+        Priority::Critical => 4,
+    }
 }
 
 /// A priority's name (`low`, `normal`, `high`, `critical`).
