@@ -75,7 +75,7 @@ pub enum QueueError {
 
 /// An error and its causes joined by ": " (postgres' errors keep the reason a
 /// TLS handshake failed in their source only).
-fn with_causes(e: &dyn std::error::Error) -> String {
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -100,17 +100,7 @@ pub struct RunError(pub String);
 impl RunError {
     /// An error and its causes, joined by ": ".
     pub fn from_error(e: &dyn std::error::Error) -> Self {
-        let mut text = e.to_string();
-        let mut source = e.source();
-        while let Some(s) = source {
-            let t = s.to_string();
-            if !text.contains(&t) {
-                text.push_str(": ");
-                text.push_str(&t);
-            }
-            source = s.source();
-        }
-        RunError(text)
+        RunError(crate::error::with_causes(e))
     }
 }
 
