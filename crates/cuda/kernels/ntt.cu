@@ -500,6 +500,24 @@ extern "C" __global__ void bitrev_scale_sub_copy(const Fr* in, const Fr* sub, Fr
     Fr::sub(Fr::mul(Fr::load(in + p), f), Fr::mul(Fr::load(sub + p), s)).store(out + q);
 }
 
+// bitrev_scale_sub_copy in place, for a device without room for a third buffer
+// (H at 2^27 in two 4 GiB buffers: a 16 GB card): x[q] = x[p] P(q) - y[p] s and
+// x[p] = x[q] P(p) - y[q] s for the pair {p, q = rev(p)}, each pair by the thread of
+// its smaller index, which reads all four values before it writes either.
+extern "C" __global__ void bitrev_scale_sub(Fr* x, const Fr* y, u32 log_n, const Fr* P0,
+                                            const Fr* P1, Fr s) {
+    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= (1u << log_n)) return;
+    u32 q = bitrev(p, log_n);
+    if (q < p) return;
+    Fr fq = Fr::mul(Fr::load(P0 + (q & 0xffff)), Fr::load(P1 + (q >> 16)));
+    Fr fp = Fr::mul(Fr::load(P0 + (p & 0xffff)), Fr::load(P1 + (p >> 16)));
+    Fr xp = Fr::load(x + p), xq = Fr::load(x + q);
+    Fr yp = Fr::load(y + p), yq = Fr::load(y + q);
+    Fr::sub(Fr::mul(xp, fq), Fr::mul(yp, s)).store(x + q);
+    if (q != p) Fr::sub(Fr::mul(xq, fp), Fr::mul(yq, s)).store(x + p);
+}
+
 // a = a * b * zinv on the coset: the product's share of the quotient by Z = g^N - 1
 // (c's share is subtracted from the coefficients by bitrev_scale_sub_copy).
 extern "C" __global__ void ab_combine(Fr* a, const Fr* b, u32 n, Fr zinv) {

@@ -46,6 +46,7 @@ pub const NTT_MODULE: ModuleSource = ModuleSource {
         "bitrev_permute",
         "bitrev_tiled",
         "bitrev_scale_sub_copy",
+        "bitrev_scale_sub",
         "ab_combine",
         "fr_ops_test",
         "fr_mul_bench",

@@ -194,6 +194,35 @@ fn twiddle_tables(w: Scalar) -> [Vec<Scalar>; 3] {
     ]
 }
 
+/// How many device buffers of the whole domain H's computation takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HBuffers {
+    /// `a`, `b` and `c` at once: `c`'s upload and transform overlap `a`'s and
+    /// `b`'s (12 GiB at 2^27).
+    Three,
+    /// Two: `c` goes up into `b`'s buffer once `a_c·b_c` is combined, and the last
+    /// step runs in place (`bitrev_scale_sub`): 8 GiB at 2^27, what a 16 GB card
+    /// has room for, at the cost of `c`'s upload no longer overlapped.
+    Two,
+}
+
+impl HBuffers {
+    pub fn count(self) -> u64 {
+        match self {
+            HBuffers::Three => 3,
+            HBuffers::Two => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HBuffers::Three => "three",
+            HBuffers::Two => "two",
+        }
+    }
+}
+
 /// The device NTT engine: twiddle tables and cached coset tables.
 #[derive(Debug)]
 pub struct Ntt {
@@ -514,14 +543,14 @@ impl Ntt {
 
     /// Device memory the H computation needs for `n` constraints with `kernel`
     /// (bytes): the three buffers, and for r2wg its table (kept once built).
-    pub fn h_device_bytes(kernel: NttKernel, n: usize) -> u64 {
+    pub fn h_device_bytes(kernel: NttKernel, n: usize, buffers: HBuffers) -> u64 {
         let log_n = crate::log_domain(n);
         let big = 1u64 << log_n;
         let table = match kernel {
             NttKernel::Radix2WarpGlobal => Self::global_table_bytes(log_n),
             _ => 0,
         };
-        3 * big * 32 + table
+        buffers.count() * big * 32 + table
     }
 
     /// The whole H computation for evaluations `a, b, c` (equal lengths): uploads them
@@ -537,8 +566,9 @@ impl Ntt {
         a: &[Scalar],
         b: &[Scalar],
         c: &[Scalar],
+        buffers: HBuffers,
     ) -> Result<CudaSlice<FrRepr>, CudaError> {
-        let upload = Self::upload_abc(gpu, a, b, c)?;
+        let upload = Self::upload_abc(gpu, a, b, c, buffers)?;
         self.h_from(gpu, upload)
     }
 
@@ -547,11 +577,16 @@ impl Ntt {
     /// the compute stream can take other work (a partition's L, A, B MSMs) while
     /// they travel. Anything else uploaded on the compute stream meanwhile would
     /// queue behind them on the copy engine: upload it first.
+    ///
+    /// With [`HBuffers::Two`] only `a` and `b` go up now, into two buffers; `c`
+    /// (page-locked here all the same) goes up in [`Self::h_from`], into `b`'s
+    /// buffer once `b` is spent.
     pub fn upload_abc<'a>(
         gpu: &Gpu,
         a: &'a [Scalar],
         b: &'a [Scalar],
         c: &'a [Scalar],
+        buffers: HBuffers,
     ) -> Result<AbcUpload<'a>, CudaError> {
         let n = a.len();
         if b.len() != n || c.len() != n {
@@ -575,9 +610,10 @@ impl Ntt {
             copy: Arc::clone(&gpu.copy),
             enqueued: 0,
             log_n,
-            _host: std::marker::PhantomData,
+            deferred: (buffers == HBuffers::Two).then_some(c),
+            len: n,
         };
-        for _ in 0..3 {
+        for _ in 0..buffers.count() {
             let mut buf = gpu.alloc_poisoned::<FrRepr>(big)?;
             if n < big {
                 zero_tail(gpu, &mut buf, n)?;
@@ -593,6 +629,7 @@ impl Ntt {
         }
         // The copies may start only after the stream-ordered allocations above.
         gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
+        // (With two buffers the zip stops after b: c waits in `deferred`.)
         for (v, buf) in [a, b, c].into_iter().zip(up.bufs.iter_mut()) {
             // From here on a DMA may read the caller's memory (registered by us, by
             // the backend, or by the caller): any return waits for it first.
@@ -610,6 +647,9 @@ impl Ntt {
     /// (the coset inverse of c's coset evaluations is c's coefficients).
     /// Returns once the uploads are done.
     pub fn h_from(&self, gpu: &Gpu, mut up: AbcUpload<'_>) -> Result<CudaSlice<FrRepr>, CudaError> {
+        if up.deferred.is_some() {
+            return self.h_from_two(gpu, up);
+        }
         let log_n = up.log_n;
         let big = 1usize << log_n;
         let mut bufs = std::mem::take(&mut up.bufs).into_iter();
@@ -664,6 +704,76 @@ impl Ntt {
         up.wait_uploads()?;
         Ok(bb)
     }
+
+    /// [`Self::h_from`] in two buffers ([`HBuffers::Two`]): a and b to the coset,
+    /// combined into a's buffer; then c's upload into b's buffer (the copy stream
+    /// waits for the combine) while a's product goes back to coefficients; c to
+    /// its coefficients; the last step in place in a's buffer.
+    fn h_from_two(&self, gpu: &Gpu, mut up: AbcUpload<'_>) -> Result<CudaSlice<FrRepr>, CudaError> {
+        let log_n = up.log_n;
+        let big = 1usize << log_n;
+        let c = up
+            .deferred
+            .take()
+            .ok_or_else(|| CudaError::Shape("no deferred c for a two-buffer H".into()))?;
+        let mut bufs = std::mem::take(&mut up.bufs).into_iter();
+        let (Some(mut ba), Some(mut bb), [ua, ub]) = (bufs.next(), bufs.next(), &up.uploaded[..])
+        else {
+            return Err(CudaError::Shape("a, b were not uploaded".into()));
+        };
+        for (buf, ev) in [(&mut ba, ua), (&mut bb, ub)] {
+            gpu.compute.wait(ev).ctx("cuStreamWaitEvent")?;
+            self.to_coset(gpu, buf, log_n)?;
+        }
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        let z = g.pow_vartime([big as u64]) - Scalar::ONE;
+        let zinv = z.invert().expect("g^n != 1 for n <= 2^32");
+        let n_inv = Scalar::from(big as u64)
+            .invert()
+            .expect("powers of two are invertible in Fr");
+        let nn = big as u32;
+        let zinv_repr = scalar_to_repr(&zinv);
+        crate::launch!(
+            gpu,
+            "ab_combine",
+            grid(big, 256),
+            &mut ba,
+            &bb,
+            &nn,
+            &zinv_repr
+        )?;
+        // b's buffer is free once the combine has read it: c goes up into it (its
+        // padding zeroed first, on the compute stream too).
+        if up.len < big {
+            zero_tail(gpu, &mut bb, up.len)?;
+        }
+        gpu.copy.join(&gpu.compute).ctx("cuStreamWaitEvent")?;
+        up.enqueued += 1;
+        raw::htod_bytes(&gpu.copy, scalars_as_bytes(c), &mut bb, 0)?;
+        let uc = gpu.record(&gpu.copy)?;
+        up.uploaded.push(uc);
+        self.dif(gpu, &mut ba, log_n, Direction::Inverse)?;
+        if let Some(uc) = up.uploaded.last() {
+            gpu.compute.wait(uc).ctx("cuStreamWaitEvent")?;
+        }
+        self.dif(gpu, &mut bb, log_n, Direction::Inverse)?;
+        let pw = self.pows(gpu, log_n, PowKind::CosetInvOverN)?;
+        let s = scalar_to_repr(&(zinv * n_inv));
+        crate::launch!(
+            gpu,
+            "bitrev_scale_sub",
+            grid(big, 256),
+            &mut ba,
+            &bb,
+            &log_n,
+            &pw.p0,
+            &pw.p1,
+            &s
+        )?;
+        drop(bb);
+        up.wait_uploads()?;
+        Ok(ba)
+    }
 }
 
 /// `a, b, c` on their way to the device ([`Ntt::upload_abc`]): their device buffers,
@@ -687,7 +797,11 @@ pub struct AbcUpload<'a> {
     /// a failed enqueue is waited for too: harmless).
     enqueued: usize,
     log_n: u32,
-    _host: std::marker::PhantomData<&'a [Scalar]>,
+    /// With [`HBuffers::Two`]: c, uploaded later by [`Ntt::h_from`] (page-locked
+    /// with a and b, in `regs`).
+    deferred: Option<&'a [Scalar]>,
+    /// Elements of a, b, c (the domain past them is zero).
+    len: usize,
 }
 
 impl<'a> AbcUpload<'a> {
@@ -709,7 +823,8 @@ impl<'a> AbcUpload<'a> {
             regs,
             copy: Arc::clone(&gpu.copy),
             log_n,
-            _host: std::marker::PhantomData,
+            deferred: None,
+            len: 1 << log_n,
         }
     }
 }

@@ -446,5 +446,25 @@ fn h_from_s_launches_match_the_cpu_chain() {
         );
         let out = host.get(b_id);
         assert_eq!(out[..n - 1], want[..], "2^{log_n}, {len} constraints");
+        // The two-buffer H's last step (`HBuffers::Two`): the same, in place in
+        // a's buffer (the copy above read a and c and wrote only b).
+        host.launch(
+            "bitrev_scale_sub",
+            grid(n, 256),
+            &[
+                Arg::Buf(a_id),
+                Arg::Buf(c_id),
+                Arg::U(log_n),
+                Arg::Buf(p_inv[0]),
+                Arg::Buf(p_inv[1]),
+                Arg::Fr(zinv * n_inv),
+            ],
+        );
+        let out = host.get(a_id);
+        assert_eq!(
+            out[..n - 1],
+            want[..],
+            "in place: 2^{log_n}, {len} constraints"
+        );
     }
 }

@@ -146,6 +146,8 @@ static const std::map<std::string, Kernel>& kernels() {
         {"bitrev_tiled", [](const Args& a) { bitrev_tiled(a.b(0), a.u(1), a.u(2), a.f(3)); }},
         {"bitrev_scale_sub_copy",
          [](const Args& a) { bitrev_scale_sub_copy(a.b(0), a.b(1), a.b(2), a.u(3), a.b(4), a.b(5), a.f(6)); }},
+        {"bitrev_scale_sub",
+         [](const Args& a) { bitrev_scale_sub(a.b(0), a.b(1), a.u(2), a.b(3), a.b(4), a.f(5)); }},
         {"ab_combine", [](const Args& a) { ab_combine(a.b(0), a.b(1), a.u(2), a.f(3)); }},
     };
     return k;
