@@ -39,8 +39,7 @@ mod witness_copy;
 pub use faults::FaultInjection;
 use prove::{AbcSource, Queries};
 use queries::{
-    ones_msm, query, stream_chunk, streamed_dense, tail_msm, upload_ones, upload_tail,
-    MIN_STREAM_CHUNK, STREAM_BYTES_PER_POINT,
+    ones_msm, query, streamed_dense, tail_msm, upload_ones, upload_tail, MIN_STREAM_CHUNK,
 };
 
 /// Where a partition's base vectors (the parameter queries) live.
@@ -133,6 +132,10 @@ struct Inner {
     /// The pinned buffer a partition's split data go up through
     /// (`split_upload = "pinned"`), kept across partitions.
     splits: split_staging::SplitStaging,
+    /// Streamed parameter sets page-locked in place (`stream_staging =
+    /// "register"`), keyed like the resident ones; kept until the set is freed
+    /// (`forget_bases`), found stale, or made resident.
+    registered: HashMap<BaseKey, HostRegistration>,
 }
 
 fn dev(e: CudaError) -> BackendError {
@@ -226,6 +229,7 @@ impl CudaBackend {
                 placement: config.bases(),
                 stager: Stager::new(config.copy_threads),
                 splits: split_staging::SplitStaging::new(config.copy_threads),
+                registered: HashMap::new(),
             }),
             caps,
             ntt_kernel: config.ntt_kernel,
@@ -259,12 +263,33 @@ impl CudaBackend {
         self.lock().budget
     }
 
+    /// Plans with `bytes` of device memory from the next partition on, if less
+    /// than now (the device checks' tight budgets: partial residency and the
+    /// two-buffer H on a small shape).
+    pub fn limit_device_budget(&self, bytes: u64) {
+        let mut inner = self.lock();
+        inner.budget = inner.budget.min(bytes);
+    }
+
+    /// Where `job`'s bases would live and how it would run within `budget` device
+    /// bytes ([`footprint::place`], as `prove_partition_ref` decides it); `Err`
+    /// the least it needs.
+    pub fn placement(
+        &self,
+        job: &PartitionJobRef<'_>,
+        budget: u64,
+    ) -> Result<footprint::Placement, u64> {
+        let placement = self.lock().placement;
+        self.place(budget, placement, job.abc.len(), &Queries::of(job), 0, 0)
+    }
+
     /// Drops every cached base vector (device memory is returned at once to the
     /// stream-ordered pool).
     pub fn evict_bases(&self) {
         let mut inner = self.lock();
         inner.bases.clear();
         inner.bases_g2.clear();
+        inner.unregister(|_| true);
     }
 
     /// Bytes of bases currently resident.
@@ -346,21 +371,20 @@ impl Inner {
                 .sum::<u64>()
     }
 
-    /// Makes every base vector of the job (G1 `sets`, G2 `sets_g2`) resident if they
-    /// all fit next to `working` bytes (evicting sets this job does not use first),
-    /// and returns the chunk size (in points) for the sets that are not: those are
-    /// streamed, one chunk at a time, through what memory is left, in chunks of at
-    /// most `cap` (the chunk `least`, the partition's need when streaming, was
-    /// counted for).
+    /// Makes the job's base vectors (G1 `sets`: H, L, A, B_G1; G2 `sets_g2`: B_G2
+    /// or none) that `placement` keeps resident (uploading those missing), drops
+    /// the job's others (they stream), and returns the chunk size (in points) the
+    /// streamed ones go in.
     ///
     /// The compiled shape `keep` (the job's own, for a partition proven from its
-    /// witness) stays resident; when the sets do not fit, the other shapes' device
-    /// copies go first, then the sets this job does not use.
+    /// witness) stays resident; where the placement does not fit beside what else
+    /// is cached, the other shapes' device copies go first, then the sets this job
+    /// does not use.
     fn prepare_bases(
         &mut self,
         sets: &[&[G1Affine]],
         sets_g2: &[&[G2Affine]],
-        (working, least, cap): (u64, u64, usize),
+        placement: &footprint::Placement,
         keep: Option<&R1csKey>,
     ) -> Result<usize, BackendError> {
         let wanted: Vec<BaseKey> = sets.iter().map(|s| key::<G1>(s)).collect();
@@ -369,62 +393,132 @@ impl Inner {
         let stale = |k: &BaseKey, want: &[BaseKey]| want.iter().any(|w| w.same_slice(k) && w != k);
         self.bases.retain(|k, _| !stale(k, &wanted));
         self.bases_g2.retain(|k, _| !stale(k, &wanted_g2));
-        let missing: u64 = sets
+        // The job's sets the placement streams go (a set kept for a partition
+        // that had more room).
+        let keep_g1: Vec<BaseKey> = wanted
             .iter()
-            .zip(&wanted)
-            .filter(|(_, k)| !self.bases.contains_key(k))
-            .map(|(s, _)| s.len() as u64 * G1::AFFINE_BYTES)
+            .zip(placement.resident)
+            .filter(|(_, r)| *r)
+            .map(|(k, _)| *k)
+            .collect();
+        let keep_g2: Vec<BaseKey> = wanted_g2
+            .iter()
+            .filter(|_| placement.resident[4])
+            .copied()
+            .collect();
+        self.bases
+            .retain(|k, _| !wanted.contains(k) || keep_g1.contains(k));
+        self.bases_g2
+            .retain(|k, _| !wanted_g2.contains(k) || keep_g2.contains(k));
+        // Everything cached but the job's own sets and shape, beside the placement.
+        let own: u64 = keep_g1
+            .iter()
+            .filter_map(|k| self.bases.get(k))
+            .map(|b| b.len() as u64 * G1::AFFINE_BYTES)
             .sum::<u64>()
-            + sets_g2
+            + keep_g2
                 .iter()
-                .zip(&wanted_g2)
-                .filter(|(_, k)| !self.bases_g2.contains_key(k))
-                .map(|(s, _)| s.len() as u64 * G2::AFFINE_BYTES)
-                .sum::<u64>();
-        if self.cached_bytes() + missing + working > self.budget {
+                .filter_map(|k| self.bases_g2.get(k))
+                .map(|b| b.len() as u64 * G2::AFFINE_BYTES)
+                .sum::<u64>()
+            + keep
+                .and_then(|k| self.r1cs.get(k))
+                .map_or(0, DeviceR1cs::device_bytes);
+        let fits = |inner: &Inner| inner.cached_bytes() - own + placement.need <= inner.budget;
+        if !fits(self) {
             self.r1cs.retain(|k, _| Some(k) == keep);
         }
-        if self.cached_bytes() + missing + working > self.budget {
+        if !fits(self) {
             self.bases.retain(|k, _| wanted.contains(k));
             self.bases_g2.retain(|k, _| wanted_g2.contains(k));
         }
-        let forced = matches!(self.placement, BasePlacement::Streamed { .. });
-        let resident_fits = self.cached_bytes() + missing + working <= self.budget;
-        if resident_fits && !forced {
-            for (s, k) in sets.iter().zip(wanted) {
-                if !self.bases.contains_key(&k) {
-                    let buf = self
-                        .gpu
-                        .upload::<AffineRepr>(G1::host_as_bytes(s))
-                        .map_err(dev)?;
-                    self.bases.insert(k, buf);
-                }
+        for ((s, k), resident) in sets.iter().zip(&wanted).zip(placement.resident) {
+            if resident && !self.bases.contains_key(k) {
+                let buf = self
+                    .gpu
+                    .upload::<AffineRepr>(G1::host_as_bytes(s))
+                    .map_err(dev)?;
+                self.bases.insert(*k, buf);
             }
-            for (s, k) in sets_g2.iter().zip(wanted_g2) {
-                if !self.bases_g2.contains_key(&k) {
-                    let buf = self
-                        .gpu
-                        .upload::<Affine2Repr>(G2::host_as_bytes(s))
-                        .map_err(dev)?;
-                    self.bases_g2.insert(k, buf);
-                }
-            }
-            return Ok(MIN_STREAM_CHUNK);
         }
-        // Streamed: the chunks' MSMs take less scratch than the whole queries'.
-        let left = self
-            .budget
-            .saturating_sub(self.cached_bytes())
-            .saturating_sub(least);
-        stream_chunk(left, Some(cap)).ok_or_else(|| {
-            dev(CudaError::OutOfMemory {
-                what: "partition (H buffers + MSM scratch + two chunks of streamed bases)",
-                need: self.cached_bytes()
-                    + least
-                    + 2 * MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT,
-                available: self.budget,
-            })
-        })
+        for (s, k) in sets_g2.iter().zip(&wanted_g2) {
+            if placement.resident[4] && !self.bases_g2.contains_key(k) {
+                let buf = self
+                    .gpu
+                    .upload::<Affine2Repr>(G2::host_as_bytes(s))
+                    .map_err(dev)?;
+                self.bases_g2.insert(*k, buf);
+            }
+        }
+        Ok(placement.chunk.unwrap_or(MIN_STREAM_CHUNK))
+    }
+
+    /// Drops the registrations `gone` says go, after the DMAs that may read them.
+    fn unregister(&mut self, gone: impl Fn(&BaseKey) -> bool) {
+        if self.registered.keys().any(&gone) {
+            self.gpu.ctx.record_err(self.gpu.copy.synchronize());
+            self.registered.retain(|k, _| !gone(k));
+        }
+    }
+
+    /// Page-locks in place the sets `placement` streams (`stream_staging =
+    /// "register"`: once per set, kept), and returns the host ranges the
+    /// partition's streams may DMA from directly. A set that cannot be
+    /// registered (the driver refuses) streams through the staging copies.
+    ///
+    /// # Safety
+    ///
+    /// The sets must stay allocated and unmoved until their registrations are
+    /// dropped: the engine calls `forget_bases` before it frees a parameter set
+    /// (a slice found holding other points is unregistered here too).
+    unsafe fn register_streamed(
+        &mut self,
+        sets: &[&[G1Affine]],
+        sets_g2: &[&[G2Affine]],
+        placement: &footprint::Placement,
+    ) -> Vec<(usize, usize)> {
+        let streamed: Vec<(BaseKey, &[u8])> = sets
+            .iter()
+            .zip(placement.resident)
+            .filter(|(_, r)| !r)
+            .map(|(s, _)| (key::<G1>(s), G1::host_as_bytes(s)))
+            .chain(
+                sets_g2
+                    .iter()
+                    .filter(|_| !placement.resident[4])
+                    .map(|s| (key::<G2>(s), G2::host_as_bytes(s))),
+            )
+            .filter(|(_, b)| !b.is_empty())
+            .collect();
+        let stale = |k: &BaseKey| streamed.iter().any(|(w, _)| w.same_slice(k) && w != k);
+        self.unregister(stale);
+        let mut ranges = Vec::new();
+        for (k, bytes) in streamed {
+            if !self.registered.contains_key(&k) {
+                let t = std::time::Instant::now();
+                // SAFETY: the caller's contract.
+                match unsafe { HostRegistration::new(&self.gpu.ctx, bytes) } {
+                    Ok(Some(r)) => {
+                        tracing::info!(
+                            "cuda backend: {:.1} GiB of streamed bases page-locked in place in {:.1?}",
+                            bytes.len() as f64 / (1u64 << 30) as f64,
+                            t.elapsed()
+                        );
+                        self.registered.insert(k, r);
+                    }
+                    // Registered by someone else, who may let go: not ours to DMA
+                    // from without a copy.
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(
+                        "cuda backend: streamed bases not page-locked ({e}); copying them through the staging buffers"
+                    ),
+                }
+            }
+            if self.registered.contains_key(&k) {
+                ranges.push((bytes.as_ptr() as usize, bytes.len()));
+            }
+        }
+        ranges
     }
 }
 
@@ -513,6 +607,11 @@ impl GpuBackend for CudaBackend {
             host.iter().any(|r| r.start <= k.addr && end <= r.end)
         };
         let mut inner = self.lock();
+        // Page-locked streamed sets inside the freed memory let go first (after
+        // the DMAs that read them).
+        inner.unregister(|k| {
+            inside(k, std::mem::size_of::<G1Affine>()) || inside(k, std::mem::size_of::<G2Affine>())
+        });
         let mut freed = 0;
         inner.bases.retain(|k, b| {
             let gone = inside(k, std::mem::size_of::<G1Affine>());

@@ -40,6 +40,13 @@ pub struct CudaConfig {
     /// into page-locked buffers the backend keeps (`backend/witness_copy.rs`),
     /// `register` page-locks the caller's memory in place (unlocked after the call).
     pub witness_staging: WitnessStaging,
+    /// How streamed bases go up: `register` (the default) page-locks each streamed
+    /// parameter set in place once (`cuMemHostRegister`, kept until the set is
+    /// freed) and DMAs its chunks straight from it, so no host copy bounds the
+    /// stream; `copy` copies each chunk into the backend's two page-locked staging
+    /// buffers first (no parameter memory locked; the host copy, ~23-30 GB/s on
+    /// the H200's host, is then the stream's bound).
+    pub stream_staging: StreamStaging,
     /// How a partition's split data (ones bitmaps, tail terms) go up when its bases
     /// are resident: `pinned` (the default) through a page-locked buffer the backend
     /// keeps, L's ones started once its bitmap is in and the rest uploaded while
@@ -82,6 +89,7 @@ impl Default for CudaConfig {
             stream_chunk: 0,
             copy_threads: 8,
             witness_staging: WitnessStaging::Copy,
+            stream_staging: StreamStaging::Register,
             split_upload: SplitUpload::Pinned,
             host_wait: HostWait::Auto,
             ntt_kernel: NttKernel::DEFAULT,
@@ -92,6 +100,18 @@ impl Default for CudaConfig {
             tuning: CudaTuning::default(),
         }
     }
+}
+
+/// How [`crate::CudaBackend`] streams bases that are not resident
+/// ([`CudaConfig::stream_staging`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamStaging {
+    /// The streamed parameter sets page-locked in place, chunks DMA'd from them.
+    #[default]
+    Register,
+    /// Chunks copied into two page-locked staging buffers, then DMA'd.
+    Copy,
 }
 
 /// How [`crate::CudaBackend`] uploads a partition's split data
@@ -356,6 +376,7 @@ mod tests {
             ("ba_waves", "2"),
             ("kernel_cache_dir", "/tmp/k"),
             ("witness_staging", "register"),
+            ("stream_staging", "copy"),
             ("split_upload", "pageable"),
             ("host_wait", "block"),
         ])
@@ -363,6 +384,11 @@ mod tests {
         assert_eq!(c.host_wait, HostWait::Block);
         assert_eq!(CudaConfig::default().host_wait, HostWait::Auto);
         assert_eq!(c.witness_staging, WitnessStaging::Register);
+        assert_eq!(c.stream_staging, StreamStaging::Copy);
+        assert_eq!(
+            CudaConfig::default().stream_staging,
+            StreamStaging::Register
+        );
         assert_eq!(c.split_upload, SplitUpload::Pageable);
         assert_eq!(CudaConfig::default().witness_staging, WitnessStaging::Copy);
         assert_eq!(c.ntt_kernel, NttKernel::Radix2WarpFast);

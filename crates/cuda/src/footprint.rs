@@ -8,7 +8,7 @@
 //! [`Ntt::h_device_bytes`], [`msm::ones_scratch_bytes`]), which are arithmetic too.
 
 use crate::msm::{self, MsmPlan};
-use crate::ntt::{Ntt, NttKernel};
+use crate::ntt::{HBuffers, Ntt, NttKernel};
 
 /// Bytes of an affine G1 point on the device (and on the host: blstrs' layout).
 pub const G1_AFFINE_BYTES: u64 = 96;
@@ -63,6 +63,8 @@ pub struct PartitionCounts {
 pub struct StreamEstimate {
     pub chunk: usize,
     pub resident: [bool; 5],
+    /// The H computation's buffers ([`HBuffers::Two`] where three do not fit).
+    pub h_buffers: HBuffers,
 }
 
 /// Device bytes a partition needs beyond the resident bases and compiled shapes
@@ -82,7 +84,11 @@ pub fn working_bytes(
         Some(s) if !s.resident[k] => len.min(s.chunk),
         _ => len,
     };
-    let h = Ntt::h_device_bytes(kernel, p.constraints);
+    let h = Ntt::h_device_bytes(
+        kernel,
+        p.constraints,
+        stream.map_or(HBuffers::Three, |s| s.h_buffers),
+    );
     // H's coefficients stay while their MSM runs (streamed: a chunk's copy too).
     let hm = at_once(0, big);
     let h_msm = MsmPlan::for_size(hm).scratch_bytes(hm)
@@ -185,9 +191,194 @@ pub fn streamed_need(
     chunk: usize,
     witness: u64,
 ) -> u64 {
-    working_bytes(kernel, p, Some(StreamEstimate { chunk, resident }))
-        + witness
-        + 2 * chunk as u64 * STREAM_BYTES_PER_POINT
+    let estimate = StreamEstimate {
+        chunk,
+        resident,
+        h_buffers: HBuffers::Three,
+    };
+    working_bytes(kernel, p, Some(estimate)) + witness + 2 * chunk as u64 * STREAM_BYTES_PER_POINT
+}
+
+/// What a streamed chunk costs beyond its bytes, in bytes over PCIe: its staging,
+/// the waits between its DMA and its MSM, per-launch MSM overheads. Fitted to
+/// issue 33's two streamed H100 cells (bases copied through staging buffers, every
+/// set streamed, 2026-12-06): 2.47 s a partition in 56 chunks of 2^23 points and
+/// 13.7 s in 442 chunks of ~2^20 are both `(bytes + chunks x this) / 50 GB/s`
+/// within 3%: 28 ms a chunk.
+pub const CHUNK_COST_BYTES: u64 = 1_400_000_000;
+
+/// Chunks a partition streams with `resident` kept, in chunks of `chunk`.
+pub fn streamed_chunks(sets: [u64; 5], resident: [bool; 5], chunk: usize) -> u64 {
+    (0..5)
+        .filter(|&k| !resident[k] && sets[k] > 0)
+        .map(|k| {
+            let point = if k == 4 {
+                G2_AFFINE_BYTES
+            } else {
+                G1_AFFINE_BYTES
+            };
+            (sets[k] / point).div_ceil(chunk.max(1) as u64)
+        })
+        .sum()
+}
+
+/// What a partition needs placed: its counts, the device bytes of its base sets
+/// (H, L, A, B_G1, B_G2; 0 for a set it does not have), its witness bytes
+/// (device spmv, which evaluates a, b, c into three buffers; 0 for a, b, c from
+/// the host), and the device bytes it may use (the budget less what must stay
+/// for it: its compiled shape).
+#[derive(Clone, Copy, Debug)]
+pub struct PlaceInput<'a> {
+    pub kernel: NttKernel,
+    pub counts: &'a PartitionCounts,
+    pub sets: [u64; 5],
+    pub witness: u64,
+    pub room: u64,
+    /// `BasePlacement::Streamed`'s chunk: nothing resident, chunks of this size.
+    pub forced_chunk: Option<usize>,
+}
+
+/// Where a partition's bases live and how it runs ([`place`]); the backend
+/// (`CudaBackend::prove`) runs it and the planner (`cuzk-plan`) predicts it from
+/// the same function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The base sets kept on the device (H, L, A, B_G1, B_G2).
+    pub resident: [bool; 5],
+    /// Points a streamed chunk holds; `None` when nothing streams.
+    pub chunk: Option<usize>,
+    /// The largest chunk the partition's MSM scratch was counted for (the chunk
+    /// cap the backend streams with).
+    pub cap: usize,
+    pub h_buffers: HBuffers,
+    /// Device bytes: the resident sets, the working memory and the two chunk
+    /// buffers.
+    pub need: u64,
+    /// The least the partition runs in at this cap (everything streamed, the
+    /// working memory only): what a compiled shape must leave room for.
+    pub least: u64,
+}
+
+impl Placement {
+    /// What [`place`] minimises, in bytes over PCIe: the sets streamed, each chunk
+    /// at [`CHUNK_COST_BYTES`], and with two H buffers `c`'s upload (32 bytes a
+    /// row), which then no longer overlaps `a`'s and `b`'s transforms.
+    pub fn stream_cost(&self, sets: [u64; 5], rows: usize) -> u64 {
+        let chunks = streamed_chunks(sets, self.resident, self.chunk.unwrap_or(usize::MAX));
+        let c = match self.h_buffers {
+            HBuffers::Two => rows as u64 * 32,
+            HBuffers::Three => 0,
+        };
+        self.streamed_bytes(sets) + chunks * CHUNK_COST_BYTES + c
+    }
+
+    /// Bytes of the sets that stream (the transfer a partition makes).
+    pub fn streamed_bytes(&self, sets: [u64; 5]) -> u64 {
+        sets.iter()
+            .zip(self.resident)
+            .filter(|(_, r)| !r)
+            .map(|(b, _)| b)
+            .sum()
+    }
+}
+
+/// Places a partition ([`PlaceInput`]): every set resident where they all fit
+/// beside the whole-query working memory; else, of every choice of sets kept
+/// resident and of three or two H buffers, the one that fits whose stream costs
+/// least ([`Placement::stream_cost`]: the bytes streamed, a chunk's
+/// [`CHUNK_COST_BYTES`], `c`'s upload where two H buffers leave it unoverlapped).
+/// A choice's cost falls as the room grows (a larger chunk fits), so more room
+/// never places a partition that streams more. `Err` carries the least the
+/// partition needs at all.
+pub fn place(inp: &PlaceInput<'_>) -> Result<Placement, u64> {
+    let absent = |k: usize| k == 4 && inp.counts.b_g2.is_none();
+    let all: u64 = inp.sets.iter().sum();
+    if inp.forced_chunk.is_none() {
+        let working = working_bytes(inp.kernel, inp.counts, None) + inp.witness;
+        if all + working <= inp.room {
+            return Ok(Placement {
+                resident: [true; 5],
+                chunk: None,
+                cap: MAX_AUTO_STREAM_CHUNK,
+                h_buffers: HBuffers::Three,
+                need: all + working,
+                least: working,
+            });
+        }
+    }
+    // Streamed with `resident` kept: the largest chunk that fits beside them.
+    let streamed = |resident: [bool; 5], h_buffers: HBuffers| -> Option<Placement> {
+        let kept: u64 = inp
+            .sets
+            .iter()
+            .zip(resident)
+            .filter(|(_, r)| *r)
+            .map(|(b, _)| b)
+            .sum();
+        let left = inp.room.checked_sub(kept)?;
+        let least = |chunk: usize| {
+            let e = StreamEstimate {
+                chunk,
+                resident,
+                h_buffers,
+            };
+            working_bytes(inp.kernel, inp.counts, Some(e)) + inp.witness
+        };
+        let cap = inp.forced_chunk.unwrap_or_else(|| auto_chunk(left, least));
+        let l = least(cap);
+        let chunk = stream_chunk(left.checked_sub(l)?, Some(cap))?;
+        Some(Placement {
+            resident,
+            chunk: Some(chunk),
+            cap,
+            h_buffers,
+            need: kept + l + 2 * chunk as u64 * STREAM_BYTES_PER_POINT,
+            least: l,
+        })
+    };
+    // The device spmv evaluates a, b, c into three buffers: two only for a, b, c
+    // from the host.
+    let buffers: &[HBuffers] = if inp.witness > 0 {
+        &[HBuffers::Three]
+    } else {
+        &[HBuffers::Three, HBuffers::Two]
+    };
+    // A forced chunk keeps nothing resident (`BasePlacement::Streamed`).
+    let masks = if inp.forced_chunk.is_some() {
+        0..1
+    } else {
+        0..32u32
+    };
+    let mut best: Option<(u64, Placement)> = None;
+    for mask in masks {
+        let resident: [bool; 5] = std::array::from_fn(|k| absent(k) || mask >> k & 1 == 1);
+        if (0..5).any(|k| absent(k) && mask >> k & 1 == 1) {
+            continue;
+        }
+        for &h in buffers {
+            if let Some(p) = streamed(resident, h) {
+                let cost = p.stream_cost(inp.sets, inp.counts.constraints);
+                if best.is_none_or(|(c, _)| cost < c) {
+                    best = Some((cost, p));
+                }
+            }
+        }
+    }
+    if let Some((_, p)) = best {
+        return Ok(p);
+    }
+    let none = [false, false, false, false, absent(4)];
+    let least = |h_buffers| {
+        let e = StreamEstimate {
+            chunk: MIN_STREAM_CHUNK,
+            resident: none,
+            h_buffers,
+        };
+        working_bytes(inp.kernel, inp.counts, Some(e))
+            + inp.witness
+            + 2 * MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT
+    };
+    Err(buffers.iter().map(|&h| least(h)).min().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -225,6 +416,100 @@ mod tests {
         }
         let resident = working_bytes(NttKernel::DEFAULT, &p, None);
         assert!(last <= resident);
+    }
+
+    /// The 32 GiB PoRep partition's counts (the planner's shape table has the
+    /// same), a, b, c from the host, b_g2 on the device.
+    fn porep32() -> (PartitionCounts, [u64; 5]) {
+        let q = |n: usize, tail: usize| SplitCounts {
+            num_bases: n,
+            tail,
+            ones_words: n.div_ceil(64),
+        };
+        let p = PartitionCounts {
+            constraints: 130_278_869,
+            l: q(130_169_893, 1_700_000),
+            a: q(130_170_221, 1_600_000),
+            b_g1: q(33_000_000, 1_200_000),
+            b_g2: Some(q(33_000_000, 1_200_000)),
+        };
+        let sets = [
+            ((1u64 << 27) - 1) * G1_AFFINE_BYTES,
+            130_169_893 * G1_AFFINE_BYTES,
+            130_170_221 * G1_AFFINE_BYTES,
+            33_000_000 * G1_AFFINE_BYTES,
+            33_000_000 * G2_AFFINE_BYTES,
+        ];
+        (p, sets)
+    }
+
+    fn input<'a>(p: &'a PartitionCounts, sets: [u64; 5], gib: f64) -> PlaceInput<'a> {
+        PlaceInput {
+            kernel: NttKernel::Radix2WarpFast,
+            counts: p,
+            sets,
+            witness: 0,
+            room: (gib * (1u64 << 30) as f64) as u64,
+            forced_chunk: None,
+        }
+    }
+
+    /// Every card from 11.5 GiB of room up runs the 32 GiB partition, within its
+    /// room; more room never keeps fewer sets.
+    #[test]
+    fn placements_fit_and_stream_less_as_the_card_grows() {
+        let (p, sets) = porep32();
+        let mut cost_before = u64::MAX;
+        for gib in [11.5, 14.0, 20.0, 28.0, 44.0, 60.0, 76.0, 130.0] {
+            let inp = input(&p, sets, gib);
+            let pl = place(&inp).unwrap_or_else(|n| panic!("{gib} GiB: needs {n}"));
+            assert!(pl.need <= inp.room, "{gib} GiB: {pl:?}");
+            let cost = pl.stream_cost(sets, p.constraints);
+            assert!(
+                cost <= cost_before,
+                "{gib} GiB streams {cost} > {cost_before}"
+            );
+            cost_before = cost;
+            // Nothing left out that would have fitted: a set streamed would not
+            // fit beside the placement's need.
+            if pl.chunk.is_some() {
+                for k in (0..5).filter(|&k| !pl.resident[k]) {
+                    assert!(
+                        pl.need + sets[k] > inp.room,
+                        "{gib} GiB: {k} streams with room to spare: {pl:?}"
+                    );
+                }
+            }
+        }
+        // A 16 GB card (~11.8 GiB of room): everything streams, H in two buffers
+        // (three of 4 GiB do not fit beside anything).
+        let small = place(&input(&p, sets, 11.8)).unwrap();
+        assert_eq!(small.h_buffers, HBuffers::Two);
+        assert_eq!(small.resident, [false; 5]);
+        // An 80 GB card (~76 GiB of room) cannot keep all 44 GiB of bases beside
+        // the whole-query working memory (~64 GiB: the 2^27 MSM's scratch alone
+        // is 46 GiB), so it streams, keeping some sets resident.
+        let h100 = place(&input(&p, sets, 76.0)).unwrap();
+        assert!(
+            h100.chunk.is_some() && h100.resident.iter().any(|r| *r),
+            "{h100:?}"
+        );
+        // A card with room for both keeps everything and streams nothing.
+        let big = place(&input(&p, sets, 130.0)).unwrap();
+        assert_eq!((big.resident, big.chunk), ([true; 5], None));
+        // Too small: the least it needs, more than the room.
+        let tiny = input(&p, sets, 6.0);
+        assert!(place(&tiny).unwrap_err() > tiny.room);
+    }
+
+    #[test]
+    fn a_forced_chunk_keeps_nothing() {
+        let (p, sets) = porep32();
+        let mut inp = input(&p, sets, 130.0);
+        inp.forced_chunk = Some(1 << 20);
+        let pl = place(&inp).unwrap();
+        assert_eq!(pl.resident, [false; 5]);
+        assert!(pl.chunk.is_some_and(|c| c <= 1 << 20));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub mod streamed;
 
 pub use backend::{BasePlacement, CudaBackend};
 pub use cache::KernelCache;
-pub use config::{CudaConfig, CudaTuning, HostWait, SplitUpload, WitnessStaging};
+pub use config::{CudaConfig, CudaTuning, HostWait, SplitUpload, StreamStaging, WitnessStaging};
 pub use error::CudaError;
 pub(crate) use gpu::launch;
 pub use gpu::Gpu;

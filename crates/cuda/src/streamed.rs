@@ -144,6 +144,9 @@ pub struct StreamStats {
     pub chunks: u64,
     /// Bytes of bases copied host → pinned → device.
     pub bytes: u64,
+    /// Of those, bytes DMA'd straight from page-locked parameter memory (no host
+    /// copy: `stream_staging = "register"`).
+    pub direct_bytes: u64,
     /// Host time copying into the pinned buffers.
     pub host_copy: Duration,
     /// Host time waiting for a pinned buffer's previous DMA to finish.
@@ -383,6 +386,9 @@ pub struct BaseStream<'a, C: DeviceCurve> {
     /// Most points a chunk holds.
     chunk: usize,
     device: Option<DeviceSlots<C>>,
+    /// Host ranges (address, bytes) page-locked for as long as this stream lives:
+    /// bases inside one are DMA'd from where they are, not copied first.
+    direct: Vec<(usize, usize)>,
 }
 
 struct DeviceSlots<C: DeviceCurve> {
@@ -455,7 +461,28 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
             stager,
             chunk: chunk.max(1),
             device: None,
+            direct: Vec::new(),
         }
+    }
+
+    /// Bases inside `ranges` (address, bytes) are DMA'd straight from host memory.
+    ///
+    /// # Safety
+    ///
+    /// Every range must be page-locked (`cuMemHostRegister`) and stay allocated
+    /// and registered until this stream is dropped and the DMAs it enqueued are
+    /// done (the backend keeps the registrations across partitions and drops them
+    /// only after waiting for the copy stream).
+    pub unsafe fn with_direct(mut self, ranges: Vec<(usize, usize)>) -> Self {
+        self.direct = ranges;
+        self
+    }
+
+    fn is_direct(&self, bytes: &[u8]) -> bool {
+        let (at, len) = (bytes.as_ptr() as usize, bytes.len());
+        self.direct
+            .iter()
+            .any(|&(a, l)| a <= at && at.saturating_add(len) <= a.saturating_add(l))
     }
 
     pub fn gpu(&self) -> &'a Gpu {
@@ -528,6 +555,8 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
             tracing::debug_span!("stream_bases", curve = C::NAME, chunks = ranges.len()).entered();
         let gpu = self.gpu;
         let chunk = self.chunk;
+        // Page-locked where they lie: only the terms go through the staging buffer.
+        let direct = self.is_direct(C::host_as_bytes(host));
         // Room for a chunk's terms always: the split queries follow the dense one
         // (H) in every partition, and buffers sized for H alone would be made anew.
         let affine = std::mem::size_of::<C::Affine>();
@@ -559,7 +588,8 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
                         }
                     }
                     counts[k] = t.as_ref().map_or((0, 0), |t| (t.words.len(), t.idx.len()));
-                    let len = bases.len() + t.as_ref().map_or(0, ChunkTerms::bytes);
+                    let staged_bases = if direct { 0 } else { bases.len() };
+                    let len = staged_bases + t.as_ref().map_or(0, ChunkTerms::bytes);
                     let (buf, slot_terms) = (
                         &mut device.bufs[slot],
                         device.terms.as_mut().map(|v| &mut v[slot]),
@@ -570,16 +600,20 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
                         len,
                         &device.consumed[slot],
                         |dst, pool| {
-                            let (b, rest) = dst.split_at_mut(bases.len());
-                            copy_in_pieces(b, bases, pool, MIN_COPY_PIECE);
+                            let (b, rest) = dst.split_at_mut(staged_bases);
+                            if !direct {
+                                copy_in_pieces(b, bases, pool, MIN_COPY_PIECE);
+                            }
                             if let Some(t) = &t {
                                 // `lo` fits a u32 (checked above).
                                 write_terms(rest, t, lo as u32, pool);
                             }
                         },
                         |staged| {
-                            let (b, rest) = staged.split_at(bases.len());
-                            raw::htod_bytes(&gpu.copy, b, buf, 0)?;
+                            let (b, rest) = staged.split_at(staged_bases);
+                            // Registered bases: asynchronous DMA from the parameter
+                            // memory itself (the caller's `with_direct` contract).
+                            raw::htod_bytes(&gpu.copy, if direct { bases } else { b }, buf, 0)?;
                             if let (Some(t), Some(d)) = (&t, slot_terms) {
                                 let (w, rest) = rest.split_at(std::mem::size_of_val(t.words));
                                 let (i, sc) = rest.split_at(std::mem::size_of_val(t.idx));
@@ -590,6 +624,10 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
                             Ok(())
                         },
                     )?;
+                    if direct {
+                        self.stager.stats.bytes += bases.len() as u64;
+                        self.stager.stats.direct_bytes += bases.len() as u64;
+                    }
                     self.stager.cursor = (slot + 1) % SLOTS;
                 }
                 Step::Msm { chunk: k, slot } => {

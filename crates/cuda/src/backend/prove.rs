@@ -3,6 +3,7 @@
 //! evaluated from the witness by the spmv kernel) share, and the types it runs on.
 
 use super::*;
+use crate::ntt::HBuffers;
 
 /// H of a partition: its a, b, c on their way to the device (or its witness, for
 /// the spmv kernel to evaluate them from), or its coefficients.
@@ -93,6 +94,41 @@ impl AbcSource<'_> {
 }
 
 impl CudaBackend {
+    /// [`footprint::place`] for a partition of `n` constraints and `job`'s
+    /// queries within `budget` device bytes, less `shape_bytes` for its compiled
+    /// shape.
+    pub(super) fn place(
+        &self,
+        budget: u64,
+        placement: BasePlacement,
+        n: usize,
+        job: &Queries<'_>,
+        witness_bytes: u64,
+        shape_bytes: u64,
+    ) -> Result<footprint::Placement, u64> {
+        let counts = job.counts(n);
+        let sets = [
+            job.h_bases.len() as u64 * G1::AFFINE_BYTES,
+            job.l.bases.len() as u64 * G1::AFFINE_BYTES,
+            job.a.bases.len() as u64 * G1::AFFINE_BYTES,
+            job.b_g1.bases.len() as u64 * G1::AFFINE_BYTES,
+            job.b_g2
+                .as_ref()
+                .map_or(0, |m| m.bases.len() as u64 * G2::AFFINE_BYTES),
+        ];
+        footprint::place(&footprint::PlaceInput {
+            kernel: self.ntt_kernel,
+            counts: &counts,
+            sets,
+            witness: witness_bytes,
+            room: budget.saturating_sub(shape_bytes),
+            forced_chunk: match placement {
+                BasePlacement::Auto => None,
+                BasePlacement::Streamed { chunk_bases } => Some(chunk_bases),
+            },
+        })
+    }
+
     /// One partition on the device, its `a, b, c` from `src`: uploaded (host
     /// evaluations), or evaluated here from the witness by the spmv kernel. The
     /// flow of [`GpuBackend::prove_partition_ref`] and
@@ -136,7 +172,6 @@ impl CudaBackend {
             }
             AbcSource::Host(_) => 0,
         };
-        let working = self.working_bytes_for(n, &job, None) + witness_bytes;
         let Queries {
             h_bases,
             l,
@@ -166,67 +201,61 @@ impl CudaBackend {
         HostMarks::mark(&mut host, "pin");
         let mut inner = self.lock();
         HostMarks::mark(&mut host, "backend lock");
-        // The least this partition runs in: the sets not resident now streamed, in
-        // chunks of at most the largest streaming takes (the whole-query count
-        // overstates it by the MSMs' scratch: tens of GB at the WindowPoSt shape).
-        // With automatic placement the chunk shrinks until the partition fits
-        // beside what stays for it (its compiled shape, its resident sets):
-        // `footprint::auto_chunk`, the planner's arithmetic too.
-        let (least, cap) = {
-            let g1 = |b: &[G1Affine]| inner.bases.contains_key(&key::<G1>(b));
-            let resident = [
-                g1(h_bases),
-                g1(l.bases),
-                g1(a.bases),
-                g1(b_g1.bases),
-                b_g2.as_ref()
-                    .is_some_and(|m| inner.bases_g2.contains_key(&key::<G2>(m.bases))),
-            ];
-            let least_for = |chunk: usize| {
-                let estimate = StreamEstimate { chunk, resident };
-                (self.working_bytes_for(n, &job, Some(estimate)) + witness_bytes).min(working)
-            };
-            let cap = match inner.placement {
-                BasePlacement::Auto => {
-                    let lens = [
-                        h_bases.len(),
-                        l.bases.len(),
-                        a.bases.len(),
-                        b_g1.bases.len(),
-                    ];
-                    let kept: u64 = lens
-                        .iter()
-                        .zip(resident)
-                        .filter(|(_, r)| *r)
-                        .map(|(len, _)| *len as u64 * G1::AFFINE_BYTES)
-                        .sum::<u64>()
-                        + match (&b_g2, resident[4]) {
-                            (Some(m), true) => m.bases.len() as u64 * G2::AFFINE_BYTES,
-                            _ => 0,
-                        };
-                    let shape_bytes = match src {
-                        AbcSource::Witness { r1cs, .. } => R1csKey::of(&r1cs).device_bytes(),
-                        AbcSource::Host(_) => 0,
-                    };
-                    let room = inner.budget.saturating_sub(kept + shape_bytes);
-                    footprint::auto_chunk(room, least_for)
-                }
-                BasePlacement::Streamed { chunk_bases } => chunk_bases,
-            };
-            (least_for(cap), cap)
+        // Where the bases live and how the partition runs, as the planner predicts
+        // it (`footprint::place`): every set resident where all fit beside the
+        // whole-query working memory; else streamed in chunks, the sets that fit
+        // beside the chunks kept resident (KEEP_ORDER), H in two buffers where
+        // three leave no room. The compiled shape is counted first: it cannot be
+        // streamed, the bases can.
+        let shape_bytes = match src {
+            AbcSource::Witness { r1cs, .. } => R1csKey::of(&r1cs).device_bytes(),
+            AbcSource::Host(_) => 0,
         };
-        // The compiled shape first: it cannot be streamed, the bases can.
+        let placement = self
+            .place(inner.budget, inner.placement, n, &job, witness_bytes, shape_bytes)
+        .map_err(|need| {
+            dev(CudaError::OutOfMemory {
+                what: if shape_bytes > 0 {
+                    "the compiled R1CS with the partition (H buffers + MSM scratch + two chunks of streamed bases)"
+                } else {
+                    "partition (H buffers + MSM scratch + two chunks of streamed bases)"
+                },
+                need: need + shape_bytes,
+                available: inner.budget,
+            })
+        })?;
         let shape = match src {
             AbcSource::Host(_) => None,
-            AbcSource::Witness { r1cs, .. } => Some(inner.prepare_r1cs(r1cs, least)?),
+            AbcSource::Witness { r1cs, .. } => Some(inner.prepare_r1cs(r1cs, placement.least)?),
         };
         let g2_sets: Vec<&[G2Affine]> = b_g2.iter().map(|m| m.bases).collect();
         let chunk = inner.prepare_bases(
             &[h_bases, l.bases, a.bases, b_g1.bases],
             &g2_sets,
-            (working, least, cap),
+            &placement,
             shape.as_ref(),
         )?;
+        let h_buffers = placement.h_buffers;
+        let direct = match self.config.stream_staging {
+            // SAFETY: the parameter sets outlive their registrations (the engine
+            // calls `forget_bases` before freeing one).
+            crate::StreamStaging::Register if placement.chunk.is_some() => unsafe {
+                inner.register_streamed(
+                    &[h_bases, l.bases, a.bases, b_g1.bases],
+                    &g2_sets,
+                    &placement,
+                )
+            },
+            _ => Vec::new(),
+        };
+        tracing::debug!(
+            "partition 2^{log}: resident (H, L, A, B_G1, B_G2) {:?}, chunk {:?}, H in {} buffers, {} of {} device bytes",
+            placement.resident,
+            placement.chunk,
+            h_buffers.name(),
+            placement.need,
+            inner.budget
+        );
         let Inner {
             gpu,
             ntt,
@@ -263,7 +292,10 @@ impl CudaBackend {
         let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
         // G1 sets not resident stream through one pair of chunk buffers (allocated
         // at the first streamed chunk, kept for L, A, B_G1 and H).
-        let mut g1_stream = BaseStream::<G1>::new(gpu, stager, chunk);
+        // SAFETY: `direct` holds only ranges registered by this backend, which
+        // drops them only after waiting for the copy stream.
+        let mut g1_stream =
+            unsafe { BaseStream::<G1>::new(gpu, stager, chunk).with_direct(direct.clone()) };
         // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
         // while the compute stream does L, A and B, and the transforms follow. The
         // queries' own data goes first: behind a, b, c on the copy engine it waited
@@ -342,7 +374,7 @@ impl CudaBackend {
                 }
             };
             HostMarks::mark(&mut host, "tails up");
-            let h = source.start(gpu).map_err(dev)?;
+            let h = source.start(gpu, h_buffers).map_err(dev)?;
             self.fault_after_upload(gpu).map_err(dev)?;
             HostMarks::mark(&mut host, "source started");
             let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
@@ -361,7 +393,7 @@ impl CudaBackend {
             let b_p = both(rb, 2, "B_G1")?;
             (h, l_p, a_p, b_p)
         } else {
-            let started = source.start(gpu).map_err(dev)?;
+            let started = source.start(gpu, h_buffers).map_err(dev)?;
             self.fault_after_upload(gpu).map_err(dev)?;
             let up = match started {
                 HStage::Witness(w) => {
@@ -446,7 +478,9 @@ impl CudaBackend {
                 ])
             }
             (Some(m), None) => {
-                let mut g2_stream = BaseStream::<G2>::new(gpu, stager, chunk);
+                // SAFETY: as G1's.
+                let mut g2_stream =
+                    unsafe { BaseStream::<G2>::new(gpu, stager, chunk).with_direct(direct) };
                 Some(
                     query::<G2>(gpu, bases_g2.get(&key::<G2>(m.bases)), &mut g2_stream, m)
                         .map_err(dev)?,
@@ -507,9 +541,11 @@ enum Source<'a> {
 
 impl<'a> Source<'a> {
     /// Starts the copy stream's part: a, b, c, or the witness.
-    fn start(&self, gpu: &Gpu) -> Result<HStage<'a>, CudaError> {
+    fn start(&self, gpu: &Gpu, h_buffers: HBuffers) -> Result<HStage<'a>, CudaError> {
         Ok(match *self {
-            Source::Host(abc) => HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c)?),
+            Source::Host(abc) => {
+                HStage::Uploading(Ntt::upload_abc(gpu, abc.a, abc.b, abc.c, h_buffers)?)
+            }
             Source::Witness {
                 r1cs,
                 input,

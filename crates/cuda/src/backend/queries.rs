@@ -191,7 +191,7 @@ pub(super) fn limbs_as_bytes(v: &[[u64; 4]]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-pub(super) use crate::footprint::{stream_chunk, MIN_STREAM_CHUNK, STREAM_BYTES_PER_POINT};
+pub(super) use crate::footprint::{MIN_STREAM_CHUNK, STREAM_BYTES_PER_POINT};
 const _: () = {
     let budget = crate::streamed::SLOTS as u64 * STREAM_BYTES_PER_POINT;
     let slots = crate::streamed::SLOTS as u64;

@@ -3,7 +3,7 @@
 
 use super::queries::*;
 use super::*;
-use crate::footprint::MAX_AUTO_STREAM_CHUNK;
+use crate::footprint::{stream_chunk, MAX_AUTO_STREAM_CHUNK};
 
 /// The bug of issue #12: a partition that fails between the a, b, c upload and
 /// the end of H must not return while the copies still read the caller's host
