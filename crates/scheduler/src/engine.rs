@@ -516,7 +516,13 @@ struct Shared {
 }
 
 /// A parameter set a job used, held weakly, and its base vectors' host ranges.
-type SeenSrs = (Weak<Srs>, Vec<Range<usize>>);
+/// A parameter set a job used: whether it is still held, its base vectors' host
+/// ranges, and a clone of it (the vectors' `Arc`s, not the points), so that the
+/// vectors outlive the set until the backends have forgotten them: a backend may
+/// keep host memory registered with the driver (the CUDA backend's streamed
+/// bases, `stream_staging = "register"`), which must be unregistered before the
+/// memory is freed, never after.
+type SeenSrs = (Weak<Srs>, Vec<Range<usize>>, Srs);
 
 impl Shared {
     /// One TIMELINE event; the argument list is the event's fields, in the
@@ -978,21 +984,26 @@ impl PipelineEngine {
     /// CPU backend's fixed-base tables, host memory). A backend busy with a partition answers after it. A set held
     /// anywhere (a job, a cache) is left alone.
     pub fn forget_dropped_params(&self) -> u64 {
-        let gone: Vec<Range<usize>> = {
+        // The vectors of the sets gone are freed (where nobody else holds them)
+        // only once every backend has forgotten them: `_kept` drops last.
+        let (gone, _kept): (Vec<Range<usize>>, Vec<Srs>) = {
             let mut seen = self
                 .shared
                 .srs_seen
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let mut gone = Vec::new();
-            seen.retain(|(w, ranges)| {
-                let dead = w.strong_count() == 0;
-                if dead {
-                    gone.extend(ranges.iter().cloned());
-                }
-                !dead
-            });
-            gone
+            let (dead, live): (Vec<SeenSrs>, Vec<SeenSrs>) = std::mem::take(&mut *seen)
+                .into_iter()
+                .partition(|(w, _, _)| w.strong_count() == 0);
+            *seen = live;
+            dead.into_iter().map(|(_, ranges, srs)| (ranges, srs)).fold(
+                (Vec::new(), Vec::new()),
+                |(mut g, mut k), (r, s)| {
+                    g.extend(r);
+                    k.push(s);
+                    (g, k)
+                },
+            )
         };
         if gone.is_empty() {
             return 0;
@@ -1071,8 +1082,12 @@ impl PipelineEngine {
         {
             let mut seen = sh.srs_seen.lock().unwrap_or_else(PoisonError::into_inner);
             let live = |w: &Weak<Srs>| w.upgrade().is_some_and(|s| Arc::ptr_eq(&s, &job.srs));
-            if !seen.iter().any(|(w, _)| live(w)) {
-                seen.push((Arc::downgrade(&job.srs), job.srs.host_ranges()));
+            if !seen.iter().any(|(w, _, _)| live(w)) {
+                seen.push((
+                    Arc::downgrade(&job.srs),
+                    job.srs.host_ranges(),
+                    (*job.srs).clone(),
+                ));
             }
         }
         let shared_job = Arc::new(JobShared {
