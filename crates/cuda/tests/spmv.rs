@@ -294,6 +294,27 @@ fn check_prove(
             );
         }
     }
+    // The parameters are freed next: every backend forgets them first, as the
+    // engine makes it (a streamed set's host memory is page-locked where it lies
+    // until then, and must not be freed while registered).
+    let bytes = |p: *const u8, n: usize| p as usize..p as usize + n;
+    let ranges = [
+        bytes(
+            params.h_bases.as_ptr().cast(),
+            std::mem::size_of_val(&params.h_bases[..]),
+        ),
+        bytes(
+            params.q_bases.as_ptr().cast(),
+            std::mem::size_of_val(&params.q_bases[..]),
+        ),
+        bytes(
+            params.q_bases_g2.as_ptr().cast(),
+            std::mem::size_of_val(&params.q_bases_g2[..]),
+        ),
+    ];
+    for backend in backends {
+        backend.forget_bases(&ranges);
+    }
 }
 
 #[test]

@@ -15,8 +15,8 @@ use cuzk_cuda::gpu::{
     G2,
 };
 use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
-use cuzk_cuda::ntt::{Direction, Ntt, NttKernel};
-use cuzk_cuda::CudaBackend;
+use cuzk_cuda::ntt::{Direction, HBuffers, Ntt, NttKernel};
+use cuzk_cuda::{CudaBackend, CudaConfig};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm, SplitScalars};
 use ff::Field;
 use group::Group;
@@ -296,19 +296,25 @@ pub fn check_h(
         };
         let mut got_all = Vec::new();
         for kernel in KERNELS {
-            ntt.set_kernel(kernel);
-            let h = ntt.compute_h(gpu, &a, &b, &c);
-            ntt.set_kernel(NttKernel::DEFAULT);
-            let h = h?;
-            got_all.push((kernel, download_scalars(gpu, &h, h.len())?));
+            for buffers in [HBuffers::Three, HBuffers::Two] {
+                ntt.set_kernel(kernel);
+                let h = ntt.compute_h(gpu, &a, &b, &c, buffers);
+                ntt.set_kernel(NttKernel::DEFAULT);
+                let h = h?;
+                got_all.push((kernel, buffers, download_scalars(gpu, &h, h.len())?));
+            }
         }
         let want =
             cuzk_gpu_backend::compute_h(Abc { a, b, c }, pool).map_err(|e| anyhow!("{e}"))?;
-        for (kernel, got) in got_all {
+        for (kernel, buffers, got) in got_all {
             let got = &got[..want.len().min(got.len())];
             let bad = got.iter().zip(&want).filter(|(x, y)| x != y).count();
             log.check(
-                &format!("compute_h n={n} {}", kernel_name(kernel)),
+                &format!(
+                    "compute_h n={n} {} {} buffers",
+                    kernel_name(kernel),
+                    buffers.name()
+                ),
                 bad == 0 && got.len() == want.len(),
                 &format!("{bad} of {} wrong", want.len()),
             );
@@ -755,6 +761,12 @@ where
 
 // ---------------------------------------------------------------- whole partition
 
+/// The host bytes of a vector, as `forget_bases` takes them.
+fn host_range<T>(v: &[T]) -> std::ops::Range<usize> {
+    let at = v.as_ptr() as usize;
+    at..at + std::mem::size_of_val(v)
+}
+
 pub fn check_partition(
     backend: &CudaBackend,
     streamed: &CudaBackend,
@@ -842,6 +854,105 @@ pub fn check_partition(
             got_streamed == want,
             "bases streamed in chunks of 960",
         );
+        // Freed at the end of this round: forgotten first, as the engine makes it
+        // (streamed sets stay page-locked where they lie until then).
+        streamed.forget_bases(&[
+            host_range(&h_bases),
+            host_range(&l_bases),
+            host_range(&a_bases),
+            host_range(&b_bases),
+            host_range(&b2_bases),
+        ]);
+        // Tight device budgets (the largest shape: a small card's placements on a
+        // small partition): some sets resident and the others streamed, then H
+        // in two buffers with everything streamed; each against the CPU.
+        if n > 1 << 17 {
+            let view = cuzk_gpu_backend::PartitionJobRef {
+                abc: cuzk_gpu_backend::AbcRef {
+                    a: &abc.a,
+                    b: &abc.b,
+                    c: &abc.c,
+                },
+                h_bases: &h_bases,
+                l: SplitMsm {
+                    bases: &l_bases,
+                    split: l_split.as_ref(),
+                },
+                a: SplitMsm {
+                    bases: &a_bases,
+                    split: a_split.as_ref(),
+                },
+                b_g1: SplitMsm {
+                    bases: &b_bases,
+                    split: b_split.as_ref(),
+                },
+                b_g2: Some(SplitMsm {
+                    bases: &b2_bases,
+                    split: b_split.as_ref(),
+                }),
+            };
+            let full = backend.device_budget();
+            let mut partial = None;
+            let mut two = None;
+            // Budgets shrinking by 1/32 from the whole-resident need.
+            let start = match backend.placement(&view, full) {
+                Ok(p) => p.need,
+                Err(need) => need,
+            };
+            let mut budget = start;
+            while budget > start / 64 && (partial.is_none() || two.is_none()) {
+                if let Ok(p) = backend.placement(&view, budget) {
+                    let kept = p.resident.iter().filter(|r| **r).count();
+                    if p.chunk.is_some() && kept > 0 && partial.is_none() {
+                        partial = Some((budget, p));
+                    }
+                    if p.h_buffers == cuzk_cuda::ntt::HBuffers::Two && two.is_none() {
+                        two = Some((budget, p));
+                    }
+                }
+                budget -= start / 32;
+            }
+            log.check(
+                &format!("placements n={n}: partial residency and two H buffers found"),
+                partial.is_some() && two.is_some(),
+                &format!("partial {partial:?}, two {two:?}"),
+            );
+            for (what, case) in [("partially resident", partial), ("two H buffers", two)] {
+                let Some((budget, p)) = case else { continue };
+                let tight = CudaBackend::new(CudaConfig::default())?;
+                tight.limit_device_budget(budget);
+                let got = tight
+                    .prove_partition(job(abc.clone(), true))
+                    .map_err(|e| anyhow!("{e}"))?;
+                let stats = tight.take_stream_stats();
+                log.check(
+                    &format!("prove_partition {what} n={n}"),
+                    got == want,
+                    &format!(
+                        "budget {budget}: resident {:?}, chunk {:?}, H in {} buffers; {} chunks, {} bytes DMA'd in place",
+                        p.resident,
+                        p.chunk,
+                        p.h_buffers.name(),
+                        stats.chunks,
+                        stats.direct_bytes
+                    ),
+                );
+                // The same through the staging copies (`stream_staging = "copy"`).
+                let copying = CudaBackend::new(CudaConfig {
+                    stream_staging: cuzk_cuda::StreamStaging::Copy,
+                    ..CudaConfig::default()
+                })?;
+                copying.limit_device_budget(budget);
+                let got = copying
+                    .prove_partition(job(abc.clone(), true))
+                    .map_err(|e| anyhow!("{e}"))?;
+                log.check(
+                    &format!("prove_partition {what}, staged copies n={n}"),
+                    got == want && copying.take_stream_stats().direct_bytes == 0,
+                    "",
+                );
+            }
+        }
         // Second run hits the resident bases (G1 and G2).
         let again = backend
             .prove_partition(job(abc.clone(), true))
