@@ -382,7 +382,7 @@ fn print_plan(p: &Plan) {
             .map(|(s, _)| *s)
             .collect();
         println!(
-            "  device: plans with {}; resident: {}{} ({}); a partition {} beside it; {}",
+            "  device: plans with {}; resident: {}{} ({}); a partition {} beside it, H in {} buffers; {}",
             gib(d.budget),
             if d.r1cs_resident { "R1CS, " } else { "" },
             if resident.is_empty() {
@@ -392,6 +392,7 @@ fn print_plan(p: &Plan) {
             },
             gib(d.resident_bytes),
             gib(d.partition_bytes),
+            d.h_buffers.name(),
             match d.chunk {
                 Some(c) => format!(
                     "the rest streamed in chunks of {c} points, {:.1} GB over PCIe a partition",

@@ -28,7 +28,8 @@
 //! make.
 #![forbid(unsafe_code)]
 
-use cuzk_cuda::footprint::{self, StreamEstimate, STREAM_BYTES_PER_POINT};
+use cuzk_cuda::footprint;
+use cuzk_cuda::ntt::HBuffers;
 use cuzk_scheduler::{partition_bytes_of, Held, MemoryBudget};
 use serde::Serialize;
 
@@ -43,6 +44,10 @@ pub use shape::{Counts, Kind, Measured, Query, Shape};
 /// Host-to-device bytes a second: PCIe Gen5 x16 with page-locked buffers
 /// (~55 GB/s measured on the H200, REFERENCE.md; 50 to leave room).
 pub const PCIE_BYTES_PER_S: f64 = 50e9;
+/// Device seconds a streamed chunk costs beyond its bytes: the backend's own
+/// figure (`footprint::CHUNK_COST_BYTES`, fitted to issue 33's streamed H100
+/// cells) over PCIe.
+pub const STREAM_CHUNK_S: f64 = footprint::CHUNK_COST_BYTES as f64 / PCIE_BYTES_PER_S;
 /// Device memory the CUDA context takes before the backend measures what is free
 /// (an assumption: ~0.6 GiB on the H100 and H200).
 pub const DEVICE_CONTEXT_BYTES: u64 = 640 << 20;
@@ -177,6 +182,9 @@ pub struct DevicePlan {
     pub r1cs_resident: bool,
     /// H, L, A, B_G1, B_G2: resident (else streamed).
     pub bases_resident: [bool; 5],
+    /// H's buffers: three, or two (c evaluated into b's after a·b) where a
+    /// streamed partition has no room for a third.
+    pub h_buffers: HBuffers,
     /// Bytes kept across partitions (R1CS and resident bases).
     pub resident_bytes: u64,
     /// Bytes a partition needs beside them (working memory, witness, chunk
@@ -187,6 +195,25 @@ pub struct DevicePlan {
     pub chunk: Option<usize>,
     /// Bytes streamed over PCIe a partition (bases, and `a, b, c` from the host).
     pub transfer_bytes: u64,
+}
+
+impl DevicePlan {
+    /// Chunks a partition streams: each set not resident, in chunks of `chunk`.
+    pub fn chunks(&self, shape: &Shape) -> u64 {
+        let Some(chunk) = self.chunk else { return 0 };
+        let lens = [
+            shape.h,
+            shape.l.bases,
+            shape.a.bases,
+            shape.b_g1.bases,
+            shape.b_g2.bases,
+        ];
+        lens.iter()
+            .zip(self.bases_resident)
+            .filter(|(_, r)| !r)
+            .map(|(n, _)| n.div_ceil(chunk.max(1)) as u64)
+            .sum()
+    }
 }
 
 /// What the plan holds in host memory.
@@ -449,11 +476,11 @@ fn fit(
     })
 }
 
-/// The device side, as the backend decides it: the compiled shape first
-/// (`prepare_r1cs`: it must fit with the least the partition runs in), then the
-/// bases all resident if they fit beside the whole-query working memory
-/// (`prepare_bases`, automatic placement only), else streamed in chunks of what
-/// is left.
+/// The device side, as the backend decides it, by the backend's own function
+/// (`footprint::place`): the compiled shape first (it cannot be streamed: the
+/// room left beside it is what the bases and the partition share), then every
+/// base set resident where all fit beside the whole-query working memory, else the
+/// sets that pay most a byte kept and the rest streamed in chunks.
 fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String> {
     let counts = shape.counts();
     let witness = if way.abc_on_backend {
@@ -466,60 +493,47 @@ fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String
     } else {
         0
     };
-    let bases = shape.base_bytes();
-    let all_bases: u64 = bases.iter().sum();
-    let working = footprint::working_bytes(way.ntt, &counts, None) + witness;
+    let sets = shape.base_bytes();
     let abc_upload = if way.abc_on_backend {
         0
     } else {
         shape.abc_bytes()
     };
-    if way.stream_chunk == 0 && r1cs + all_bases + working <= budget {
-        return Ok(DevicePlan {
-            budget,
-            r1cs_resident: way.abc_on_backend,
-            bases_resident: [true; 5],
-            resident_bytes: r1cs + all_bases,
-            partition_bytes: working,
-            chunk: None,
-            transfer_bytes: abc_upload,
-        });
-    }
-    // Streamed: the backend's least (every set streamed), over chunks of the forced
-    // size or, automatic, of the largest size that fits beside the compiled shape
-    // (`footprint::auto_chunk`, as `CudaBackend::prove` picks it).
-    let least_for = |chunk: usize| {
-        let estimate = StreamEstimate {
-            chunk,
-            resident: [false; 5],
-        };
-        (footprint::working_bytes(way.ntt, &counts, Some(estimate)) + witness).min(working)
-    };
-    let cap = match way.stream_chunk {
-        0 => footprint::auto_chunk(budget.saturating_sub(r1cs), least_for),
-        c => c,
-    };
-    let least = least_for(cap);
-    if r1cs + least > budget {
-        return Err(format!(
-            "the compiled R1CS with the partition's working memory needs {} bytes of device memory but only {budget} are available",
-            r1cs + least
-        ));
-    }
-    let chunk = footprint::stream_chunk(budget - r1cs - least, Some(cap)).ok_or_else(|| {
-        format!(
-            "the partition (H buffers + MSM scratch + two chunks of streamed bases) needs {} bytes of device memory but only {budget} are available",
-            r1cs + least + 2 * footprint::MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT
-        )
+    let placed = footprint::place(&footprint::PlaceInput {
+        kernel: way.ntt,
+        counts: &counts,
+        sets,
+        witness,
+        room: budget.saturating_sub(r1cs),
+        forced_chunk: (way.stream_chunk > 0).then_some(way.stream_chunk),
+    })
+    .map_err(|need| {
+        if r1cs > 0 {
+            format!(
+                "the compiled R1CS with the partition's working memory needs {} bytes of device memory but only {budget} are available",
+                r1cs + need
+            )
+        } else {
+            format!(
+                "the partition (H buffers + MSM scratch + two chunks of streamed bases) needs {need} bytes of device memory but only {budget} are available"
+            )
+        }
     })?;
+    let kept: u64 = sets
+        .iter()
+        .zip(placed.resident)
+        .filter(|(_, r)| *r)
+        .map(|(b, _)| b)
+        .sum();
     Ok(DevicePlan {
         budget,
         r1cs_resident: way.abc_on_backend,
-        bases_resident: [false; 5],
-        resident_bytes: r1cs,
-        partition_bytes: least + 2 * chunk as u64 * STREAM_BYTES_PER_POINT,
-        chunk: Some(chunk),
-        transfer_bytes: all_bases + abc_upload,
+        bases_resident: placed.resident,
+        h_buffers: placed.h_buffers,
+        resident_bytes: r1cs + kept,
+        partition_bytes: placed.need - kept,
+        chunk: placed.chunk,
+        transfer_bytes: placed.streamed_bytes(sets) + abc_upload,
     })
 }
 
@@ -587,8 +601,8 @@ fn fit_host(
 }
 
 /// The speed model: a partition's device time is its measured time on the H200
-/// scaled to the card, plus what crosses PCIe (streamed bases, `a, b, c` from the
-/// host); its host time is its measured core-seconds over the cores. With room for
+/// scaled to the card or its stream (streamed bases and `a, b, c` from the host
+/// over PCIe, each streamed chunk at its own cost), the longer; its host time is its measured core-seconds over the cores. With room for
 /// a partition beyond those the GPU workers hold, the two overlap and the slower
 /// sets the pace; else they take turns.
 fn expect(
@@ -605,25 +619,41 @@ fn expect(
     let (device_s, host_core_s) = match device {
         Some(d) => {
             let speed = hw.device_speed();
-            let transfer = d.transfer_bytes as f64 / PCIE_BYTES_PER_S;
             let ntt = if way.ntt == NttKernel::Radix2WarpFast {
                 R2WF_PENALTY_S_2_27 * shape.constraints as f64 / (1u64 << 27) as f64
             } else {
                 0.0
             };
+            let chunks = d.chunks(shape);
+            let compute = m.device_s_h200 * speed + ntt;
+            // The stream as the backend's placement costs it (`Placement::stream_cost`):
+            // its bytes, its chunks, `c`'s upload where two H buffers leave it alone.
+            let unoverlapped_c = match d.h_buffers {
+                HBuffers::Two => shape.constraints as u64 * 32,
+                HBuffers::Three => 0,
+            };
+            let stream = (d.transfer_bytes + chunks * footprint::CHUNK_COST_BYTES + unoverlapped_c)
+                as f64
+                / PCIE_BYTES_PER_S;
             basis.push(format!(
-                "device: {:.3} s measured on the H200 x {speed:.2} (the card) + {:.2} GB over PCIe at {:.0} GB/s{}",
+                "device: max({:.3} s measured on the H200 x {speed:.2} (the card){}, {:.2} GB over PCIe at {:.0} GB/s{}{})",
                 m.device_s_h200,
+                if ntt > 0.0 { " + r2wf's slower NTT passes" } else { "" },
                 d.transfer_bytes as f64 / 1e9,
                 PCIE_BYTES_PER_S / 1e9,
-                if ntt > 0.0 { " + r2wf's slower NTT passes" } else { "" }
+                if chunks > 0 {
+                    format!(" + {chunks} streamed chunks x {:.0} ms", STREAM_CHUNK_S * 1e3)
+                } else {
+                    String::new()
+                },
+                if unoverlapped_c > 0 { " + c's upload (two H buffers)" } else { "" }
             ));
             let core_s = if way.abc_on_backend {
                 m.host_core_s
             } else {
                 m.host_core_s_cpu_spmv
             };
-            (m.device_s_h200 * speed + transfer + ntt, core_s)
+            (compute.max(stream), core_s)
         }
         None => {
             basis.push("no device: the CPU backend's time is not modelled".into());
