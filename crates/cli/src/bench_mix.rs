@@ -33,7 +33,7 @@ use cuzk_filecoin::{
 use cuzk_scheduler::PipelineEngine;
 use cuzk_timeline::Recorder;
 
-use crate::kinds::{self, Request, RequestArgs, Which};
+use crate::kinds::{Request, RequestArgs, Which};
 use crate::runtime::{load_policies, RunConfig};
 
 #[derive(Args, Debug, Clone, Default)]
@@ -405,7 +405,7 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
             }
             None => {
                 let r = s.request.clone().context("no request")?;
-                let job = kinds::submit(&prover, &engine, r, s.priority)?;
+                let job = submit(&prover, &engine, r, s.priority)?;
                 (
                     job.id(),
                     Box::new(move || job.wait().map(|_| ()).map_err(Into::into)),
@@ -535,6 +535,21 @@ pub fn run(args: &MixArgs, w: &crate::bench::WorkloadArgs, cfg: &RunConfig) -> R
     println!("manifest: {}", path.display());
     println!("timeline: {}", timeline.display());
     Ok(())
+}
+
+/// Submits a request of one of the other kinds to `engine` (a mix drives the
+/// engine itself, to measure it under several kinds at once).
+fn submit(
+    prover: &FilecoinProver,
+    engine: &PipelineEngine,
+    request: Request,
+    priority: Priority,
+) -> Result<cuzk_filecoin::KindJob> {
+    Ok(match request {
+        Request::Snap(r) => prover.submit_snap(engine, r, priority)?,
+        Request::Window(r) => prover.submit_window_post(engine, r, priority)?,
+        Request::Winning(r) => prover.submit_winning_post(engine, r, priority)?,
+    })
 }
 
 #[cfg(test)]

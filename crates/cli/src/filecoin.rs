@@ -5,7 +5,7 @@ use std::{
     fs,
     path::{Path, PathBuf},
     sync::Arc,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use anyhow::{bail, Context, Result};
@@ -15,9 +15,14 @@ use cuzk_filecoin::{
     PorepRequest, ProverConfig,
 };
 use cuzk_scheduler::PipelineEngine;
-use cuzk_timeline::{EventKind, Recorder};
+use cuzk_service::{ProofKind, ProofRequest};
 
-use crate::{progress, runtime::RunArgs, table};
+use crate::{
+    one_proof::{run_config, write_proof, Circuit, Setup},
+    progress,
+    queue_runner::check_request,
+    runtime::RunArgs,
+};
 
 /// Where Filecoin's parameter files are. Sets `FIL_PROOFS_PARAMETER_CACHE` for this
 /// process, so that filecoin-proofs' verifier reads its verifying key from the same
@@ -143,7 +148,8 @@ pub enum C2Command {
 pub struct SectorArgs {
     /// The C1 output (JSON) or an envelope `{"SectorNum","Phase1Out","SectorSize"}`.
     pub input: Option<PathBuf>,
-    /// Miner actor id (1000 or f01000) or 32-byte hex prover id.
+    /// Miner actor id (1000 or f01000), as the proving service takes it;
+    /// `verify` and `peer` also take a 32-byte hex prover id.
     #[arg(long)]
     pub miner_id: Option<String>,
     /// Sector number (an envelope carries its own).
@@ -243,118 +249,40 @@ fn c2_peer(args: C2PeerArgs) -> Result<()> {
     Ok(())
 }
 
+/// `cuzk c2`: the C1 output or envelope as the service's PoRep request (Curio's
+/// fields: the envelope's bytes, the miner's actor id, the sector number), checked
+/// and proved through the service `cuzk serve` runs.
 fn c2_prove(args: C2ProveArgs) -> Result<()> {
-    let (input, prover_id, dir) = args.sector.read()?;
-    let sector = input.sector(args.sector.sector)?;
-    let cfg = args.run.resolve()?;
-    let kind = PorepKind::new(input.c1.registered_proof)?;
-    let prover = FilecoinProver::new(ProverConfig {
-        parameter_dir: dir,
-        verify: cfg.engine.verify,
+    let dir = args.sector.params.apply();
+    let Some(input) = &args.sector.input else {
+        bail!("give the C1 output or envelope to prove");
+    };
+    let Some(miner) = &args.sector.miner_id else {
+        bail!("give --miner-id (the miner actor id: 1000 or f01000)");
+    };
+    let kind = ProofKind::PorepSealCommit;
+    let request = ProofRequest {
+        vanilla_proof: fs::read(input).with_context(|| format!("reading {}", input.display()))?,
+        miner_id: crate::kinds::miner_actor_id(miner)?,
+        sector_number: args.sector.sector.unwrap_or(0),
+        ..ProofRequest::default()
+    };
+    let setup = Setup {
+        who: "cuzk c2",
+        param_dir: &dir,
         check_digest: args.check_digest,
-    });
-
-    let pb = progress::spinner(format!("compiling the {} circuit", kind.name));
-    let t = Instant::now();
-    let r1cs = prover.r1cs(&kind)?;
-    let compile = t.elapsed();
-    pb.finish_and_clear();
-    println!(
-        "{}: {} partitions of {} constraints, compiled in {:.2} s",
-        kind.name,
-        kind.partitions(),
-        r1cs.num_constraints(),
-        compile.as_secs_f64()
-    );
-    let pb = progress::spinner(format!("loading {}", kind.params_file()));
-    let params = prover.params(&kind)?;
-    pb.finish_and_clear();
-    println!(
-        "parameters {} loaded in {:.2} s",
-        params.path.display(),
-        params.load_time.as_secs_f64()
-    );
-
-    let needs = cfg.config.backend_needs(Some(
-        r1cs.num_constraints().next_power_of_two().trailing_zeros(),
-    ));
-    let mut cfg = cfg;
-    let counts = crate::plan::counts_of(&r1cs, &params.srs, kind.partitions());
-    let built = crate::plan::load_planned(&mut cfg, &needs, &counts)?;
-    let recorder =
-        Arc::new(Recorder::new(Instant::now()).with_timeline_stderr(args.timeline_stderr));
-    let engine = PipelineEngine::start(cfg.engine.clone(), built.policies, recorder.clone())?;
-
-    let t = Instant::now();
-    let job = prover.submit_porep(
-        &engine,
-        PorepRequest {
-            input,
-            prover_id,
-            sector: Some(sector),
-            blinding: Default::default(),
-        },
-        cuzk_filecoin::Priority::Normal,
-    )?;
-    let id = job.id();
-    let n = kind.partitions();
-    let progress = std::thread::spawn({
-        let recorder = recorder.clone();
-        move || partition_progress(&recorder, id, n)
-    });
-    let result = job.wait_output();
-    let _ = progress.join();
-    let out = result?;
-    let took = t.elapsed();
-    drop(engine);
-    println!(
-        "sector {sector}: {} bytes in {:.2} s{}",
-        out.proof.len(),
-        took.as_secs_f64(),
-        if out.verified {
-            ", verified by filecoin-proofs' verify_seal"
-        } else {
-            " (NOT verified: verification is off)"
-        }
-    );
-    print!("{}", table::stage_table(&out.job.times));
-    if let Some(path) = &args.out {
-        fs::write(path, &out.proof).with_context(|| format!("writing {}", path.display()))?;
-        println!("proof: {}", path.display());
-    }
-    Ok(())
-}
-
-/// Prints a line per finished partition of job `id` until all `n` are done or the job
-/// is over.
-fn partition_progress(recorder: &Recorder, id: u64, n: usize) {
-    let mut seen = 0;
-    let mut done = 0;
-    loop {
-        let events = recorder.events();
-        for e in &events[seen.min(events.len())..] {
-            if e.job != id {
-                continue;
-            }
-            match e.event {
-                EventKind::AssemblyEnd => {
-                    done += 1;
-                    println!(
-                        "partition {}/{n} proven at {:.2} s",
-                        e.partition + 1,
-                        e.ms / 1e3
-                    );
-                }
-                EventKind::JobDone | EventKind::JobFailed | EventKind::JobCancelled => return,
-                _ => {}
-            }
-        }
-        seen = events.len();
-        if done >= n {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        timeline_stderr: args.timeline_stderr,
+        run: run_config(&args.run)?,
+    };
+    let kinds = setup.kinds(None)?;
+    let checked = check_request(&kinds.kinds, kind, &request)?;
+    let circuit = Circuit::porep(checked.circuit_id())?;
+    drop(checked);
+    let service = setup.start(kinds, &circuit)?;
+    let (result, _) =
+        service.prove_runs(kind, &request, 1, false, "filecoin-proofs' verify_seal")?;
+    service.shutdown();
+    write_proof(args.out.as_ref(), &result.proof)
 }
 
 /// `cuzk params gen --proof P`: a valid (insecure) parameter set for a registered
@@ -430,40 +358,19 @@ pub fn bench_prepare(c1: &Path, args: &BenchC1Args, timing_only: bool) -> Result
     }
     let prover_id = parse_prover_id(&args.miner_id)?;
     let kind = PorepKind::new(input.c1.registered_proof)?;
-    let prover = FilecoinProver::new(ProverConfig {
+    let config = ProverConfig {
         parameter_dir: dir,
         verify: !timing_only,
         check_digest: false,
-    });
-    let pb = progress::spinner(format!("compiling the {} circuit", kind.name));
-    let t = Instant::now();
-    let r1cs = prover.r1cs(&kind)?;
-    pb.finish_and_clear();
-    println!(
-        "{}: {} constraints per partition, {} partitions; R1CS compiled once in {:.2} s ({:.2} GiB)",
-        kind.name,
-        r1cs.num_constraints(),
-        kind.partitions(),
-        t.elapsed().as_secs_f64(),
-        r1cs.heap_size() as f64 / (1u64 << 30) as f64
-    );
-    let params = if timing_only {
-        let pb = progress::spinner("making timing-only parameters (random points)");
-        let p = prover.use_timing_only_params(input.c1.registered_proof, 7)?;
-        pb.finish_and_clear();
-        p
-    } else {
-        let pb = progress::spinner(format!("loading {}", kind.params_file()));
-        let p = prover.params(&kind)?;
-        pb.finish_and_clear();
-        p
     };
-    println!(
-        "parameters {} ready in {:.2} s ({:.2} GiB of points)",
-        params.path.display(),
-        params.load_time.as_secs_f64(),
-        params.bytes as f64 / (1u64 << 30) as f64
-    );
+    // Timing-only: a prover whose every parameter set is random points (seed 7,
+    // as `cuzk serve`'s timing-only circuits).
+    let prover = if timing_only {
+        FilecoinProver::timing_only(config, 7)
+    } else {
+        FilecoinProver::new(config)
+    };
+    let (r1cs, params) = crate::one_proof::compile_and_load(&prover, &kind, kind.partitions())?;
     Ok(BenchC1 {
         r1cs,
         srs: params.srs.clone(),

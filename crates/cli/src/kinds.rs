@@ -1,6 +1,8 @@
 //! `cuzk snap …`, `cuzk post window …`, `cuzk post winning …`: SnapDeals updates and
-//! PoSt proofs from vanilla proofs, on the engine `c2` uses (same backend, config and
-//! plugin flags), verified by filecoin-proofs before they are written.
+//! PoSt proofs from vanilla proofs, proved through the proving service as `c2`
+//! proves (`one_proof`: the kinds, checks and service `cuzk serve` and `cuzk
+//! worker` use; same backend, config and plugin flags), verified by
+//! filecoin-proofs before they are written.
 //!
 //! A request is given by flags (the registered proof as Filecoin's Go enum numbers it
 //! or by name, hex 32-byte values, the miner id, the partition index, bincode vanilla
@@ -9,7 +11,6 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    sync::Arc,
     time::Instant,
 };
 
@@ -19,19 +20,21 @@ use cuzk_filecoin::reference_kinds::{
     filecoin_proofs_snap, filecoin_proofs_window_post, filecoin_proofs_winning_post,
 };
 use cuzk_filecoin::{
-    check_snap_request, check_window_post_request, check_winning_post_request,
-    is_shape_only_marker, parse_post_proof, parse_priority, parse_prover_id, parse_update_proof,
-    post_proof_name, post_test_inputs, shape_only_post, shape_only_snap, snap_test_inputs,
-    update_proof_name, verify_snap_proof, verify_window_post_partition, verify_winning_post_proof,
-    Blinding, CircuitKind, FilecoinProver, KindJob, PostKind, Priority, ProverConfig, SnapRequest,
-    UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST, ALL_UPDATE,
+    parse_post_proof, parse_priority, parse_prover_id, parse_update_proof, post_proof_name,
+    post_test_inputs, shape_only_post, shape_only_snap, snap_test_inputs, update_proof_name,
+    verify_snap_proof, verify_window_post_partition, verify_winning_post_proof, Blinding, PostKind,
+    SnapRequest, UpdateKind, WindowPostRequest, WinningPostRequest, ALL_POST, ALL_UPDATE,
 };
-use cuzk_scheduler::PipelineEngine;
 use cuzk_service::{ProofKind, ProofRequest};
-use cuzk_timeline::Recorder;
 use serde::{Deserialize, Serialize};
 
-use crate::{filecoin::ParamCacheArgs, progress, runtime::RunArgs, table};
+use crate::{
+    filecoin::ParamCacheArgs,
+    one_proof::{run_config, write_proof, Circuit, Setup},
+    progress,
+    queue_runner::check_request,
+    runtime::RunArgs,
+};
 
 /// Which proof a command makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,27 +253,6 @@ pub enum Request {
     Winning(WinningPostRequest),
 }
 
-impl Request {
-    /// Checks the request in full (lengths, proof type, vanilla proofs' bincode and
-    /// shape) before anything is compiled or loaded.
-    pub fn check(&self) -> Result<()> {
-        match self {
-            Request::Snap(r) => check_snap_request(r)?,
-            Request::Window(r) => check_window_post_request(r)?,
-            Request::Winning(r) => check_winning_post_request(r)?,
-        }
-        Ok(())
-    }
-
-    fn is_shape_only(&self) -> bool {
-        match self {
-            Request::Snap(r) => is_shape_only_marker(&r.comm_r_new),
-            Request::Window(r) => is_shape_only_marker(&r.randomness),
-            Request::Winning(r) => is_shape_only_marker(&r.randomness),
-        }
-    }
-}
-
 impl RequestArgs {
     /// The request: the input file's values with the flags over them.
     pub fn read(&self, which: Which) -> Result<Request> {
@@ -376,23 +358,50 @@ pub fn miner_of_prover_id(prover_id: &[u8; 32]) -> Option<u64> {
     None
 }
 
+/// The miner actor id of `text` (`1000`, `f01000`): the service's requests carry
+/// an actor id, as Curio's do, never a raw prover id.
+pub fn miner_actor_id(text: &str) -> Result<u64> {
+    let prover_id = parse_prover_id(text)?;
+    miner_of_prover_id(&prover_id).with_context(|| {
+        format!("--miner-id {text}: the proving service's requests carry a miner actor id (1000 or f01000), not a raw prover id")
+    })
+}
+
 impl RequestArgs {
+    /// The request as the proving service takes it, parsed by
+    /// [`RequestArgs::read`] first, so the queue and `cuzk snap`/`cuzk post` read
+    /// the same flags and files the same way.
+    pub fn proof_request(&self, which: Which) -> Result<(ProofKind, ProofRequest)> {
+        self.read(which)?.proof_request()
+    }
+}
+
+impl Request {
     /// The request as the proving service takes it (Curio's fields: the
     /// registered proof as Go's enum numbers it, the miner's actor id, the
-    /// vanilla proofs as bincode), parsed by [`RequestArgs::read`] first, so the
-    /// queue and `cuzk snap`/`cuzk post` read the same flags and files the same way.
-    pub fn proof_request(&self, which: Which) -> Result<(ProofKind, ProofRequest)> {
+    /// vanilla proofs as bincode).
+    pub fn proof_request(&self) -> Result<(ProofKind, ProofRequest)> {
         let number = |found: Option<usize>, name: String| {
             found
                 .map(|n| n as u64)
                 .with_context(|| format!("{name} has no number in Filecoin's enum"))
         };
-        let miner = |prover_id: &[u8; 32]| {
-            miner_of_prover_id(prover_id).context(
-                "the service's requests carry a miner actor id (1000 or f01000), not a raw prover id",
-            )
+        // A PoSt request: the same fields for WindowPoSt and WinningPoSt.
+        let post = |proof, randomness: &[u8], prover_id: &[u8; 32], vanilla: &[Vec<u8>]| {
+            Ok::<_, anyhow::Error>(ProofRequest {
+                registered_proof: number(
+                    ALL_POST.iter().position(|p| *p == proof),
+                    post_proof_name(proof),
+                )?,
+                randomness: randomness.to_vec(),
+                miner_id: miner_of_prover_id(prover_id).context(
+                    "the service's requests carry a miner actor id (1000 or f01000), not a raw prover id",
+                )?,
+                vanilla_proofs: vanilla.to_vec(),
+                ..ProofRequest::default()
+            })
         };
-        Ok(match self.read(which)? {
+        Ok(match self {
             Request::Snap(r) => (
                 ProofKind::SnapDealsUpdate,
                 ProofRequest {
@@ -400,40 +409,24 @@ impl RequestArgs {
                         ALL_UPDATE.iter().position(|p| *p == r.proof),
                         update_proof_name(r.proof),
                     )?,
-                    comm_r_old: r.comm_r_old,
-                    comm_r_new: r.comm_r_new,
-                    comm_d_new: r.comm_d_new,
-                    vanilla_proofs: r.vanilla_proofs,
+                    comm_r_old: r.comm_r_old.clone(),
+                    comm_r_new: r.comm_r_new.clone(),
+                    comm_d_new: r.comm_d_new.clone(),
+                    vanilla_proofs: r.vanilla_proofs.clone(),
                     ..ProofRequest::default()
                 },
             ),
             Request::Window(r) => (
                 ProofKind::WindowPostPartition,
                 ProofRequest {
-                    registered_proof: number(
-                        ALL_POST.iter().position(|p| *p == r.proof),
-                        post_proof_name(r.proof),
-                    )?,
-                    randomness: r.randomness,
-                    miner_id: miner(&r.prover_id)?,
                     partition_index: u32::try_from(r.partition_index)
                         .context("the partition index is too large")?,
-                    vanilla_proofs: r.vanilla_proofs,
-                    ..ProofRequest::default()
+                    ..post(r.proof, &r.randomness, &r.prover_id, &r.vanilla_proofs)?
                 },
             ),
             Request::Winning(r) => (
                 ProofKind::WinningPost,
-                ProofRequest {
-                    registered_proof: number(
-                        ALL_POST.iter().position(|p| *p == r.proof),
-                        post_proof_name(r.proof),
-                    )?,
-                    randomness: r.randomness,
-                    miner_id: miner(&r.prover_id)?,
-                    vanilla_proofs: r.vanilla_proofs,
-                    ..ProofRequest::default()
-                },
+                post(r.proof, &r.randomness, &r.prover_id, &r.vanilla_proofs)?,
             ),
         })
     }
@@ -548,175 +541,56 @@ fn inputs(which: Which, args: InputsArgs) -> Result<()> {
     Ok(())
 }
 
-/// The kind of a request: its circuit name, default priority and the prover's
-/// loaded circuit (compiled) and parameters (loaded, or timing-only).
-fn prepare(
-    prover: &FilecoinProver,
-    request: &Request,
-    timing_only: bool,
-) -> Result<(String, Priority, cuzk_plan::Counts)> {
-    /// The shape's counts for the planner (per partition: the knobs it applies
-    /// do not depend on how many a proof has).
-    fn ready<K: CircuitKind>(
-        prover: &FilecoinProver,
-        k: &K,
-        timing_only: bool,
-    ) -> Result<cuzk_plan::Counts> {
-        let pb = progress::spinner(format!("compiling the {} circuit", k.name()));
-        let t = Instant::now();
-        let r1cs = prover.r1cs(k)?;
-        pb.finish_and_clear();
-        println!(
-            "{}: {} constraints per partition, compiled in {:.2} s",
-            k.name(),
-            r1cs.num_constraints(),
-            t.elapsed().as_secs_f64()
-        );
-        let params = if timing_only {
-            let pb = progress::spinner("making timing-only parameters (random points)");
-            let p = prover.use_timing_only_params_for(k, 7)?;
-            pb.finish_and_clear();
-            p
-        } else {
-            let pb = progress::spinner(format!("loading {}", k.params_file()));
-            let p = prover.params(k)?;
-            pb.finish_and_clear();
-            p
-        };
-        println!(
-            "parameters {} ready in {:.2} s ({:.2} GiB of points)",
-            params.path.display(),
-            params.load_time.as_secs_f64(),
-            params.bytes as f64 / (1u64 << 30) as f64
-        );
-        Ok(crate::plan::counts_of(&r1cs, &params.srs, 1))
-    }
-    Ok(match request {
-        Request::Snap(r) => {
-            let k = UpdateKind::new(r.proof)?;
-            let n = ready(prover, &k, timing_only)?;
-            (k.name, Priority::Normal, n)
-        }
-        Request::Window(WindowPostRequest { proof, .. })
-        | Request::Winning(WinningPostRequest { proof, .. }) => {
-            let k = PostKind::new(*proof)?;
-            let n = ready(prover, &k, timing_only)?;
-            let p = k.default_priority();
-            (k.name, p, n)
-        }
-    })
-}
-
-/// Submits a request to `engine`.
-pub fn submit(
-    prover: &FilecoinProver,
-    engine: &PipelineEngine,
-    request: Request,
-    priority: Priority,
-) -> Result<KindJob> {
-    Ok(match request {
-        Request::Snap(r) => prover.submit_snap(engine, r, priority)?,
-        Request::Window(r) => prover.submit_window_post(engine, r, priority)?,
-        Request::Winning(r) => prover.submit_winning_post(engine, r, priority)?,
-    })
-}
-
+/// `cuzk snap`, `cuzk post window|winning`: the request as the service takes it
+/// (`RequestArgs::proof_request`, the one the queue submits too), checked and
+/// proved through the service `cuzk serve` runs; `--timing-only` makes its
+/// circuit a timing-only one there, as a benchmark daemon's
+/// `timing_only_circuits` does, so whether a shape-only input may be proved is
+/// the service's check's to say.
 fn prove(which: Which, args: KindProveArgs) -> Result<()> {
     let dir = args.request.params.apply();
-    let request = args.request.read(which)?;
-    request.check()?;
-    if request.is_shape_only() && !args.timing_only {
-        bail!("this is a shape-only input (random values): its proofs cannot verify; prove it with --timing-only");
+    let typed = args.request.read(which)?;
+    let (kind, mut request) = typed.proof_request()?;
+    if let Some(p) = &args.priority {
+        request.priority = Some(parse_priority(p)?);
     }
-    let mut cfg = args.run.resolve()?;
-    let prover = FilecoinProver::new(ProverConfig {
-        parameter_dir: dir,
-        verify: cfg.engine.verify && !args.timing_only,
+    let circuit = Circuit::of_request(kind, &request)?;
+    let who = format!("cuzk {}", which.name());
+    let setup = Setup {
+        who: &who,
+        param_dir: &dir,
         check_digest: false,
-    });
-    let (name, default_priority, counts) = prepare(&prover, &request, args.timing_only)?;
-    let priority = match &args.priority {
-        Some(p) => parse_priority(p)?,
-        None => default_priority,
+        timeline_stderr: false,
+        run: run_config(&args.run)?,
     };
-    let needs = cfg.config.backend_needs(Some(
-        counts.constraints.next_power_of_two().trailing_zeros(),
-    ));
-    let built = crate::plan::load_planned(&mut cfg, &needs, &counts)?;
-    let backend = built.policies.backend.clone();
-    let engine = PipelineEngine::start(
-        cfg.engine.clone(),
-        built.policies,
-        Arc::new(Recorder::new(Instant::now())),
+    let kinds = setup.kinds(args.timing_only.then(|| circuit.id()))?;
+    check_request(&kinds.kinds, kind, &request)?;
+    let service = setup.start(kinds, &circuit)?;
+    let (result, took) = service.prove_runs(
+        kind,
+        &request,
+        args.repeat,
+        args.repeat > 1 || args.compare_peer,
+        "filecoin-proofs",
     )?;
-    let again = args.compare_peer.then(|| request.clone());
-    let mut last = None;
-    for run in 1..=args.repeat {
-        let t = Instant::now();
-        let job = submit(&prover, &engine, request.clone(), priority)?;
-        let id = job.id();
-        let out = job.wait_output()?;
-        let took = t.elapsed();
-        let of = if args.repeat > 1 {
-            format!(" (run {run} of {})", args.repeat)
-        } else {
-            String::new()
-        };
-        println!(
-            "{name}: job {id} ({priority:?}), {} bytes in {:.2} s{}{of}",
-            out.proof.len(),
-            took.as_secs_f64(),
-            if out.verified {
-                ", verified by filecoin-proofs"
-            } else if args.timing_only {
-                " (TIMING-ONLY parameters: NOT a valid proof)"
-            } else {
-                " (NOT verified: verification is off)"
-            },
-        );
-        print!("{}", table::stage_table(&out.job.times));
-        last = Some((out, took));
-        if run == 1 && (args.repeat > 1 || args.compare_peer) {
-            settle(&*backend);
-        }
+    if args.compare_peer {
+        compare_peer(typed, took, args.peer_rounds, &mut || {
+            service.prove(kind, request.clone()).map(drop)
+        })?;
     }
-    let Some((out, took)) = last else {
-        bail!("--repeat must be at least 1");
-    };
-    if let Some(request) = again {
-        compare_peer(&prover, &engine, request, priority, took, args.peer_rounds)?;
-    }
-    drop(engine);
-    if let Some(path) = &args.out {
-        fs::write(path, &out.proof).with_context(|| format!("writing {}", path.display()))?;
-        println!("proof: {}", path.display());
-    }
-    Ok(())
-}
-
-/// Waits for what the backend prepares in the background after a first proof (the CPU
-/// backend's fixed-base tables), so later runs are warm ones and nothing of ours runs
-/// beside the peer; says how long that took.
-fn settle(backend: &dyn cuzk_gpu_backend::GpuBackend) {
-    let t = Instant::now();
-    backend.settle();
-    let took = t.elapsed().as_secs_f64();
-    if took >= 0.1 {
-        println!("backend settled in {took:.2} s (fixed-base tables made after the first run)");
-    }
+    service.shutdown();
+    write_proof(args.out.as_ref(), &result.proof)
 }
 
 /// filecoin-proofs' own function on `request` in this process: once cold (it loads
-/// its parameters), then `rounds` rounds of it timed and cuzk on the warm engine
-/// timed, in turn. Prints each round, both one's p50 and range, and the median of
-/// the rounds' ratios.
+/// its parameters), then `rounds` rounds of it timed and `prove` (cuzk's proof of
+/// it through the warm service) timed, in turn. Prints each round, both one's p50
+/// and range, and the median of the rounds' ratios.
 fn compare_peer(
-    prover: &FilecoinProver,
-    engine: &PipelineEngine,
     request: Request,
-    priority: Priority,
     first: std::time::Duration,
     rounds: u32,
+    prove: &mut dyn FnMut() -> Result<()>,
 ) -> Result<()> {
     let (what, peer) = peer_fn(request.clone());
     let pb = progress::spinner(format!(
@@ -737,7 +611,7 @@ fn compare_peer(
         theirs.push(t.elapsed().as_secs_f64());
         pb.finish_and_clear();
         let t = Instant::now();
-        submit(prover, engine, request.clone(), priority)?.wait_output()?;
+        prove()?;
         ours.push(t.elapsed().as_secs_f64());
         println!(
             "round {round} of {rounds}: filecoin-proofs {:.2} s, cuzk {:.2} s ({:.2}x)",

@@ -13,6 +13,7 @@ mod client_bench;
 mod demo;
 mod filecoin;
 mod kinds;
+mod one_proof;
 mod plan;
 mod progress;
 mod prove;

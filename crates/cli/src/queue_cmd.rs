@@ -229,15 +229,6 @@ fn prune(args: PruneArgs) -> Result<()> {
     Ok(())
 }
 
-/// The miner actor id of `text` (`1000`, `f01000`): the service's requests carry
-/// an actor id, as Curio's do, never a raw prover id.
-fn miner_id(text: &str) -> Result<u64> {
-    let prover_id = cuzk_filecoin::parse_prover_id(text)?;
-    crate::kinds::miner_of_prover_id(&prover_id).with_context(|| {
-        format!("--miner-id {text}: the queue carries a miner actor id (1000 or f01000), not a raw prover id")
-    })
-}
-
 /// The service's kinds, as a worker registers them (nothing is loaded): what
 /// checks each request before it is queued.
 fn checking_kinds(param_cache: Option<&PathBuf>) -> Result<Vec<Arc<dyn KindProver>>> {
@@ -251,7 +242,9 @@ fn checking_kinds(param_cache: Option<&PathBuf>) -> Result<Vec<Arc<dyn KindProve
             max_log: cuzk_service::synthetic::MAX_LOG,
             timing_only: false,
         }),
+        check_digest: false,
     })
+    .map(|k| k.kinds)
 }
 
 /// The jobs of a submission: each kind's request(s).
@@ -267,7 +260,7 @@ fn requests(kind: &SubmitKind) -> Result<Vec<(ProofKind, ProofRequest)>> {
                 ProofKind::PorepSealCommit,
                 ProofRequest {
                     vanilla_proof: bytes,
-                    miner_id: miner_id(miner)?,
+                    miner_id: crate::kinds::miner_actor_id(miner)?,
                     sector_number: sector.unwrap_or(0),
                     ..ProofRequest::default()
                 },

@@ -116,21 +116,27 @@ impl JobRunner for ServiceRunner {
     }
 }
 
-/// Checks `request` of `kind` with the kind's own checks (what the service runs
-/// at submission), so a request that a worker would refuse is refused before it
-/// is queued.
+/// Checks `request` of `kind` as the service checks it at submission
+/// ([`cuzk_service::check_request`], with the kind's default limits, a worker's),
+/// so a request that a worker would refuse is refused before it is queued, and
+/// one that a command line proves is refused before its circuit is compiled.
+/// Returns the checked request (its circuit id).
 pub fn check_request(
     kinds: &[std::sync::Arc<dyn KindProver>],
     kind: ProofKind,
     request: &ProofRequest,
-) -> Result<(), cuzk_service::RequestError> {
+) -> Result<Box<dyn cuzk_service::PreparedProof>, cuzk_service::RequestError> {
     let prover = kinds.iter().find(|k| k.kind() == kind).ok_or_else(|| {
         cuzk_service::RequestError::Unsupported {
             kind,
             why: "no worker of this build serves it".into(),
         }
     })?;
-    prover.prepare(request.clone()).map(drop)
+    cuzk_service::check_request(
+        &**prover,
+        cuzk_service::KindLimits::default_for(kind),
+        request.clone(),
+    )
 }
 
 #[cfg(test)]

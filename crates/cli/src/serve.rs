@@ -7,9 +7,10 @@ use std::{path::Path, sync::Arc};
 use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_daemon::{Bound, DaemonConfig, Shutdown};
-use cuzk_service::{synthetic::SyntheticKind, KindProver, Service};
+use cuzk_filecoin::service_kind::ServiceProvers;
+use cuzk_service::{synthetic::SyntheticKind, KindProver, Service, ServiceConfig};
 
-use crate::runtime::{load_policies, RunArgs};
+use crate::runtime::{load_policies, RunArgs, RunConfig};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -45,6 +46,18 @@ pub struct KindsSetup<'a> {
     pub timing_only_circuits: &'a [String],
     /// Serve the synthetic kind (cuzk's built-in circuits), and how.
     pub synthetic: Option<SyntheticSetup>,
+    /// Check each parameter file against Filecoin's parameters.json digest as it
+    /// is loaded (`cuzk c2 --check-digest`).
+    pub check_digest: bool,
+}
+
+/// The kinds a process serves, and the Filecoin provers under them: a command
+/// that proves one request compiles its circuit and loads its parameters on the
+/// prover the service will use (`ServiceProvers::for_circuit`), so the service
+/// finds them loaded.
+pub struct ServiceKinds {
+    pub kinds: Vec<Arc<dyn KindProver>>,
+    pub filecoin: ServiceProvers,
 }
 
 /// The synthetic kind's settings.
@@ -56,7 +69,7 @@ pub struct SyntheticSetup {
 
 /// The service kinds of `setup`. Points filecoin-proofs' verifier at the same
 /// parameter directory (`FIL_PROOFS_PARAMETER_CACHE`), refusing a different one.
-pub fn service_kinds(setup: &KindsSetup) -> Result<Vec<Arc<dyn KindProver>>> {
+pub fn service_kinds(setup: &KindsSetup) -> Result<ServiceKinds> {
     // filecoin-proofs' verifier reads the verifying keys from
     // FIL_PROOFS_PARAMETER_CACHE: it must be the prover's parameter directory.
     match std::env::var_os(cuzk_filecoin::PARAMETER_CACHE_VAR) {
@@ -74,13 +87,13 @@ pub fn service_kinds(setup: &KindsSetup) -> Result<Vec<Arc<dyn KindProver>>> {
         cuzk_filecoin::ProverConfig {
             parameter_dir: setup.param_cache.to_path_buf(),
             verify: true,
-            check_digest: false,
+            check_digest: setup.check_digest,
         },
     ));
     // Every Filecoin kind over one prover: each circuit compiled and its parameters
     // loaded once per process. Timing-only circuits (benchmarks) on a prover of
     // their own, which shares nothing with the real one.
-    let provers = cuzk_filecoin::service_kind::ServiceProvers::new(prover)
+    let provers = ServiceProvers::new(prover)
         .with_timing_only(setup.timing_only_circuits, TIMING_ONLY_SEED)
         .context("timing_only_circuits")?;
     let timing_only = provers.timing_only_circuits();
@@ -105,7 +118,58 @@ pub fn service_kinds(setup: &KindsSetup) -> Result<Vec<Arc<dyn KindProver>>> {
             );
         }
     }
-    Ok(kinds)
+    Ok(ServiceKinds {
+        kinds,
+        filecoin: provers,
+    })
+}
+
+/// A started service and what it runs on.
+pub struct Started {
+    pub service: Service,
+    /// The strategies' plugins (for a log line or a manifest).
+    pub sources: Vec<cuzk_config::PolicySource>,
+    /// The engine's backend (to let it settle between timed runs).
+    pub backend: Arc<dyn cuzk_gpu_backend::GpuBackend>,
+}
+
+/// Starts the proving service every entry proves through (`cuzk serve`, `cuzk
+/// worker`, `cuzk c2`, `cuzk snap`, `cuzk post`): the configured strategies
+/// opened, every real proof verified (the engine's `verify` on), serving `kinds`.
+/// With `plan`, the counts of the one shape the process proves, the planner's
+/// knobs are taken where the configuration leaves them unset
+/// ([`crate::plan::load_planned`]); a daemon or a worker serves every shape and
+/// plans nothing yet. `subscribers` see every TIMELINE event.
+pub fn start_service(
+    run: &mut RunConfig,
+    cfg: ServiceConfig,
+    kinds: Vec<Arc<dyn KindProver>>,
+    plan: Option<&cuzk_plan::Counts>,
+    subscribers: Vec<Arc<dyn cuzk_timeline::Subscriber>>,
+) -> Result<Started> {
+    run.engine.verify = true;
+    let built = match plan {
+        Some(counts) => {
+            let log = counts.constraints.next_power_of_two().trailing_zeros();
+            let needs = run.config.backend_needs(Some(log));
+            crate::plan::load_planned(run, &needs, counts)?
+        }
+        None => load_policies(run, &run.config.backend_needs(None))?,
+    };
+    let backend = built.policies.backend.clone();
+    let service = Service::start_with_subscribers(
+        cfg,
+        run.engine.clone(),
+        built.policies,
+        kinds,
+        subscribers,
+    )
+    .context("starting the proving service")?;
+    Ok(Started {
+        service,
+        sources: built.sources,
+        backend,
+    })
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -119,8 +183,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     }
     let cfg = DaemonConfig::from_section(&section)?;
     // The daemon returns only verified proofs, whatever [engine] says (except for
-    // the circuits a benchmark configured timing-only, below).
-    run.engine.verify = true;
+    // the circuits a benchmark configured timing-only, below): `start_service`
+    // turns verification on.
     if let (Some(gpus), Some(backend)) = (&cfg.gpus, run.config.backend.as_mut()) {
         if let Some(g) = gpus.first() {
             if backend.params.contains_key("device") {
@@ -129,8 +193,6 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             *backend = backend.clone().with_param("device", i64::from(*g));
         }
     }
-    let needs = run.config.backend_needs(None);
-    let loaded = load_policies(&run, &needs)?;
     let kinds = service_kinds(&KindsSetup {
         who: "cuzk serve",
         param_cache_key: "[daemon] param_cache",
@@ -140,14 +202,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             max_log: cfg.synthetic_max_log,
             timing_only: cfg.synthetic_timing_only,
         }),
+        check_digest: false,
     })?;
-    let service = Service::start(
-        cfg.service.clone(),
-        run.engine.clone(),
-        loaded.policies,
-        kinds,
-    )
-    .context("starting the proving service")?;
+    let service =
+        start_service(&mut run, cfg.service.clone(), kinds.kinds, None, Vec::new())?.service;
     eprintln!(
         "cuzk serve: kinds {:?}, parameters from {}, timing-only circuits {:?}, engine {:?}",
         service.kinds(),

@@ -36,3 +36,21 @@ pub fn stage_table(times: &[StageTimes]) -> String {
     }
     out
 }
+
+/// A service job's times (`cuzk_service::Timings`), one row each, in
+/// milliseconds: where a proof proved through the service spent its time.
+pub fn timings_table(t: &cuzk_service::Timings) -> String {
+    let rows = [
+        ("queue_wait", t.queue_wait),
+        ("srs_load", t.srs_load),
+        ("synthesis", t.synthesis),
+        ("gpu_compute", t.gpu_compute),
+        ("total", t.total),
+    ];
+    let header = format!("{:<20}{:>10}", "stage (ms)", "proof");
+    let mut out = format!("{header}\n{}\n", "-".repeat(header.len()));
+    for (name, d) in rows {
+        out += &format!("{name:<20}{:>10}\n", ms(d));
+    }
+    out
+}

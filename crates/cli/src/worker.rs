@@ -19,7 +19,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use cuzk_config::{Age, QueueSection};
 use cuzk_queue::{
@@ -29,8 +29,8 @@ use cuzk_service::{Service, ServiceConfig, ShutdownMode};
 
 use crate::{
     queue_runner::ServiceRunner,
-    runtime::{load_policies, RunArgs},
-    serve::{service_kinds, KindsSetup, SyntheticSetup},
+    runtime::RunArgs,
+    serve::{service_kinds, start_service, KindsSetup, Started, SyntheticSetup},
 };
 
 /// Flags of the queue's knobs; each overrides the same key of `[queue]`.
@@ -141,7 +141,6 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     let section = run.config.queue.get_or_insert_with(Default::default);
     let config = args.knobs.resolve(section)?;
     let db = Database::new(&args.queue).with_ca_file(section.ca_file.clone());
-    run.engine.verify = true;
     let id = args
         .id
         .clone()
@@ -159,21 +158,22 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
             max_log: args.synthetic_max_log,
             timing_only: false,
         }),
+        check_digest: false,
     })?;
-    let needs = run.config.backend_needs(None);
-    let cuzk_config::Built { policies, sources } = load_policies(&run, &needs)?;
     // As many service slots as the worker holds jobs: each claimed job is
     // admitted at once, and the queue, not the service, decides what waits.
-    let service = Service::start(
+    let Started {
+        service, sources, ..
+    } = start_service(
+        &mut run,
         ServiceConfig {
             max_running_jobs: config.jobs_in_flight,
             ..ServiceConfig::default()
         },
-        run.engine.clone(),
-        policies,
-        kinds,
-    )
-    .context("starting the proving service")?;
+        kinds.kinds,
+        None,
+        Vec::new(),
+    )?;
     let runners: Vec<Arc<dyn JobRunner>> = ServiceRunner::all(&service)
         .into_iter()
         .map(|r| Arc::new(r) as Arc<dyn JobRunner>)

@@ -242,11 +242,10 @@ fn winning_post_and_bad_randomness_and_wrong_size() {
     );
 }
 
-#[test]
-fn shape_only_inputs_are_labelled_and_need_timing_only() {
-    let work = tempfile::tempdir().unwrap();
-    let input = work.path().join("w.json").display().to_string();
-    let o = cuzk(&[
+/// `cuzk post winning inputs --shape-only` (2 KiB) into `path`: nothing sealed,
+/// no parameters needed.
+fn shape_only_winning(path: &str) -> std::process::Output {
+    cuzk(&[
         "post",
         "winning",
         "inputs",
@@ -254,8 +253,15 @@ fn shape_only_inputs_are_labelled_and_need_timing_only() {
         "--proof",
         "0",
         "-o",
-        &input,
-    ]);
+        path,
+    ])
+}
+
+#[test]
+fn shape_only_inputs_are_labelled_and_need_timing_only() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("w.json").display().to_string();
+    let o = shape_only_winning(&input);
     assert!(o.status.success());
     assert!(text(&o).contains("SHAPE-ONLY"), "{}", text(&o));
     refused(
@@ -357,4 +363,62 @@ fn a_mix_reports_latency_with_its_manifest_and_timeline() {
     assert_eq!(submitted.len(), 2, "{events:?}");
     assert_eq!(jobs(cuzk_timeline::EventKind::JobDone), submitted);
     assert!(!jobs(cuzk_timeline::EventKind::GpuStart).is_empty());
+}
+
+/// A hostile request is refused by the service's own check, in its words
+/// (`the WINNING_POST request is malformed: …`), before anything is compiled or
+/// loaded: a shape-only input without `--timing-only`, and one whose vanilla
+/// proof is cut short (even with `--timing-only`, so no parameter file is
+/// needed). A non-zero exit, no panic, no proof written.
+#[test]
+fn a_hostile_request_is_refused_by_the_service_s_check() {
+    let work = tempfile::tempdir().unwrap();
+    let p = |name: &str| work.path().join(name).display().to_string();
+    let (input, cut) = (p("w.json"), p("cut.json"));
+    let none = work.path().join("none.bin");
+    let o = shape_only_winning(&input);
+    assert!(o.status.success(), "{}", text(&o));
+    let service_said = |t: &str, why: &str| {
+        assert!(
+            t.contains("error: the WINNING_POST request is malformed") && t.contains(why),
+            "{t}"
+        );
+        assert!(!t.contains("panicked"), "{t}");
+    };
+
+    let mut a = vec![
+        "post",
+        "winning",
+        "-i",
+        &input,
+        "-o",
+        none.to_str().unwrap(),
+    ];
+    a.extend_from_slice(&ENGINE);
+    let o = cuzk(&a);
+    assert!(!o.status.success());
+    service_said(&text(&o), "shape-only");
+    assert!(text(&o).contains("--timing-only"), "{}", text(&o));
+
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&input).unwrap()).unwrap();
+    let vanilla = json["vanilla_proofs"][0].as_str().unwrap().to_string();
+    // Half its bytes (whole bytes: the hex stays hex).
+    let half = vanilla.len() / 4 * 2;
+    json["vanilla_proofs"][0] = serde_json::Value::String(vanilla[..half].into());
+    std::fs::write(&cut, serde_json::to_vec(&json).unwrap()).unwrap();
+    let mut a = vec![
+        "post",
+        "winning",
+        "-i",
+        &cut,
+        "--timing-only",
+        "-o",
+        none.to_str().unwrap(),
+    ];
+    a.extend_from_slice(&ENGINE);
+    let o = cuzk(&a);
+    assert!(!o.status.success());
+    service_said(&text(&o), "vanilla proof");
+    assert!(!none.exists(), "a refused request wrote {}", none.display());
 }

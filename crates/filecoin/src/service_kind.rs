@@ -156,7 +156,7 @@ pub(crate) fn check_not_shape_only(
 ) -> Result<(), String> {
     if shape_only && !provers.is_timing_only(circuit_id) {
         return Err(format!(
-            "the input is shape-only (random values, from `cuzk c1 --shape-only` or `inputs --shape-only`): no proof of it can verify, and `{circuit_id}` is proved with real parameters and verified. A benchmark daemon may list `{circuit_id}` in [daemon] timing_only_circuits"
+            "the input is shape-only (random values, from `cuzk c1 --shape-only` or `inputs --shape-only`): no proof of it can verify, and `{circuit_id}` is proved with real parameters and verified. A benchmark proves it with timing-only parameters: `--timing-only` on the command line, or `{circuit_id}` in a daemon's [daemon] timing_only_circuits"
         ));
     }
     Ok(())
@@ -386,7 +386,9 @@ mod tests {
         assert!(check_not_shape_only(&p, "porep-8m", false).is_ok());
         let why = check_not_shape_only(&p, "porep-8m", true).unwrap_err();
         assert!(
-            why.contains("shape-only") && why.contains("timing_only_circuits"),
+            why.contains("shape-only")
+                && why.contains("timing_only_circuits")
+                && why.contains("--timing-only"),
             "{why}"
         );
     }

@@ -60,6 +60,63 @@ impl AnyKind {
     }
 }
 
+/// Every registered proof of a kind with its circuit id: Curio's name for the
+/// current type of each size (update V1, Window V1_2 = Go's V1_1, Winning V1),
+/// filecoin-proofs' name for the others (Window V1).
+fn proofs_of(which: Which) -> Vec<(String, AnyKind)> {
+    let mut out = Vec::new();
+    match which {
+        Which::Snap => {
+            for (p, size) in ALL_UPDATE.iter().zip(SIZES) {
+                if let Ok(k) = UpdateKind::new(*p) {
+                    out.push((format!("snap-{size}"), AnyKind::Update(k)));
+                }
+            }
+        }
+        Which::Window | Which::Winning => {
+            let (prefix, range) = if which == Which::Winning {
+                ("winning", 0..5)
+            } else {
+                ("wpost", 10..15)
+            };
+            for (p, size) in ALL_POST[range].iter().zip(SIZES) {
+                if let Ok(k) = PostKind::new(*p) {
+                    out.push((format!("{prefix}-{size}"), AnyKind::Post(k)));
+                }
+            }
+            if which == Which::Window {
+                for p in &ALL_POST[5..10] {
+                    if let Ok(k) = PostKind::new(*p) {
+                        out.push((post_proof_name(*p), AnyKind::Post(k)));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The circuit id of a SnapDeals update proof type: the name of the parameter
+/// set its requests use (`snap-32g`), as the service's check names it.
+pub fn update_circuit_id(proof: RegisteredUpdateProof) -> String {
+    proofs_of(Which::Snap)
+        .into_iter()
+        .find(|(_, k)| matches!(k, AnyKind::Update(k) if k.registered == proof))
+        .map(|(id, _)| id)
+        .unwrap_or_else(|| update_proof_name(proof))
+}
+
+/// The circuit id of a PoSt proof type (`wpost-32g`, `winning-32g`, or
+/// filecoin-proofs' name of an older Window type), as the service's check names it.
+pub fn post_circuit_id(proof: RegisteredPoStProof) -> String {
+    [Which::Window, Which::Winning]
+        .into_iter()
+        .flat_map(proofs_of)
+        .find(|(_, k)| matches!(k, AnyKind::Post(k) if k.registered == proof))
+        .map(|(id, _)| id)
+        .unwrap_or_else(|| post_proof_name(proof))
+}
+
 /// The service kind of SnapDeals, WindowPoSt or WinningPoSt.
 pub struct KindService {
     which: Which,
@@ -124,40 +181,8 @@ impl KindService {
         }
     }
 
-    /// Every registered proof of this kind with its circuit id: Curio's name for the
-    /// current type of each size (update V1, Window V1_2 = Go's V1_1, Winning V1),
-    /// filecoin-proofs' name for the others (Window V1).
     fn proofs(&self) -> Vec<(String, AnyKind)> {
-        let mut out = Vec::new();
-        match self.which {
-            Which::Snap => {
-                for (p, size) in ALL_UPDATE.iter().zip(SIZES) {
-                    if let Ok(k) = UpdateKind::new(*p) {
-                        out.push((format!("snap-{size}"), AnyKind::Update(k)));
-                    }
-                }
-            }
-            Which::Window | Which::Winning => {
-                let (prefix, range) = if self.which == Which::Winning {
-                    ("winning", 0..5)
-                } else {
-                    ("wpost", 10..15)
-                };
-                for (p, size) in ALL_POST[range].iter().zip(SIZES) {
-                    if let Ok(k) = PostKind::new(*p) {
-                        out.push((format!("{prefix}-{size}"), AnyKind::Post(k)));
-                    }
-                }
-                if self.which == Which::Window {
-                    for p in &ALL_POST[5..10] {
-                        if let Ok(k) = PostKind::new(*p) {
-                            out.push((post_proof_name(*p), AnyKind::Post(k)));
-                        }
-                    }
-                }
-            }
-        }
-        out
+        proofs_of(self.which)
     }
 
     fn circuit(&self, circuit_id: &str) -> Option<AnyKind> {
@@ -165,17 +190,6 @@ impl KindService {
             .into_iter()
             .find(|(id, _)| id == circuit_id)
             .map(|(_, k)| k)
-    }
-
-    fn circuit_id_of(&self, name: &str) -> String {
-        self.proofs()
-            .into_iter()
-            .find(|(_, k)| match k {
-                AnyKind::Update(k) => k.name == name,
-                AnyKind::Post(k) => k.name == name,
-            })
-            .map(|(id, _)| id)
-            .unwrap_or_else(|| name.to_string())
     }
 
     /// The registered proof of a request: the Go enum's number.
@@ -238,7 +252,7 @@ impl KindProver for KindService {
 
     fn prepare(&self, r: ProofRequest) -> Result<Box<dyn PreparedProof>, RequestError> {
         let kind = self.registered(&r)?;
-        let (request, name) = match (self.which, kind) {
+        let (request, circuit_id) = match (self.which, kind) {
             (Which::Snap, AnyKind::Update(k)) => {
                 let request = SnapRequest {
                     proof: k.registered,
@@ -249,7 +263,7 @@ impl KindProver for KindService {
                     blinding: Blinding::Random,
                 };
                 check_snap_request(&request).map_err(|e| self.malformed(e))?;
-                (Request::Snap(request), update_proof_name(k.registered))
+                (Request::Snap(request), update_circuit_id(k.registered))
             }
             (Which::Window, AnyKind::Post(k)) => {
                 let request = WindowPostRequest {
@@ -261,7 +275,7 @@ impl KindProver for KindService {
                     blinding: Blinding::Random,
                 };
                 check_window_post_request(&request).map_err(|e| self.malformed(e))?;
-                (Request::Window(request), k.name)
+                (Request::Window(request), post_circuit_id(k.registered))
             }
             (Which::Winning, AnyKind::Post(k)) => {
                 let request = WinningPostRequest {
@@ -272,11 +286,10 @@ impl KindProver for KindService {
                     blinding: Blinding::Random,
                 };
                 check_winning_post_request(&request).map_err(|e| self.malformed(e))?;
-                (Request::Winning(request), k.name)
+                (Request::Winning(request), post_circuit_id(k.registered))
             }
             _ => return Err(self.malformed("the registered proof is of another kind")),
         };
-        let circuit_id = self.circuit_id_of(&name);
         let shape_only = match &request {
             Request::Snap(r) => is_shape_only_marker(&r.comm_r_new),
             Request::Window(r) => is_shape_only_marker(&r.randomness),
@@ -351,5 +364,36 @@ impl PreparedProof for Prepared {
         }
         .map_err(|e| e.to_string())?;
         Ok(Box::new(Running { job }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ids a command line names a request's circuit by are the ids the
+    /// service's check gives it (Curio's names), and each is a circuit the kind knows.
+    #[test]
+    fn circuit_ids_of_proof_types_are_curio_s_and_known() {
+        assert_eq!(
+            update_circuit_id(RegisteredUpdateProof::StackedDrg32GiBV1),
+            "snap-32g"
+        );
+        assert_eq!(
+            post_circuit_id(RegisteredPoStProof::StackedDrgWindow2KiBV1_2),
+            "wpost-2k"
+        );
+        assert_eq!(
+            post_circuit_id(RegisteredPoStProof::StackedDrgWinning64GiBV1),
+            "winning-64g"
+        );
+        // An older Window type keeps filecoin-proofs' name.
+        let v1 = RegisteredPoStProof::StackedDrgWindow2KiBV1;
+        assert_eq!(post_circuit_id(v1), post_proof_name(v1));
+        let prover = Arc::new(FilecoinProver::new(crate::ProverConfig::default()));
+        let kinds = KindService::all(&prover);
+        for id in ["snap-32g", "wpost-2k", "winning-64g", &post_proof_name(v1)] {
+            assert!(kinds.iter().any(|k| k.knows_circuit(id)), "{id}");
+        }
     }
 }

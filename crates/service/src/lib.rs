@@ -39,6 +39,6 @@ pub use kind::{
 pub use metrics::{JobStages, Metrics};
 pub use params::{EvictError, ParamCache, ParamHold, ParamStatus};
 pub use service::{
-    GpuStatus, JobFuture, JobLookupError, JobResult, JobStatus, ParamsError, QueueStatus, Service,
-    ServiceConfig, ShutdownMode, StartError, Status, Submitted, Timings,
+    check_request, GpuStatus, JobFuture, JobLookupError, JobResult, JobStatus, ParamsError,
+    QueueStatus, Service, ServiceConfig, ShutdownMode, StartError, Status, Submitted, Timings,
 };

@@ -25,7 +25,7 @@ use std::{
 };
 
 use cuzk_scheduler::{PipelineConfig, PipelineEngine, PipelineError, Policies};
-use cuzk_timeline::Recorder;
+use cuzk_timeline::{Recorder, Subscriber};
 
 use crate::{
     gpus::GpuInfo,
@@ -292,6 +292,19 @@ impl Service {
         policies: Policies,
         kinds: Vec<Arc<dyn KindProver>>,
     ) -> Result<Self, StartError> {
+        Self::start_with_subscribers(cfg, engine_cfg, policies, kinds, Vec::new())
+    }
+
+    /// [`Service::start`], with `subscribers` fed every TIMELINE event beside the
+    /// metrics: what a command line shows of a proof as it runs (its partitions
+    /// done, the TIMELINE on stderr) comes from the same events.
+    pub fn start_with_subscribers(
+        cfg: ServiceConfig,
+        engine_cfg: PipelineConfig,
+        policies: Policies,
+        kinds: Vec<Arc<dyn KindProver>>,
+        subscribers: Vec<Arc<dyn Subscriber>>,
+    ) -> Result<Self, StartError> {
         if cfg.max_running_jobs == 0 {
             return Err(StartError::Config(
                 "max_running_jobs must be at least 1".into(),
@@ -301,6 +314,9 @@ impl Service {
         let mut recorder = Recorder::new(Instant::now())
             .with_retention(false)
             .with_subscriber(metrics.clone());
+        for s in subscribers {
+            recorder = recorder.with_subscriber(s);
+        }
         if let Some(path) = &cfg.timeline_jsonl {
             recorder = recorder.with_jsonl(path)?;
         }
@@ -362,29 +378,12 @@ impl Service {
                 kind,
                 why: unsupported_reason(kind),
             })?;
-        if let Some(id) = &request.request_id {
-            check_request_id(id)?;
-        }
-        let limits = inner.cfg.limits_for(kind);
-        let bytes = request.payload_bytes();
-        if bytes > limits.max_request_bytes {
-            return Err(RequestError::TooLarge {
-                kind,
-                bytes,
-                limit: limits.max_request_bytes,
-            });
-        }
         let priority = *request.priority.get_or_insert(kind.default_priority());
+        let given_id = request.request_id.clone();
+        let limits = inner.cfg.limits_for(kind);
+        let prepared = check_request(&**prover, limits, request)?;
         let seq = inner.next_seq.fetch_add(1, Ordering::Relaxed);
-        let job_id = request.request_id.clone().unwrap_or_else(|| fresh_id(seq));
-        let prepared =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prover.prepare(request)))
-                .unwrap_or_else(|panic| {
-                    Err(RequestError::Malformed {
-                        kind,
-                        why: format!("its check panicked: {}", panic_text(&*panic)),
-                    })
-                })?;
+        let job_id = given_id.unwrap_or_else(|| fresh_id(seq));
         let mut st = inner.lock();
         if !inner.accepting.load(Ordering::SeqCst) {
             return Err(RequestError::ShuttingDown);
@@ -1060,6 +1059,43 @@ fn failed(id: &str, kind: ProofKind, error: String) -> JobResult {
 }
 
 /// A caught panic's message.
+/// The checks of a request that need no service state, in the order
+/// [`Service::submit`] runs them: the `request_id` ([`check_request_id`]), the
+/// request's bytes against `limits`, then the kind's own check
+/// ([`KindProver::prepare`], with the kind's default priority where the request
+/// names none; a panic in it is a malformed request). `submit` runs exactly these
+/// before it counts anything; an entry that must know a request is sound before
+/// a service exists runs them too (`cuzk queue submit` before a job is queued,
+/// `cuzk c2`/`snap`/`post` before they compile its circuit and plan the engine
+/// for it), so a request is refused the same way, with the same error, wherever
+/// it enters.
+pub fn check_request(
+    prover: &dyn KindProver,
+    limits: KindLimits,
+    mut request: ProofRequest,
+) -> Result<Box<dyn PreparedProof>, RequestError> {
+    let kind = prover.kind();
+    if let Some(id) = &request.request_id {
+        check_request_id(id)?;
+    }
+    let bytes = request.payload_bytes();
+    if bytes > limits.max_request_bytes {
+        return Err(RequestError::TooLarge {
+            kind,
+            bytes,
+            limit: limits.max_request_bytes,
+        });
+    }
+    request.priority.get_or_insert(kind.default_priority());
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prover.prepare(request)))
+        .unwrap_or_else(|panic| {
+            Err(RequestError::Malformed {
+                kind,
+                why: format!("its check panicked: {}", panic_text(&*panic)),
+            })
+        })
+}
+
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
