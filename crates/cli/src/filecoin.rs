@@ -172,9 +172,14 @@ impl SectorArgs {
 pub struct C2ProveArgs {
     #[command(flatten)]
     pub sector: SectorArgs,
-    /// Where to write the proof (N × 192 bytes).
+    /// Where to write the proof (interactive PoRep: N × 192 bytes; non-interactive:
+    /// the SnarkPack aggregate of its partitions, as `seal_commit_phase2` returns it).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Non-interactive PoRep: also write the partition proofs (N × 192 bytes), the
+    /// input to aggregating several NI-PoRep sectors (`cuzk aggregate`).
+    #[arg(long)]
+    pub partition_proofs: Option<PathBuf>,
     /// Check the parameter file against Filecoin's parameters.json digest first.
     #[arg(long)]
     pub check_digest: bool,
@@ -321,6 +326,13 @@ fn c2_prove(args: C2ProveArgs) -> Result<()> {
     if let Some(path) = &args.out {
         fs::write(path, &out.proof).with_context(|| format!("writing {}", path.display()))?;
         println!("proof: {}", path.display());
+    }
+    if let Some(path) = &args.partition_proofs {
+        let Some(parts) = &out.partition_proofs else {
+            bail!("--partition-proofs is for non-interactive PoRep: this proof is its partition proofs");
+        };
+        fs::write(path, parts).with_context(|| format!("writing {}", path.display()))?;
+        println!("partition proofs: {}", path.display());
     }
     Ok(())
 }
