@@ -178,7 +178,8 @@ impl SectorArgs {
 pub struct C2ProveArgs {
     #[command(flatten)]
     pub sector: SectorArgs,
-    /// Where to write the proof (N × 192 bytes).
+    /// Where to write the proof (interactive PoRep: N × 192 bytes; non-interactive:
+    /// the SnarkPack aggregate of its partitions, as `seal_commit_phase2` returns it).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
     /// Check the parameter file against Filecoin's parameters.json digest first.

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::Builtin;
 
+mod aggregate;
 mod bench;
 mod bench_mix;
 mod client;
@@ -69,6 +70,8 @@ enum Command {
     /// by the pipelined engine and verified by filecoin-proofs; `c2 verify` checks a
     /// proof, `c2 peer` runs filecoin-proofs' own C2 on the same input.
     C2(filecoin::C2Args),
+    /// SnarkPack aggregation of many sectors' C2 outputs (filecoin-proofs' own).
+    Aggregate(aggregate::AggregateArgs),
     /// Filecoin SnapDeals: an update proof from vanilla partition proofs, proven by the
     /// engine and verified by filecoin-proofs; `snap inputs` makes test inputs,
     /// `snap verify` checks a proof, `snap peer` runs filecoin-proofs' own function.
@@ -184,6 +187,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Timeline(args) => tools::timeline(args),
         Command::C1(args) => filecoin::c1(args),
         Command::C2(args) => filecoin::c2(args),
+        Command::Aggregate(args) => aggregate::run(args),
         Command::Snap(args) => kinds::run(kinds::Which::Snap, args),
         Command::Post { command } => match command {
             kinds::PostCommand::Window(args) => kinds::run(kinds::Which::Window, args),

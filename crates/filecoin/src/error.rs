@@ -158,6 +158,32 @@ pub enum FilecoinError {
         proof: String,
         verifier: &'static str,
     },
+    /// SnarkPack's SRS is not in filecoin-proofs' parameter cache.
+    #[error("the SnarkPack SRS {} is missing: aggregation (and non-interactive PoRep's C2, an aggregate) needs it in {PARAMETER_CACHE_VAR}; `cuzk aggregate gen-srs` writes a test one", path.display())]
+    SrsMissing { path: PathBuf },
+    /// filecoin-proofs' `aggregate_seal_commit_proofs` refused the proofs.
+    #[error("filecoin-proofs' aggregate_seal_commit_proofs failed: {0}")]
+    Aggregate(String),
+    /// The sectors of one aggregate are of different registered proofs.
+    #[error("an aggregate is of one registered proof: the first sector is {first}, sector {index} is {other}")]
+    MixedProofs {
+        first: String,
+        index: usize,
+        other: String,
+    },
+    /// Too few or too many sectors for an aggregate.
+    #[error("{count} {proof} sectors cannot be aggregated: {reason}")]
+    AggregateCount {
+        proof: String,
+        count: usize,
+        reason: &'static str,
+    },
+    /// A sector's proof given to aggregate does not verify: the aggregate is not made.
+    #[error("the proof of sector {sector} (entry {index}) does not verify with filecoin-proofs' verify_seal: it is not aggregated")]
+    InputNotVerified { index: usize, sector: u64 },
+    /// filecoin-proofs rejected the aggregate: it is never returned.
+    #[error("the aggregate of {sectors} {proof} sectors does not verify with filecoin-proofs' verify_aggregate_seal_commit_proofs")]
+    AggregateNotVerified { proof: String, sectors: usize },
     /// Sealing a test sector failed (`cuzk c1`).
     #[error("sealing the test sector failed in {step}: {message}")]
     Seal { step: &'static str, message: String },

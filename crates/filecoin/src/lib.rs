@@ -34,6 +34,7 @@
 
 #[macro_use]
 mod shape;
+pub mod aggregate;
 mod error;
 mod input;
 mod kind;
@@ -54,11 +55,14 @@ pub mod service_kinds;
 mod shape_only;
 mod snap;
 
+pub use aggregate::{check_aggregate_request, AggregateRequest, AggregateSector, CheckedAggregate};
 pub use cuzk_scheduler::Priority;
 pub use error::{FilecoinError, PARAMETER_CACHE_VAR};
 pub use filecoin_proofs_api::seal::SealCommitPhase1Output;
 pub use filecoin_proofs_api::RegisteredSealProof;
-pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
+pub use filecoin_proofs_api::{
+    RegisteredAggregationProof, RegisteredPoStProof, RegisteredUpdateProof,
+};
 pub use input::{
     parse_c1, parse_prover_id, proof_name, prover_id_from_miner, read_c1, C1Input, Envelope,
 };

@@ -66,15 +66,12 @@ impl PorepKind {
                 reason: "not a registered PoRep proof of filecoin-proofs 19",
             });
         }
+        // Non-interactive PoRep proves the interactive circuit (the same number of
+        // challenges per partition, so the same cache identifier and parameter files:
+        // filecoin-proofs' `get_porep_non_interactive_partitions` picks its partition
+        // counts for exactly that), only more partitions of it, and then aggregates
+        // them (`crate::aggregate`).
         let config = registered.as_v1_config();
-        if config.feature_enabled(ApiFeature::NonInteractivePoRep) {
-            // Its C2 output is a SnarkPack aggregate of the partition proofs, made with
-            // a separate SRS: the partition proofs alone are not what the chain takes.
-            return Err(FilecoinError::Unsupported {
-                proof: name,
-                reason: "non-interactive PoRep's C2 is an aggregate (SnarkPack) of its partition proofs, which cuzk does not make",
-            });
-        }
         let cache_id = shape::cache_identifier(&config, name.clone())?;
         Ok(Self {
             registered,
@@ -99,7 +96,14 @@ impl PorepKind {
         CircuitKind::vk_file(self)
     }
 
-    /// Bytes of one proof: 192 per partition.
+    /// Whether this is non-interactive PoRep, whose C2 output is a SnarkPack
+    /// aggregate of its partition proofs.
+    pub fn is_non_interactive(&self) -> bool {
+        self.config.feature_enabled(ApiFeature::NonInteractivePoRep)
+    }
+
+    /// Bytes of the partition proofs: 192 per partition. This is the C2 output of
+    /// interactive PoRep; non-interactive PoRep's is their aggregate.
     pub fn proof_len(&self) -> usize {
         self.partitions() * crate::PARTITION_PROOF_LEN
     }
@@ -203,7 +207,7 @@ pub fn generate_params<K: CircuitKind>(
     Ok(params_path)
 }
 
-fn write_atomically(
+pub(crate) fn write_atomically(
     path: &Path,
     f: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> Result<(), FilecoinError> {

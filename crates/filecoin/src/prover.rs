@@ -335,6 +335,12 @@ impl FilecoinProver {
                 blinding,
             },
         )?;
+        if kind.is_non_interactive() {
+            // filecoin-proofs aggregates the partitions with the SRS and verifying key
+            // of its own parameter cache: refuse now rather than after every partition.
+            check_parameter_dir(&self.config.parameter_dir)?;
+            crate::aggregate::check_srs(&self.config.parameter_dir)?;
+        }
         Ok(PreparedPorep {
             spec,
             kind,
@@ -520,8 +526,13 @@ pub struct PorepJob {
 /// A finished C2: the proof bytes and what the engine reports about the job.
 #[derive(Debug)]
 pub struct PorepOutput {
-    /// N × 192 bytes, partition order: what `seal_commit_phase2` returns.
+    /// What `seal_commit_phase2` returns: interactive PoRep's N × 192 bytes in
+    /// partition order, non-interactive PoRep's SnarkPack aggregate of them.
     pub proof: Vec<u8>,
+    /// Non-interactive PoRep only: the partition proofs that were aggregated (what
+    /// `seal_commit_phase2_circuit_proofs` returns, the input to aggregating several
+    /// NI-PoRep sectors into one).
+    pub partition_proofs: Option<Vec<u8>>,
     /// The engine's output (per-partition stage times, the proofs as points).
     pub job: JobOutput,
     /// Whether `verify_seal` accepted the proof (false only when verification is off).
@@ -557,11 +568,21 @@ impl PorepJob {
                 .write(&mut proof)
                 .map_err(|e| FilecoinError::io("encoding the proof", "", e))?;
         }
+        // Non-interactive PoRep: the aggregate starts as soon as the last partition
+        // proof exists (the engine goes on with the next job meanwhile).
+        let (proof, partition_proofs) = if self.kind.is_non_interactive() {
+            let aggregate =
+                crate::aggregate::aggregate_ni_sector(&self.kind, &self.public, &proof)?;
+            (aggregate, Some(proof))
+        } else {
+            (proof, None)
+        };
         if self.verify {
             verify_bytes(&self.kind, &self.public, &proof, &self.parameter_dir)?;
         }
         Ok(PorepOutput {
             proof,
+            partition_proofs,
             job: out,
             verified: self.verify,
         })
@@ -576,25 +597,35 @@ pub(crate) fn verify_bytes(
     proof: &[u8],
     parameter_dir: &Path,
 ) -> Result<(), FilecoinError> {
-    if proof.len() != kind.proof_len() {
+    // An NI-PoRep proof is an aggregate, whose length depends on the partition count:
+    // filecoin-proofs' reader checks it.
+    if !kind.is_non_interactive() && proof.len() != kind.proof_len() {
         return Err(FilecoinError::ProofLength {
             proof: kind.name.clone(),
             expected: kind.proof_len(),
             actual: proof.len(),
         });
     }
-    let theirs = crate::default_parameter_dir();
-    if !same_dir(parameter_dir, &theirs) {
-        return Err(FilecoinError::ParameterDirConflict {
-            ours: parameter_dir.to_path_buf(),
-            theirs,
-        });
-    }
+    check_parameter_dir(parameter_dir)?;
     if shape::verify_seal(&kind.config, public, proof, kind.name.clone())? {
         Ok(())
     } else {
         Err(FilecoinError::NotVerified {
             sector: public.sector,
+        })
+    }
+}
+
+/// filecoin-proofs reads verifying keys and the SRS from its own parameter cache
+/// (`FIL_PROOFS_PARAMETER_CACHE`): `parameter_dir` must be it.
+pub(crate) fn check_parameter_dir(parameter_dir: &Path) -> Result<(), FilecoinError> {
+    let theirs = crate::default_parameter_dir();
+    if same_dir(parameter_dir, &theirs) {
+        Ok(())
+    } else {
+        Err(FilecoinError::ParameterDirConflict {
+            ours: parameter_dir.to_path_buf(),
+            theirs,
         })
     }
 }

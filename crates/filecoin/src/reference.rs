@@ -84,6 +84,30 @@ pub fn filecoin_proofs_c2(
         })
 }
 
+/// filecoin-proofs' own `aggregate_seal_commit_proofs` (through filecoin-proofs-api)
+/// of C2 outputs (interactive PoRep) or partition proofs (non-interactive PoRep, as
+/// `seal_commit_phase2` aggregates one sector's): the reference for byte-identity.
+pub fn filecoin_proofs_aggregate(
+    registered: crate::RegisteredSealProof,
+    aggregation: crate::RegisteredAggregationProof,
+    comm_rs: &[[u8; 32]],
+    seeds: &[[u8; 32]],
+    proofs: &[Vec<u8>],
+) -> Result<Vec<u8>, FilecoinError> {
+    let outputs: Vec<_> = proofs
+        .iter()
+        .map(|p| filecoin_proofs_api::seal::SealCommitPhase2Output { proof: p.clone() })
+        .collect();
+    filecoin_proofs_api::seal::aggregate_seal_commit_proofs(
+        registered,
+        aggregation,
+        comm_rs,
+        seeds,
+        &outputs,
+    )
+    .map_err(|e| FilecoinError::Aggregate(format!("{e:#}")))
+}
+
 /// A partition's witness two ways, for benchmarks: filecoin-proofs' circuit through
 /// bellperson's gadgets (what every prover's synthesis runs), and cuzk's split
 /// witness (PoRep: the labels' SHA-256 and the trees' Poseidon computed natively;

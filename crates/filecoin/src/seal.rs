@@ -42,7 +42,8 @@ pub fn seal_test_sector(
     if kind.config.feature_enabled(ApiFeature::SyntheticPoRep) {
         return Err(FilecoinError::Unsupported {
             proof: proof_name(proof),
-            reason: "test sectors are sealed for interactive PoRep only (V1, V1_1)",
+            reason:
+                "test sectors are sealed for interactive (V1, V1_1) and non-interactive PoRep only",
         });
     }
     let fail = |step: &'static str| {

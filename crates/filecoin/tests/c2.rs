@@ -267,8 +267,8 @@ fn bad_c1_inputs_are_typed_errors() {
         Err(FilecoinError::NoSectorNumber)
     ));
 
-    // A registered proof filecoin-proofs does not prove here (non-interactive PoRep's
-    // C2 is an aggregate), and one that does not exist at all.
+    // An interactive C1 output relabelled non-interactive (1 partition of vanilla
+    // proofs where NI-PoRep has 13), and a registered proof that does not exist.
     let text = String::from_utf8(json.clone()).unwrap();
     let ni = text.replace(
         "\"StackedDrg2KiBV1_1\"",
@@ -276,14 +276,15 @@ fn bad_c1_inputs_are_typed_errors() {
     );
     let prover = FilecoinProver::new(ProverConfig::default());
     let engine = engine();
+    let mut relabelled = request(ni.as_bytes(), Blinding::Random);
+    relabelled.sector = Some(SECTOR);
     let e = prover
-        .submit_porep(
-            &engine,
-            request(ni.as_bytes(), Blinding::Random),
-            Priority::Normal,
-        )
+        .submit_porep(&engine, relabelled, Priority::Normal)
         .unwrap_err();
-    assert!(matches!(e, FilecoinError::Unsupported { .. }), "{e:?}");
+    assert!(
+        matches!(&e, FilecoinError::Circuit { message, .. } if message.contains("13")),
+        "{e:?}"
+    );
     let unknown = text.replace("\"StackedDrg2KiBV1_1\"", "\"StackedDrg4KiBV1_1\"");
     assert!(matches!(
         parse_c1(unknown.as_bytes()),

@@ -1,0 +1,335 @@
+//! Non-interactive PoRep and aggregation on real 2 KiB sectors sealed here by
+//! filecoin-proofs. An NI-PoRep sector's C2 (13 partitions through cuzk's engine,
+//! then filecoin-proofs' SnarkPack aggregate) is verified by filecoin-proofs and is
+//! byte-identical to filecoin-proofs' aggregate of bellperson's partition proofs at
+//! the same `r, s`; three interactive sectors' C2 outputs aggregate into what
+//! filecoin-proofs' `aggregate_seal_commit_proofs` makes of them, byte for byte; bad
+//! inputs are typed errors.
+//!
+//! Parameters are generated once per build directory (`target/tmp/filecoin-params`,
+//! shared with `c2.rs` and the CLI's tests: NI-PoRep proves the interactive circuit,
+//! so the files are the same), and so is SnarkPack's SRS (bellperson's
+//! `setup_fake_srs`, as filecoin-proofs' tests make it); nothing is downloaded.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use blstrs::Scalar;
+use cuzk_alloc::InlineDealloc;
+use cuzk_filecoin::aggregate::{aggregate, check_srs, ensure_srs, srs_file, verify_aggregate};
+use cuzk_filecoin::reference::{filecoin_proofs_aggregate, prove_with_bellperson};
+use cuzk_filecoin::{
+    check_aggregate_request, ensure_params, parse_c1, prover_id_from_miner, seal_test_sector,
+    verify_proof, AggregateRequest, AggregateSector, Blinding, FilecoinError, FilecoinProver,
+    PorepKind, PorepRequest, Priority, ProverConfig, RegisteredAggregationProof,
+    RegisteredSealProof, SealedSector,
+};
+use cuzk_gpu_backend::{lock::SingleLock, CpuBackend};
+use cuzk_scheduler::{PipelineConfig, PipelineEngine, Policies, Unthrottled};
+use cuzk_timeline::Recorder;
+use ff::Field;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+const NI: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
+const POREP: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
+const MINER: u64 = 1000;
+
+/// The parameter directory, set as `FIL_PROOFS_PARAMETER_CACHE` before anything of
+/// filecoin-proofs reads its settings (every test calls this first).
+fn param_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params");
+        std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &dir);
+        dir
+    })
+}
+
+/// The 2 KiB parameters (the seed `c2.rs` uses: the same files) and the SRS.
+fn params_path() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = param_dir();
+        let t = Instant::now();
+        let p = ensure_params(&PorepKind::new(POREP).unwrap(), dir, 2026).unwrap();
+        ensure_srs(dir, 2027, 64).unwrap();
+        eprintln!(
+            "parameters and SRS ready in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        p
+    })
+}
+
+fn seal(proof: RegisteredSealProof, sector: u64, seed: u64) -> SealedSector {
+    param_dir();
+    let work = tempfile::tempdir().unwrap();
+    seal_test_sector(
+        proof,
+        prover_id_from_miner(MINER),
+        sector,
+        seed,
+        work.path(),
+    )
+    .unwrap()
+}
+
+fn engine() -> PipelineEngine {
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap(),
+    );
+    PipelineEngine::start(
+        PipelineConfig {
+            synth_jobs: Some(1),
+            synth_threads: 2,
+            gpu_workers_per_device: 1,
+            gpu_threads: 2,
+            memory_budget: Some(4 << 30),
+            verify: false,
+            ..PipelineConfig::default()
+        },
+        Policies {
+            backend: Arc::new(CpuBackend::new(pool)),
+            dealloc: Arc::new(InlineDealloc),
+            throttle: Arc::new(Unthrottled),
+            lock: Arc::new(SingleLock::default()),
+        },
+        Arc::new(Recorder::new(Instant::now())),
+    )
+    .unwrap()
+}
+
+fn request(s: &SealedSector, blinding: Blinding) -> PorepRequest {
+    PorepRequest {
+        input: parse_c1(&s.c1_json).unwrap(),
+        prover_id: prover_id_from_miner(MINER),
+        sector: Some(s.sector),
+        blinding,
+    }
+}
+
+#[test]
+fn ni_porep_c2_verifies_and_matches_filecoin_proofs() {
+    let params = params_path();
+    let dir = param_dir();
+    let kind = PorepKind::new(NI).unwrap();
+    assert!(kind.is_non_interactive());
+    assert_eq!(kind.partitions(), 13);
+    // The interactive circuit, more partitions of it.
+    assert_eq!(kind.cache_id, PorepKind::new(POREP).unwrap().cache_id);
+    assert_eq!(srs_file(), "v28-fil-inner-product-v1.srs");
+
+    const SECTOR: u64 = 9;
+    let sealed = seal(NI, SECTOR, 31);
+    let input = parse_c1(&sealed.c1_json).unwrap();
+    let prover = FilecoinProver::new(ProverConfig::default());
+    let engine = engine();
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let blinding: Vec<_> = (0..13)
+        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+        .collect();
+    let t = Instant::now();
+    // `wait_output` aggregates and verifies with filecoin-proofs' verify_seal.
+    let out = prover
+        .submit_porep(
+            &engine,
+            request(&sealed, Blinding::Fixed(blinding.clone())),
+            Priority::Normal,
+        )
+        .unwrap()
+        .wait_output()
+        .unwrap();
+    eprintln!(
+        "cuzk's NI-PoRep 2 KiB C2 (13 partitions, aggregate, verify_seal): {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(out.verified);
+    let partitions = out
+        .partition_proofs
+        .clone()
+        .expect("NI-PoRep keeps its partition proofs");
+    assert_eq!(partitions.len(), 13 * 192);
+
+    // The same partitions by bellperson, aggregated by filecoin-proofs: the same bytes.
+    let t = Instant::now();
+    let reference = prove_with_bellperson(&input, params, &blinding).unwrap();
+    eprintln!(
+        "bellperson's 13 partitions: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        partitions, reference,
+        "cuzk's partition proofs differ from bellperson's"
+    );
+    let aggregate = filecoin_proofs_aggregate(
+        NI,
+        RegisteredAggregationProof::SnarkPackV2,
+        &[input.c1.comm_r],
+        &[input.c1.seed],
+        &[reference],
+    )
+    .unwrap();
+    assert_eq!(
+        out.proof, aggregate,
+        "cuzk's NI-PoRep C2 differs from filecoin-proofs' aggregate"
+    );
+
+    // Checked again; refused for another miner or sector.
+    let me = prover_id_from_miner(MINER);
+    verify_proof(&input, me, Some(SECTOR), &out.proof, dir).unwrap();
+    let e = verify_proof(
+        &input,
+        prover_id_from_miner(MINER + 1),
+        Some(SECTOR),
+        &out.proof,
+        dir,
+    );
+    assert!(
+        matches!(e, Err(FilecoinError::NotVerified { sector: SECTOR })),
+        "{e:?}"
+    );
+    let e = verify_proof(&input, me, Some(SECTOR + 1), &out.proof, dir);
+    assert!(matches!(e, Err(FilecoinError::NotVerified { .. })), "{e:?}");
+
+    // A prover reading parameters elsewhere than filecoin-proofs is refused before
+    // proving: the aggregate reads the SRS and verifying key from filecoin-proofs' cache.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::copy(params, elsewhere.path().join(kind.params_file())).unwrap();
+    let other = FilecoinProver::new(ProverConfig {
+        parameter_dir: elsewhere.path().to_path_buf(),
+        ..ProverConfig::default()
+    });
+    let e = other
+        .submit_porep(
+            &engine,
+            request(&sealed, Blinding::Random),
+            Priority::Normal,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, FilecoinError::ParameterDirConflict { .. }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn three_interactive_sectors_aggregate_as_filecoin_proofs_does() {
+    params_path();
+    let dir = param_dir();
+    let prover = FilecoinProver::new(ProverConfig::default());
+    let engine = engine();
+    let sealed: Vec<_> = (0..3).map(|i| seal(POREP, 21 + i, 40 + i)).collect();
+    let sectors: Vec<AggregateSector> = sealed
+        .iter()
+        .map(|s| {
+            let proof = prover
+                .submit_porep(&engine, request(s, Blinding::Random), Priority::Normal)
+                .unwrap()
+                .wait()
+                .unwrap();
+            AggregateSector::from_c1(&parse_c1(&s.c1_json).unwrap(), Some(s.sector), proof).unwrap()
+        })
+        .collect();
+    let req = AggregateRequest {
+        prover_id: MINER.to_string(),
+        aggregation: RegisteredAggregationProof::SnarkPackV2,
+        sectors: sectors.clone(),
+    };
+    // The JSON form round-trips.
+    let json = serde_json::to_vec(&req).unwrap();
+    let parsed = AggregateRequest::parse(&json).unwrap();
+    assert_eq!(parsed.sectors, sectors);
+    let checked = check_aggregate_request(parsed).unwrap();
+
+    let t = Instant::now();
+    let ours = aggregate(&checked, dir).unwrap();
+    eprintln!("aggregate of 3 sectors: {:.2} s", t.elapsed().as_secs_f64());
+    let comm_rs: Vec<_> = sectors.iter().map(|s| s.comm_r).collect();
+    let seeds: Vec<_> = sectors.iter().map(|s| s.seed).collect();
+    let proofs: Vec<_> = sectors.iter().map(|s| s.proof.clone()).collect();
+    let theirs = filecoin_proofs_aggregate(
+        POREP,
+        RegisteredAggregationProof::SnarkPackV2,
+        &comm_rs,
+        &seeds,
+        &proofs,
+    )
+    .unwrap();
+    assert_eq!(
+        ours, theirs,
+        "cuzk's aggregate differs from filecoin-proofs'"
+    );
+
+    // The aggregate is of these sectors in this order: another order does not verify.
+    verify_aggregate(&checked, &ours).unwrap();
+    let mut swapped = checked.clone();
+    swapped.sectors.swap(0, 1);
+    let e = verify_aggregate(&swapped, &ours);
+    assert!(
+        matches!(
+            e,
+            Err(FilecoinError::AggregateNotVerified { sectors: 3, .. })
+        ),
+        "{e:?}"
+    );
+
+    // Bad inputs, each a typed error before anything is aggregated.
+    let with = |f: &dyn Fn(&mut AggregateRequest)| {
+        let mut r = req.clone();
+        f(&mut r);
+        check_aggregate_request(r)
+    };
+    let e = with(&|r| r.sectors[2].registered_proof = RegisteredSealProof::StackedDrg2KiBV1);
+    assert!(
+        matches!(e, Err(FilecoinError::MixedProofs { index: 2, .. })),
+        "{e:?}"
+    );
+    let e = with(&|r| r.sectors.truncate(1));
+    assert!(
+        matches!(e, Err(FilecoinError::AggregateCount { count: 1, .. })),
+        "{e:?}"
+    );
+    let e = with(&|r| r.sectors.clear());
+    assert!(
+        matches!(e, Err(FilecoinError::AggregateCount { count: 0, .. })),
+        "{e:?}"
+    );
+    let e = with(&|r| r.sectors[1].proof.truncate(100));
+    assert!(
+        matches!(e, Err(FilecoinError::ProofLength { actual: 100, .. })),
+        "{e:?}"
+    );
+    let e = with(&|r| r.prover_id = "not a miner".into());
+    assert!(matches!(e, Err(FilecoinError::ProverId { .. })), "{e:?}");
+    assert!(matches!(
+        AggregateRequest::parse(b"{\"prover_id\": \"1000\""),
+        Err(FilecoinError::Json { .. })
+    ));
+    // A proof that does not verify (sector 22's proof given for sector 21) is named.
+    let bad = with(&|r| r.sectors[0].proof = r.sectors[1].proof.clone()).unwrap();
+    let e = aggregate(&bad, dir);
+    assert!(
+        matches!(
+            e,
+            Err(FilecoinError::InputNotVerified {
+                index: 0,
+                sector: 21
+            })
+        ),
+        "{e:?}"
+    );
+    // Without the SRS (here: a directory without it), nothing is made.
+    let empty = tempfile::tempdir().unwrap();
+    let e = check_srs(empty.path());
+    assert!(matches!(e, Err(FilecoinError::SrsMissing { .. })), "{e:?}");
+    let e = aggregate(&checked, empty.path());
+    assert!(
+        matches!(e, Err(FilecoinError::ParameterDirConflict { .. })),
+        "{e:?}"
+    );
+}
