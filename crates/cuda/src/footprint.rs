@@ -199,13 +199,14 @@ pub fn streamed_need(
     working_bytes(kernel, p, Some(estimate)) + witness + 2 * chunk as u64 * STREAM_BYTES_PER_POINT
 }
 
-/// What a streamed chunk costs beyond its bytes, in bytes over PCIe: its staging,
-/// the waits between its DMA and its MSM, per-launch MSM overheads. Fitted to
-/// issue 33's two streamed H100 cells (bases copied through staging buffers, every
-/// set streamed, 2026-12-06): 2.47 s a partition in 56 chunks of 2^23 points and
-/// 13.7 s in 442 chunks of ~2^20 are both `(bytes + chunks x this) / 50 GB/s`
-/// within 3%: 28 ms a chunk.
-pub const CHUNK_COST_BYTES: u64 = 1_400_000_000;
+/// What a streamed chunk costs beyond its bytes, in bytes over PCIe: the waits
+/// between its DMA and its MSM, per-launch MSM overheads. Measured on the H100
+/// (2026-12-06, `cuzk-gpu-check` partition bench): a 2^27 PoRep-shaped partition
+/// with every set streamed from registered memory in 105 chunks of 2^22 took
+/// 2182 ms against 1604 resident, `(bases + a, b, c + chunks x this) / 50 GB/s`
+/// with this at ~11 ms a chunk. (Copied through staging buffers, the first
+/// visit's engine cells implied ~28 ms a chunk.)
+pub const CHUNK_COST_BYTES: u64 = 550_000_000;
 
 /// Chunks a partition streams with `resident` kept, in chunks of `chunk`.
 pub fn streamed_chunks(sets: [u64; 5], resident: [bool; 5], chunk: usize) -> u64 {

@@ -45,8 +45,7 @@ pub use shape::{Counts, Kind, Measured, Query, Shape};
 /// (~55 GB/s measured on the H200, REFERENCE.md; 50 to leave room).
 pub const PCIE_BYTES_PER_S: f64 = 50e9;
 /// Device seconds a streamed chunk costs beyond its bytes: the backend's own
-/// figure (`footprint::CHUNK_COST_BYTES`, fitted to issue 33's streamed H100
-/// cells) over PCIe.
+/// figure (`footprint::CHUNK_COST_BYTES`, measured on the H100) over PCIe.
 pub const STREAM_CHUNK_S: f64 = footprint::CHUNK_COST_BYTES as f64 / PCIE_BYTES_PER_S;
 /// Device memory the CUDA context takes before the backend measures what is free
 /// (an assumption: ~0.6 GiB on the H100 and H200).
