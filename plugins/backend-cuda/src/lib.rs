@@ -58,6 +58,11 @@ impl BackendPlugin for Cuda {
             "host threads copying streamed bases (and witnesses staged by copy) into pinned buffers",
         ),
         ParamDoc::new(
+            "stream_staging",
+            "register",
+            "streamed parameter bases: register (page-locked in place once, DMA'd straight to the device) or copy (through pinned buffers the backend keeps)",
+        ),
+        ParamDoc::new(
             "witness_staging",
             "copy",
             "a witness before the GPU lock: copy (into pinned buffers the backend keeps, one a GPU worker) or register (page-locked in place)",

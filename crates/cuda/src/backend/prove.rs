@@ -203,9 +203,8 @@ impl CudaBackend {
         HostMarks::mark(&mut host, "backend lock");
         // Where the bases live and how the partition runs, as the planner predicts
         // it (`footprint::place`): every set resident where all fit beside the
-        // whole-query working memory; else streamed in chunks, the sets that fit
-        // beside the chunks kept resident (KEEP_ORDER), H in two buffers where
-        // three leave no room. The compiled shape is counted first: it cannot be
+        // whole-query working memory; else streamed in chunks, with the resident
+        // sets and H's buffers (three or two) whose stream costs least. The compiled shape is counted first: it cannot be
         // streamed, the bases can.
         let shape_bytes = match src {
             AbcSource::Witness { r1cs, .. } => R1csKey::of(&r1cs).device_bytes(),
