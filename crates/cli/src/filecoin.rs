@@ -33,6 +33,13 @@ pub struct ParamCacheArgs {
     /// /var/tmp/filecoin-proof-parameters).
     #[arg(long)]
     pub param_cache: Option<PathBuf>,
+    /// Memory-map the parameters from decoded points files kept in this
+    /// directory (written once per set, as large as its points: 44 GiB for a
+    /// 32 GiB PoRep set), so that the kernel pages them in as the backend reads
+    /// them and may drop them again: what lets a 64 GiB host hold a set the GPU
+    /// keeps. Default: decoded into memory at every start.
+    #[arg(long)]
+    pub points_dir: Option<PathBuf>,
 }
 
 impl ParamCacheArgs {
@@ -44,6 +51,14 @@ impl ParamCacheArgs {
             std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, dir);
         }
         cuzk_filecoin::default_parameter_dir()
+    }
+
+    /// `prover`, mapping its parameters if `--points-dir` was given.
+    pub fn map(&self, prover: FilecoinProver) -> FilecoinProver {
+        match &self.points_dir {
+            Some(dir) => prover.with_points_dir(dir.clone()),
+            None => prover,
+        }
     }
 }
 
@@ -272,6 +287,7 @@ fn c2_prove(args: C2ProveArgs) -> Result<()> {
         who: "cuzk c2",
         param_dir: &dir,
         check_digest: args.check_digest,
+        points_dir: args.sector.params.points_dir.as_deref(),
         timeline_stderr: args.timeline_stderr,
         run: run_config(&args.run)?,
     };
@@ -366,11 +382,11 @@ pub fn bench_prepare(c1: &Path, args: &BenchC1Args, timing_only: bool) -> Result
     };
     // Timing-only: a prover whose every parameter set is random points (seed 7,
     // as `cuzk serve`'s timing-only circuits).
-    let prover = if timing_only {
+    let prover = args.params.map(if timing_only {
         FilecoinProver::timing_only(config, 7)
     } else {
         FilecoinProver::new(config)
-    };
+    });
     let (r1cs, params) = crate::one_proof::compile_and_load(&prover, &kind, kind.partitions())?;
     Ok(BenchC1 {
         r1cs,

@@ -560,6 +560,7 @@ fn prove(which: Which, args: KindProveArgs) -> Result<()> {
         who: &who,
         param_dir: &dir,
         check_digest: false,
+        points_dir: args.request.params.points_dir.as_deref(),
         timeline_stderr: false,
         run: run_config(&args.run)?,
     };

@@ -162,6 +162,8 @@ pub struct Setup<'a> {
     pub param_dir: &'a Path,
     /// Check each parameter file against Filecoin's parameters.json digest.
     pub check_digest: bool,
+    /// Parameters memory-mapped from points files here (`--points-dir`).
+    pub points_dir: Option<&'a Path>,
     /// Print every TIMELINE line to stderr as it happens.
     pub timeline_stderr: bool,
     pub run: RunConfig,
@@ -180,6 +182,7 @@ impl Setup<'_> {
             timing_only_circuits: &timing_only,
             synthetic: None,
             check_digest: self.check_digest,
+            points_dir: self.points_dir,
         })
     }
 

@@ -243,6 +243,7 @@ fn checking_kinds(param_cache: Option<&PathBuf>) -> Result<Vec<Arc<dyn KindProve
             timing_only: false,
         }),
         check_digest: false,
+        points_dir: None,
     })
     .map(|k| k.kinds)
 }

@@ -49,6 +49,9 @@ pub struct KindsSetup<'a> {
     /// Check each parameter file against Filecoin's parameters.json digest as it
     /// is loaded (`cuzk c2 --check-digest`).
     pub check_digest: bool,
+    /// Parameters memory-mapped from points files here (`--points-dir`,
+    /// `[daemon] points_dir`; `FilecoinProver::with_points_dir`).
+    pub points_dir: Option<&'a Path>,
 }
 
 /// The kinds a process serves, and the Filecoin provers under them: a command
@@ -83,13 +86,15 @@ pub fn service_kinds(setup: &KindsSetup) -> Result<ServiceKinds> {
         ),
         Some(_) => {}
     }
-    let prover = Arc::new(cuzk_filecoin::FilecoinProver::new(
-        cuzk_filecoin::ProverConfig {
-            parameter_dir: setup.param_cache.to_path_buf(),
-            verify: true,
-            check_digest: setup.check_digest,
-        },
-    ));
+    let prover = cuzk_filecoin::FilecoinProver::new(cuzk_filecoin::ProverConfig {
+        parameter_dir: setup.param_cache.to_path_buf(),
+        verify: true,
+        check_digest: setup.check_digest,
+    });
+    let prover = Arc::new(match setup.points_dir {
+        Some(dir) => prover.with_points_dir(dir.to_path_buf()),
+        None => prover,
+    });
     // Every Filecoin kind over one prover: each circuit compiled and its parameters
     // loaded once per process. Timing-only circuits (benchmarks) on a prover of
     // their own, which shares nothing with the real one.
@@ -203,6 +208,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             timing_only: cfg.synthetic_timing_only,
         }),
         check_digest: false,
+        points_dir: cfg.points_dir.as_deref(),
     })?;
     let service =
         start_service(&mut run, cfg.service.clone(), kinds.kinds, None, Vec::new())?.service;

@@ -111,6 +111,10 @@ pub struct WorkerArgs {
     /// FIL_PROOFS_PARAMETER_CACHE, else filecoin-proofs' own default.
     #[arg(long)]
     pub param_cache: Option<PathBuf>,
+    /// Memory-map the parameters from decoded points files kept here (see
+    /// `cuzk c2 --points-dir`).
+    #[arg(long)]
+    pub points_dir: Option<PathBuf>,
     /// The largest synthetic circuit served, as log2 of its constraints.
     #[arg(long, default_value_t = cuzk_service::synthetic::MAX_LOG)]
     pub synthetic_max_log: u32,
@@ -159,6 +163,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
             timing_only: false,
         }),
         check_digest: false,
+        points_dir: args.points_dir.as_deref(),
     })?;
     // As many service slots as the worker holds jobs: each claimed job is
     // admitted at once, and the queue, not the service, decides what waits.

@@ -52,6 +52,13 @@ pub struct DaemonSection {
     /// `/var/tmp/filecoin-proof-parameters` (as filecoin-proofs and `cuzk c2`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param_cache: Option<PathBuf>,
+    /// Memory-map the parameters from decoded points files kept in this
+    /// directory (each set decoded once into it, as large as its points: 44 GiB
+    /// for a 32 GiB PoRep set), so their pages are page cache the kernel reads
+    /// as the backend needs them and may drop again, not anonymous memory.
+    /// Default: none (decoded into memory when loaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points_dir: Option<PathBuf>,
     /// GiB of parameter sets kept resident when no job uses them (least recently
     /// used evicted first). Default: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]

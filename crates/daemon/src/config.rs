@@ -92,6 +92,8 @@ pub struct DaemonConfig {
     pub listen: Listen,
     pub metrics_listen: Option<String>,
     pub param_cache: PathBuf,
+    /// Parameters memory-mapped from points files here (`[daemon] points_dir`).
+    pub points_dir: Option<PathBuf>,
     pub gpus: Option<Vec<u32>>,
     pub max_message_bytes: usize,
     pub shutdown: ShutdownMode,
@@ -326,6 +328,7 @@ impl DaemonConfig {
             listen,
             metrics_listen: s.metrics_listen.clone(),
             param_cache,
+            points_dir: s.points_dir.clone(),
             gpus: s.gpus.clone(),
             max_message_bytes: max_message_mib << 20,
             shutdown,

@@ -40,6 +40,7 @@ mod input;
 mod kind;
 mod kinds_inputs;
 mod kinds_shape_only;
+mod mapped;
 mod params;
 mod porep_circuit;
 mod porep_witness;

@@ -54,6 +54,10 @@ pub struct LoadedParams {
     pub load_time: Duration,
     /// Random points of the right sizes: proofs do not verify.
     pub timing_only: bool,
+    /// The points are a memory-mapped points file (page cache), not decoded
+    /// into anonymous memory: `bytes` is then the file's points, which the
+    /// kernel may drop and read back.
+    pub mapped: bool,
 }
 
 /// What the caches hold for one circuit (one cache identifier).
@@ -103,6 +107,9 @@ pub struct FilecoinProver {
     slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
     /// `Some(seed)`: a timing-only prover ([`FilecoinProver::timing_only`]).
     timing_only_seed: Option<u64>,
+    /// `Some(dir)`: parameters are memory-mapped points files kept in `dir`
+    /// ([`FilecoinProver::with_points_dir`]).
+    points_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for FilecoinProver {
@@ -119,7 +126,25 @@ impl FilecoinProver {
             config,
             slots: Mutex::new(HashMap::new()),
             timing_only_seed: None,
+            points_dir: None,
         }
+    }
+
+    /// Parameters memory-mapped from points files in `dir`
+    /// (`cuzk_params::points`): each set is decoded (or, timing-only, generated)
+    /// once into `dir` (as many bytes as its points: 44 GiB for a 32 GiB PoRep
+    /// set) and mapped from then on, so its pages are page cache that the kernel
+    /// reads as the backends upload or stream the queries and may drop again,
+    /// instead of anonymous memory held for as long as the set is loaded. The
+    /// engine's memory budget does not count mapped points (`Srs::host_bytes`).
+    pub fn with_points_dir(mut self, dir: PathBuf) -> Self {
+        self.points_dir = Some(dir);
+        self
+    }
+
+    /// Where points files are kept, if parameters are mapped.
+    pub fn points_dir(&self) -> Option<&Path> {
+        self.points_dir.as_deref()
     }
 
     /// A prover whose every parameter set is timing-only: random points of the
@@ -197,8 +222,8 @@ impl FilecoinProver {
             return Ok(p.clone());
         }
         let loaded = Arc::new(match self.timing_only_seed {
-            Some(seed) => make_timing_only(kind, &r1cs, seed)?,
-            None => load_params(kind, &self.config, &r1cs)?,
+            Some(seed) => make_timing_only(kind, &r1cs, seed, self.points_dir.as_deref())?,
+            None => load_params(kind, &self.config, &r1cs, self.points_dir.as_deref())?,
         });
         slot.params = Some(loaded.clone());
         Ok(loaded)
@@ -369,7 +394,12 @@ impl FilecoinProver {
         seed: u64,
     ) -> Result<Arc<LoadedParams>, FilecoinError> {
         let r1cs = self.r1cs(kind)?;
-        let loaded = Arc::new(make_timing_only(kind, &r1cs, seed)?);
+        let loaded = Arc::new(make_timing_only(
+            kind,
+            &r1cs,
+            seed,
+            self.points_dir.as_deref(),
+        )?);
         let slot = self.slot(kind);
         slot.lock().unwrap_or_else(PoisonError::into_inner).params = Some(loaded.clone());
         Ok(loaded)
@@ -418,11 +448,13 @@ impl PreparedPorep {
     }
 }
 
-/// Timing-only parameters of `kind` (random points of its circuit's sizes).
+/// Timing-only parameters of `kind` (random points of its circuit's sizes); with
+/// `points_dir`, generated once into a points file and mapped.
 fn make_timing_only<K: CircuitKind>(
     kind: &K,
     r1cs: &R1cs,
     seed: u64,
+    points_dir: Option<&Path>,
 ) -> Result<LoadedParams, FilecoinError> {
     let t = Instant::now();
     let shape = cuzk_service::synthetic::timing_shape(r1cs);
@@ -432,18 +464,45 @@ fn make_timing_only<K: CircuitKind>(
         proof: kind.name().to_string(),
         detail,
     };
-    let params = cuzk_params::timing::timing_only_params(&shape, seed)
-        .map_err(|e| mismatch(e.to_string()))?
-        .into_params();
-    let bytes = params_bytes(&params);
-    let srs = cuzk::srs_from_source(&&params, r1cs).map_err(|e| mismatch(e.to_string()))?;
-    tracing::warn!(proof = %kind.name(), bytes, took = ?t.elapsed(), "TIMING-ONLY parameters made (random points): proofs of this circuit do not verify");
+    let generate = || {
+        cuzk_params::timing::timing_only_params(&shape, seed)
+            .map(|p| p.into_params())
+            .map_err(|e| e.to_string())
+    };
+    let (srs, bytes, mapped) = match points_dir {
+        Some(dir) => {
+            let file = dir.join(format!("timing-only-{}-{seed}.points", kind.cache_id()));
+            let identity = cuzk_params::points::Identity::generated(&format!(
+                "timing-only parameters of {} ({shape:?}), seed {seed}",
+                kind.name()
+            ));
+            let m = cuzk_params::points::map_or_build(&file, &identity, || {
+                generate().map_err(|e| cuzk_params::ParamsError::Write {
+                    path: file.clone(),
+                    source: std::io::Error::other(e),
+                })
+            })
+            .map_err(|source| FilecoinError::ParamsRead {
+                path: file.clone(),
+                source,
+            })?;
+            (crate::mapped::srs(&m), m.point_bytes(), true)
+        }
+        None => {
+            let params = generate().map_err(mismatch)?;
+            let bytes = params_bytes(&params);
+            let srs = cuzk::srs_from_source(&&params, r1cs).map_err(|e| mismatch(e.to_string()))?;
+            (srs, bytes, false)
+        }
+    };
+    tracing::warn!(proof = %kind.name(), bytes, mapped, took = ?t.elapsed(), "TIMING-ONLY parameters made (random points): proofs of this circuit do not verify");
     Ok(LoadedParams {
         path,
         srs: Arc::new(srs),
         bytes,
         load_time: t.elapsed(),
         timing_only: true,
+        mapped,
     })
 }
 
@@ -456,6 +515,7 @@ fn load_params<K: CircuitKind>(
     kind: &K,
     config: &ProverConfig,
     r1cs: &R1cs,
+    points_dir: Option<&Path>,
 ) -> Result<LoadedParams, FilecoinError> {
     let path = config.parameter_dir.join(kind.params_file());
     if !path.exists() {
@@ -468,39 +528,51 @@ fn load_params<K: CircuitKind>(
         crate::check_digest(kind, &config.parameter_dir, false)?;
     }
     let t = Instant::now();
-    let params =
-        cuzk_params::read_params(&path, cuzk_params::Validation::None).map_err(|source| {
-            FilecoinError::ParamsRead {
-                path: path.clone(),
-                source,
-            }
-        })?;
+    let read_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| FilecoinError::ParamsRead { path, source }
+    };
+    let read = || cuzk_params::read_params(&path, cuzk_params::Validation::None);
     let mismatch = |detail: String| FilecoinError::ParamsMismatch {
         path: path.clone(),
         proof: kind.name().to_string(),
         detail,
     };
-    if params.vk.ic.len() != r1cs.num_inputs() {
+    // The counts the engine checks, from whichever form the points take.
+    let (srs, counts, bytes, mapped) = match points_dir {
+        Some(dir) => {
+            let file = dir.join(format!("{}.points", kind.params_file()));
+            let identity =
+                cuzk_params::points::Identity::of_file(&path).map_err(read_err(&path))?;
+            let m = cuzk_params::points::map_or_build(&file, &identity, read)
+                .map_err(read_err(&file))?;
+            let counts = (m.vk.ic.len(), m.h.len(), m.l.len());
+            (crate::mapped::srs(&m), counts, m.point_bytes(), true)
+        }
+        None => {
+            let params = read().map_err(read_err(&path))?;
+            let counts = (params.vk.ic.len(), params.h.len(), params.l.len());
+            let srs = cuzk::srs_from_source(&&params, r1cs).map_err(|e| mismatch(e.to_string()))?;
+            (srs, counts, params_bytes(&params), false)
+        }
+    };
+    let (ic, h, l) = counts;
+    if ic != r1cs.num_inputs() {
         return Err(mismatch(format!(
-            "its verifying key has {} IC points, the circuit {} public inputs (the one included)",
-            params.vk.ic.len(),
+            "its verifying key has {ic} IC points, the circuit {} public inputs (the one included)",
             r1cs.num_inputs()
         )));
     }
-    let srs = cuzk::srs_from_source(&&params, r1cs).map_err(|e| mismatch(e.to_string()))?;
-    // The engine's own check, run now so that a wrong file fails the load, not a job.
-    let bytes = params_bytes(&params);
-    if params.h.len() != r1cs.num_constraints().next_power_of_two() - 1 {
+    // The engine's own checks, run now so that a wrong file fails the load, not a job.
+    if h != r1cs.num_constraints().next_power_of_two() - 1 {
         return Err(mismatch(format!(
-            "its h query has {} points, the circuit's domain needs {}",
-            params.h.len(),
+            "its h query has {h} points, the circuit's domain needs {}",
             r1cs.num_constraints().next_power_of_two() - 1
         )));
     }
-    if params.l.len() != r1cs.num_aux() {
+    if l != r1cs.num_aux() {
         return Err(mismatch(format!(
-            "its l query has {} points, the circuit has {} private variables",
-            params.l.len(),
+            "its l query has {l} points, the circuit has {} private variables",
             r1cs.num_aux()
         )));
     }
@@ -510,6 +582,7 @@ fn load_params<K: CircuitKind>(
         bytes,
         load_time: t.elapsed(),
         timing_only: false,
+        mapped,
     })
 }
 

@@ -371,3 +371,48 @@ fn bad_parameter_files_are_typed_errors() {
         })
     ));
 }
+
+/// Parameters memory-mapped from a points file prove the same bytes as
+/// bellperson at the same `r, s` (verified by `verify_seal` in `wait`), hold no
+/// anonymous memory the budget counts, and a second prover maps the file it
+/// finds instead of decoding the parameters again.
+#[test]
+fn mapped_parameters_prove_the_same_bytes() {
+    let params = params_path();
+    let points = tempfile::tempdir().unwrap();
+    let prover =
+        FilecoinProver::new(ProverConfig::default()).with_points_dir(points.path().to_path_buf());
+    let loaded = prover.params(&kind()).unwrap();
+    assert!(loaded.mapped);
+    assert_eq!(loaded.srs.host_bytes(), 0);
+    assert_eq!(loaded.srs.mapped_bytes(), loaded.bytes);
+    let file = points
+        .path()
+        .join(format!("{}.points", kind().params_file()));
+    let written = std::fs::metadata(&file).unwrap().modified().unwrap();
+
+    let engine = engine();
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let blinding = vec![(Scalar::random(&mut rng), Scalar::random(&mut rng))];
+    let env = envelope_bytes();
+    let proof = prover
+        .submit_porep(
+            &engine,
+            request(&env, Blinding::Fixed(blinding.clone())),
+            Priority::Normal,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+    let reference = prove_with_bellperson(&parse_c1(&env).unwrap(), params, &blinding).unwrap();
+    assert_eq!(proof, reference, "a proof with mapped parameters differs");
+
+    let again =
+        FilecoinProver::new(ProverConfig::default()).with_points_dir(points.path().to_path_buf());
+    assert!(again.params(&kind()).unwrap().mapped);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        written,
+        "the points file was written again"
+    );
+}

@@ -81,6 +81,7 @@ pub mod fast;
 pub mod generate;
 mod layout;
 mod point;
+pub mod points;
 pub mod timing;
 
 pub use fast::generate_params_fast;

@@ -22,10 +22,16 @@
 //! (issue 33: 43.1 s/proof against 26.5 on the same H100 with 16 cores), while
 //! all 47 GB of PoRep's bases, streamed, cost ~0.95 s a partition of PCIe (the
 //! H100's 2.47 s a partition against the H200's 1.42 s, ~10% of which is the
-//! card). The backend keeps a partition's base sets all resident or streams all
-//! those not yet resident (`prepare_bases`); the plan models exactly that, so
-//! its resident set is the backend's, not a per-set choice the backend would not
-//! make.
+//! card). Which base sets stay resident and whether H takes three or two buffers is
+//! `footprint::place`, the backend's own choice (the least-cost subset), so the
+//! plan's resident sets are the ones the backend will keep.
+//!
+//! Host memory: the parameters are counted whole in the budget, as decoded sets
+//! are anonymous memory. Parameters memory-mapped from points files
+//! (`--points-dir`, `[daemon] points_dir`: `cuzk_params::points`) are page cache
+//! instead, which the budget does not charge (`Srs::host_bytes`); the plan does
+//! not model that yet, so where it says a host is short, mapped parameters may
+//! still run (reading back from disk what the kernel dropped).
 #![forbid(unsafe_code)]
 
 use cuzk_cuda::footprint;

@@ -26,7 +26,7 @@ pub use engine::{
     Priority, ProofVerifier, SplitWitness, ThrottlePolicy, Unthrottled, WitnessSource,
 };
 
-pub use srs::{Bases, Srs, SrsError};
+pub use srs::{BaseStore, Bases, Srs, SrsError};
 pub use stages::{
     abc_on_backend, assembly_stage, b_g2_msm, b_g2_on_backend, gpu_stage, gpu_stage_ref,
     gpu_stage_witness, prep_stage, query_bases, spmv_stage, stage_abc, stage_splits, stage_witness,

@@ -6,31 +6,71 @@ use std::{ops::Range, sync::Arc};
 use blstrs::{G1Affine, G2Affine};
 use cuzk_assembly::AssemblyKey;
 
+/// Where a parameter set's points live: owned vectors (decoded into anonymous
+/// memory) or a memory-mapped points file (`cuzk_params::points`), whose pages the
+/// kernel reads on first use and may drop under memory pressure.
+pub trait BaseStore<G>: Send + Sync {
+    fn points(&self) -> &[G];
+    /// Whether the points are file-backed pages (reclaimable) rather than
+    /// anonymous memory.
+    fn is_mapped(&self) -> bool {
+        false
+    }
+}
+
+impl<G: Send + Sync> BaseStore<G> for Vec<G> {
+    fn points(&self) -> &[G] {
+        self
+    }
+}
+
 /// A range of a shared vector of bases: what a bellperson `SourceBuilder` gives
-/// (`Arc<Vec<G>>` and an offset), kept without a copy.
-#[derive(Clone, Debug)]
+/// (`Arc<Vec<G>>` and an offset), or a mapped query, kept without a copy.
+#[derive(Clone)]
 pub struct Bases<G> {
-    vec: Arc<Vec<G>>,
+    vec: Arc<dyn BaseStore<G>>,
     range: Range<usize>,
 }
 
-impl<G> Bases<G> {
+impl<G> std::fmt::Debug for Bases<G> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bases")
+            .field("range", &self.range)
+            .field("mapped", &self.vec.is_mapped())
+            .finish()
+    }
+}
+
+impl<G: Send + Sync + 'static> Bases<G> {
     /// The whole vector.
     pub fn new(vec: Arc<Vec<G>>) -> Self {
-        let range = 0..vec.len();
-        Self { vec, range }
+        Self::stored(vec)
     }
 
     /// The bases from `start` to the end of `vec`; `None` if `start` is past the end.
     pub fn from_offset(vec: Arc<Vec<G>>, start: usize) -> Option<Self> {
-        (start <= vec.len()).then(|| {
-            let range = start..vec.len();
-            Self { vec, range }
+        let len = vec.len();
+        (start <= len).then(|| Self {
+            vec,
+            range: start..len,
         })
     }
 
+    /// All the points of `store` (a mapped query, say).
+    pub fn stored(store: Arc<dyn BaseStore<G>>) -> Self {
+        let range = 0..store.points().len();
+        Self { vec: store, range }
+    }
+}
+
+impl<G> Bases<G> {
+    /// Whether these bases are pages of a mapped file.
+    pub fn is_mapped(&self) -> bool {
+        self.vec.is_mapped()
+    }
+
     pub fn as_slice(&self) -> &[G] {
-        &self.vec[self.range.clone()]
+        &self.vec.points()[self.range.clone()]
     }
 
     pub fn len(&self) -> usize {
@@ -81,8 +121,9 @@ impl Srs {
     /// them when the set is dropped.
     pub fn host_ranges(&self) -> Vec<Range<usize>> {
         fn range<G>(b: &Bases<G>) -> Range<usize> {
-            let start = b.vec.as_ptr() as usize;
-            start..start + std::mem::size_of_val(&b.vec[..])
+            let all = b.vec.points();
+            let start = all.as_ptr() as usize;
+            start..start + std::mem::size_of_val(all)
         }
         let mut out = vec![
             range(&self.h),
@@ -97,13 +138,34 @@ impl Srs {
         out
     }
 
-    /// Host memory the base vectors hold (the memory budget counts it once per
-    /// parameter set in use). Bases sharing one vector are counted by their range.
+    /// Anonymous host memory the base vectors hold (the memory budget counts it
+    /// once per parameter set in use). Bases sharing one vector are counted by
+    /// their range. Mapped bases ([`Srs::mapped_bytes`]) are not in it: their
+    /// pages are the kernel's page cache, read back from the points file when
+    /// dropped, so they cost a cgroup reclaimable memory, never an OOM kill.
     pub fn host_bytes(&self) -> u64 {
+        self.bytes_where(false)
+    }
+
+    /// Bytes of the bases that are pages of a mapped points file.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.bytes_where(true)
+    }
+
+    fn bytes_where(&self, mapped: bool) -> u64 {
         let g1 = std::mem::size_of::<G1Affine>();
         let g2 = std::mem::size_of::<G2Affine>();
-        let n1 = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();
-        (n1 * g1 + self.b_g2.len() * g2) as u64
+        let n1: usize = [&self.h, &self.l, &self.a, &self.b_g1]
+            .iter()
+            .filter(|b| b.is_mapped() == mapped)
+            .map(|b| b.len())
+            .sum();
+        let n2 = if self.b_g2.is_mapped() == mapped {
+            self.b_g2.len()
+        } else {
+            0
+        };
+        (n1 * g1 + n2 * g2) as u64
     }
 }
 
