@@ -22,6 +22,7 @@ use crate::profile::{HostMarks, Phases};
 use crate::raw::HostRegistration;
 use crate::spmv::{self, DeviceR1cs, R1csKey, WitnessUpload};
 use crate::streamed::{BaseStream, ChunkTerms, Stager, StreamStats, TERM_BYTES_PER_POINT};
+use crate::Tuning;
 
 mod copies;
 #[cfg(any(test, feature = "fault-injection"))]
@@ -107,6 +108,9 @@ pub struct CudaBackend {
     ntt_kernel: crate::ntt::NttKernel,
     /// What it was opened with (a sibling is opened the same way).
     config: CudaConfig,
+    /// This instance's MSM launch parameters and profiler (from `config`), handed
+    /// to every MSM it enqueues: another backend in the process has its own.
+    tuning: Tuning,
     /// Failures the error-path tests inject (test builds and the `fault-injection`
     /// feature only).
     #[cfg(any(test, feature = "fault-injection"))]
@@ -188,10 +192,6 @@ impl CudaBackend {
         let gpu = Gpu::new(config.device, &config.kernel_cache(), config.host_wait)?;
         let ntt = Ntt::new(&gpu, config.ntt_kernel)?;
         gpu.sync()?;
-        crate::msm::apply_tuning(&config.tuning);
-        if config.profile {
-            crate::profile::set_enabled(true);
-        }
         tracing::info!(
             "cuda backend on {}: {}",
             gpu.name,
@@ -233,14 +233,16 @@ impl CudaBackend {
             }),
             caps,
             ntt_kernel: config.ntt_kernel,
+            tuning: Tuning::from_config(&config),
             config,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: FaultInjection::default(),
         })
     }
 
-    /// A second backend on the same device (its own streams, buffers and
-    /// resident bases), for the engine's critical lane. The device memory this one
+    /// A second backend on the same device (its own streams, buffers, resident
+    /// bases, and [`Tuning`]: the same settings, its own profiler and reports),
+    /// for the engine's critical lane. The device memory this one
     /// plans with is split: the sibling gets an eighth (a 32 GiB WinningPoSt needs
     /// well under 1 GiB; an eighth of an H200 is ~17 GiB) and this one keeps the
     /// rest, so neither plans with memory the other may be using.
@@ -256,6 +258,13 @@ impl CudaBackend {
             inner.budget as f64 / (1u64 << 30) as f64
         );
         Ok(sibling)
+    }
+
+    /// This backend's MSM launch parameters and profiler (its [`crate::Tuning`]):
+    /// [`crate::profile::Profiler::take`] on `tuning().profiler` reads the
+    /// profile reports of this instance only.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// Bytes of device memory this backend plans with (see [`CudaBackend::sibling`]).
@@ -344,7 +353,7 @@ impl CudaBackend {
         job: &Queries<'_>,
         stream: Option<StreamEstimate>,
     ) -> u64 {
-        footprint::working_bytes(self.ntt_kernel, &job.counts(n), stream)
+        footprint::working_bytes(self.ntt_kernel, &self.tuning.msm, &job.counts(n), stream)
     }
 }
 

@@ -33,6 +33,7 @@ pub mod profile;
 pub mod raw;
 pub mod spmv;
 pub mod streamed;
+mod tuning;
 
 pub use backend::{BasePlacement, CudaBackend};
 pub use cache::KernelCache;
@@ -40,6 +41,9 @@ pub use config::{CudaConfig, CudaTuning, HostWait, SplitUpload, StreamStaging, W
 pub use error::CudaError;
 pub(crate) use gpu::launch;
 pub use gpu::Gpu;
+pub use msm::MsmTuning;
+pub use profile::Profiler;
+pub use tuning::Tuning;
 
 /// Log2 of the NTT domain for `n` constraints (the next power of two).
 pub fn log_domain(n: usize) -> u32 {

@@ -500,6 +500,9 @@ fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String
     };
     let placed = footprint::place(&footprint::PlaceInput {
         kernel: way.ntt,
+        // The backend's default MSM launch parameters (the planner has no MSM
+        // knobs: `CudaTuning`'s experiments are not planned for).
+        tuning: &cuzk_cuda::MsmTuning::DEFAULT,
         counts: &counts,
         sets,
         witness,

@@ -141,7 +141,18 @@ fn main() -> Result<()> {
     if on("msm-bench") || on("g2-bench") {
         section(
             "bench",
-            backend.with_gpu(|gpu, _| bench(gpu, &log, &pool, quick, table_only, sweeps, &on)),
+            backend.with_gpu(|gpu, _| {
+                bench(
+                    gpu,
+                    backend.tuning(),
+                    &log,
+                    &pool,
+                    quick,
+                    table_only,
+                    sweeps,
+                    &on,
+                )
+            }),
         );
     }
     if on("ntt-bench") || on("h-bench") {
