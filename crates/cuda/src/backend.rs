@@ -75,15 +75,15 @@ pub enum BasePlacement {
 /// sets still do not fit (a GPU smaller than the parameters), those not resident are
 /// **streamed** from host memory in chunks, one MSM per chunk ([`BasePlacement`]),
 /// instead of failing. `BasePlacement::Streamed` streams always. Streamed chunks go
-/// through two page-locked staging buffers the backend keeps ([`crate::streamed`]):
+/// through two page-locked staging buffers the backend keeps (`crate::streamed`):
 /// the host copy of one chunk, the DMA of the next and the MSM of the one before
 /// overlap.
 ///
 /// **Compiled shapes stay on the device too.** `prove_partition_witness` evaluates
-/// `a, b, c` here (`AbcEval::Device`, [`crate::spmv`]) from the partition's witness
+/// `a, b, c` here (`AbcEval::Device`, `crate::spmv`) from the partition's witness
 /// and a device copy of its R1CS's matrices, uploaded the first time the shape is
 /// seen (after `R1csRef::validate`) and kept, keyed by where the host matrices live
-/// and their shape ([`R1csKey`]), so a shape freed and another compiled at its
+/// and their shape (`R1csKey`), so a shape freed and another compiled at its
 /// address is uploaded anew. The copies count with the bases against the device
 /// budget: a new shape that does not fit evicts the other shapes' copies first,
 /// then the base sets (which the partition then streams where they no longer fit);
@@ -591,17 +591,17 @@ impl GpuBackend for CudaBackend {
         Ok(Some(Arc::new(self.sibling().map_err(dev)?)))
     }
 
-    /// The driver's device count ([`crate::raw::device_count`]).
+    /// The driver's device count (`crate::raw::device_count`).
     fn device_count(&self) -> u32 {
         crate::raw::device_count()
     }
 
     /// Page-locked host memory allocated for this backend's device: the streamed
-    /// bases' staging buffers ([`crate::raw::pinned_bytes`]; counted per device
+    /// bases' staging buffers (`crate::raw::pinned_bytes`; counted per device
     /// ordinal, so two backends opened on one device each report both's). The
     /// `a, b, c` ranges registered by [`GpuBackend::stage`] or a running partition
     /// are the caller's memory and are counted apart
-    /// ([`crate::raw::registered_bytes`]).
+    /// (`crate::raw::registered_bytes`).
     fn pinned_host_bytes(&self) -> u64 {
         crate::raw::pinned_bytes(self.ctx.ordinal())
     }

@@ -4,8 +4,8 @@
 //! `prepare_bases`, `prepare_r1cs`), and the planner (`cuzk-plan`) calls the same
 //! ones for a card it has never seen, so that what `cuzk plan` promises to fit is
 //! what the backend will find fits. Nothing here touches the driver: the module
-//! only reads the MSM and NTT engines' own size functions ([`MsmPlan`],
-//! [`Ntt::h_device_bytes`], [`msm::ones_scratch_bytes`]), which are arithmetic too.
+//! only reads the MSM and NTT engines' own size functions (`MsmPlan`,
+//! `Ntt::h_device_bytes`, `msm::ones_scratch_bytes`), which are arithmetic too.
 //! The MSM's scratch depends on its launch parameters ([`MsmTuning`]: batch-affine
 //! or not, the window group), so every function here that counts it takes them:
 //! the backend passes its own, the planner the defaults it plans for.

@@ -647,21 +647,3 @@ fn level_bucket_sums<C: DeviceCurve>(
     Phases::mark(phases, gpu, "gather")?;
     Ok(buckets)
 }
-
-/// Fills `out` with copies of `src` (benchmark bases).
-pub fn replicate_bases<A: CurvePoint>(
-    gpu: &Gpu,
-    src: &CudaSlice<A>,
-    out: &mut CudaSlice<A>,
-) -> Result<(), CudaError> {
-    let (m, n) = (src.len() as u32, out.len() as u32);
-    crate::launch!(
-        gpu,
-        <A::Curve as DeviceCurve>::KERNELS.replicate,
-        grid(n as usize, 256),
-        src,
-        &m,
-        &mut *out,
-        &n
-    )
-}

@@ -22,8 +22,8 @@ mod checks;
 use std::io::Write as _;
 use std::sync::{Mutex, OnceLock};
 
-use cuzk_cuda::gpu::Gpu;
-use cuzk_cuda::ntt::Ntt;
+use cuzk_cuda::testing::gpu::Gpu;
+use cuzk_cuda::testing::ntt::Ntt;
 use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
 
 use common::Log;

@@ -97,7 +97,7 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
 /// backend allocated.
 #[test]
 fn device_count_and_pinned_bytes_are_reported_or_no_device() {
-    let count = cuzk_cuda::raw::device_count();
+    let count = cuzk_cuda::testing::raw::device_count();
     let backend = match CudaBackend::new(CudaConfig::default()) {
         Ok(b) => b,
         Err(CudaError::NoDevice(why)) => {
@@ -110,7 +110,7 @@ fn device_count_and_pinned_bytes_are_reported_or_no_device() {
     assert!(count >= 1);
     assert_eq!(backend.device_count(), count);
     let before = backend.pinned_host_bytes();
-    let registered_before = cuzk_cuda::raw::registered_bytes(0);
+    let registered_before = cuzk_cuda::testing::raw::registered_bytes(0);
     // Long enough to be page-locked by `stage` (1 << 15 scalars each).
     let mut r = ChaCha20Rng::seed_from_u64(11);
     let n = 1 << 15;
@@ -126,12 +126,15 @@ fn device_count_and_pinned_bytes_are_reported_or_no_device() {
     // Registered in place, counted apart: the caller's memory, not the backend's.
     let ordinal = 0;
     assert_eq!(
-        cuzk_cuda::raw::registered_bytes(ordinal),
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
         registered_before + 3 * 32 * n as u64
     );
     assert_eq!(backend.pinned_host_bytes(), before);
     drop(staged);
-    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered_before);
+    assert_eq!(
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
+        registered_before
+    );
     assert_eq!(backend.pinned_host_bytes(), before);
 }
 
@@ -215,7 +218,7 @@ fn two_backends_keep_their_own_tuning_and_profiles_or_no_device() {
     let tuned = CudaConfig {
         profile: true,
         tuning: cuzk_cuda::CudaTuning {
-            msm_sum: cuzk_cuda::msm::SumVariant::CalledProducts,
+            msm_sum: cuzk_cuda::testing::msm::SumVariant::CalledProducts,
             ba_min_per: 1,
             ..cuzk_cuda::CudaTuning::default()
         },

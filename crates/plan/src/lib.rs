@@ -29,7 +29,7 @@
 #![forbid(unsafe_code)]
 
 use cuzk_cuda::footprint;
-use cuzk_cuda::ntt::HBuffers;
+use cuzk_cuda::HBuffers;
 use cuzk_scheduler::{partition_bytes_of, Held, MemoryBudget};
 use serde::Serialize;
 
@@ -38,7 +38,7 @@ mod shape;
 mod tests;
 
 /// The backend's knob types the plan sets.
-pub use cuzk_cuda::{ntt::NttKernel, WitnessStaging};
+pub use cuzk_cuda::{NttKernel, WitnessStaging};
 pub use shape::{Counts, Kind, Measured, Query, Shape};
 
 /// Host-to-device bytes a second: PCIe Gen5 x16 with page-locked buffers

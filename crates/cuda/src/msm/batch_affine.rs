@@ -32,7 +32,7 @@ pub(super) fn ba_wave<C: DeviceCurve>(gpu: &Gpu, tuning: &MsmTuning) -> Result<u
             call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
             source,
         })?;
-    Ok(tuning.ba_round_threads(gpu.sm_count, blocks.max(1) as u32))
+    Ok(tuning.ba_round_threads(gpu.sm_count, blocks.max(1)))
 }
 
 /// Pairs per thread of the first batch-affine round of an MSM of `n` terms.

@@ -9,13 +9,13 @@ use anyhow::{anyhow, Result};
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
-use cuzk_cuda::gpu::{
+use cuzk_cuda::testing::gpu::{
     g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalars_as_bytes, xyzz2_to_projective,
     xyzz_to_projective, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, Xyzz2Repr, XyzzRepr, G1,
     G2,
 };
-use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
-use cuzk_cuda::ntt::{Direction, HBuffers, Ntt, NttKernel};
+use cuzk_cuda::testing::msm::{self, MsmPlan, ScalarFormat, SumVariant};
+use cuzk_cuda::testing::ntt::{Direction, HBuffers, Ntt, NttKernel};
 use cuzk_cuda::{CudaBackend, CudaConfig, Tuning};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm, SplitScalars};
 use ff::Field;
@@ -329,13 +329,13 @@ pub fn check_h(
 /// default window, then (if `indexed`) canonical scalars through a reversed index map
 /// with windows of 3, 8 and 13 bits, each against `want`.
 #[allow(clippy::too_many_arguments)]
-pub fn check_msm_of<A: cuzk_cuda::gpu::CurvePoint>(
+pub fn check_msm_of<A: cuzk_cuda::testing::gpu::CurvePoint>(
     gpu: &Gpu,
     tuning: &Tuning,
     log: &Log,
     bases: &CudaSlice<A>,
     scalars: &[Scalar],
-    want: <A::Curve as cuzk_cuda::gpu::DeviceCurve>::Projective,
+    want: <A::Curve as cuzk_cuda::testing::gpu::DeviceCurve>::Projective,
     name: &str,
     kind: &str,
     indexed: bool,
@@ -963,7 +963,7 @@ pub fn check_partition(
                     if p.chunk.is_some() && kept > 0 && partial.is_none() {
                         partial = Some((budget, p));
                     }
-                    if p.h_buffers == cuzk_cuda::ntt::HBuffers::Two && two.is_none() {
+                    if p.h_buffers == cuzk_cuda::testing::ntt::HBuffers::Two && two.is_none() {
                         two = Some((budget, p));
                     }
                 }

@@ -8,12 +8,12 @@ use anyhow::{anyhow, Result};
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
-use cuzk_cuda::gpu::{
+use cuzk_cuda::testing::gpu::{
     g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalars_as_bytes, Affine2Repr,
     AffineRepr, FqRepr, FrRepr, Gpu,
 };
-use cuzk_cuda::msm::{self, MsmPlan, MsmTuning, ScalarFormat, SumVariant};
-use cuzk_cuda::ntt::{Direction, HBuffers, Ntt, NttKernel};
+use cuzk_cuda::testing::msm::{self, MsmPlan, MsmTuning, ScalarFormat, SumVariant};
+use cuzk_cuda::testing::ntt::{Direction, HBuffers, Ntt, NttKernel};
 use cuzk_cuda::{CudaBackend, CudaError, Tuning};
 use cuzk_gpu_backend::{GpuBackend, SplitMsm};
 use ff::Field;
@@ -475,7 +475,7 @@ pub fn bench_ntt(
         for v in [&a, &b, &c] {
             // SAFETY: a, b, c outlive `regs`, dropped right after the timing.
             regs.push(unsafe {
-                cuzk_cuda::raw::HostRegistration::new(gpu.context(), scalars_as_bytes(v))
+                cuzk_cuda::testing::raw::HostRegistration::new(gpu.context(), scalars_as_bytes(v))
             }?);
         }
         let ms = timed_h(HBuffers::Three)?;
@@ -663,7 +663,9 @@ pub fn bench_partition(
     let t = Instant::now();
     for v in [&abc.a, &abc.b, &abc.c] {
         // SAFETY: `abc` outlives `regs`, dropped at the end of this function.
-        regs.push(unsafe { cuzk_cuda::raw::HostRegistration::new(&ctx, scalars_as_bytes(v)) }?);
+        regs.push(unsafe {
+            cuzk_cuda::testing::raw::HostRegistration::new(&ctx, scalars_as_bytes(v))
+        }?);
     }
     let pin_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();

@@ -42,7 +42,7 @@ fn main() -> Result<()> {
             .map(PathBuf::from)
             .ok_or_else(|| anyhow!("--compile-only needs a folder"))?;
         let arch = args.get(i + 2).cloned().unwrap_or_else(|| "sm_90".into());
-        for m in cuzk_cuda::kernels::MODULES {
+        for m in cuzk_cuda::testing::kernels::MODULES {
             let t = Instant::now();
             let path = cuzk_cuda::KernelCache::compile_into(&dir, &m, &arch)?;
             println!(
