@@ -17,6 +17,8 @@ cd "$(dirname "$0")/.."
 source scripts/nvrtc-env.sh
 target=${CARGO_TARGET_DIR:-target}
 cargo build --release --workspace --bins --lib
+# cuzk-gpu-check needs cuzk-cuda's `testing` feature (the engines below the backend).
+cargo build --release -p cuzk-cuda --features testing --bin cuzk-gpu-check
 rm -rf .device/run
 mkdir -p .device/run/tests
 for f in cuzk cuzk-gpu-check "$target"/release/libcuzk_plugin_*.so; do

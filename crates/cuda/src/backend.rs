@@ -22,6 +22,7 @@ use crate::profile::{HostMarks, Phases};
 use crate::raw::HostRegistration;
 use crate::spmv::{self, DeviceR1cs, R1csKey, WitnessUpload};
 use crate::streamed::{BaseStream, ChunkTerms, Stager, StreamStats, TERM_BYTES_PER_POINT};
+use crate::Tuning;
 
 mod copies;
 #[cfg(any(test, feature = "fault-injection"))]
@@ -74,15 +75,15 @@ pub enum BasePlacement {
 /// sets still do not fit (a GPU smaller than the parameters), those not resident are
 /// **streamed** from host memory in chunks, one MSM per chunk ([`BasePlacement`]),
 /// instead of failing. `BasePlacement::Streamed` streams always. Streamed chunks go
-/// through two page-locked staging buffers the backend keeps ([`crate::streamed`]):
+/// through two page-locked staging buffers the backend keeps (`crate::streamed`):
 /// the host copy of one chunk, the DMA of the next and the MSM of the one before
 /// overlap.
 ///
 /// **Compiled shapes stay on the device too.** `prove_partition_witness` evaluates
-/// `a, b, c` here (`AbcEval::Device`, [`crate::spmv`]) from the partition's witness
+/// `a, b, c` here (`AbcEval::Device`, `crate::spmv`) from the partition's witness
 /// and a device copy of its R1CS's matrices, uploaded the first time the shape is
 /// seen (after `R1csRef::validate`) and kept, keyed by where the host matrices live
-/// and their shape ([`R1csKey`]), so a shape freed and another compiled at its
+/// and their shape (`R1csKey`), so a shape freed and another compiled at its
 /// address is uploaded anew. The copies count with the bases against the device
 /// budget: a new shape that does not fit evicts the other shapes' copies first,
 /// then the base sets (which the partition then streams where they no longer fit);
@@ -107,6 +108,9 @@ pub struct CudaBackend {
     ntt_kernel: crate::ntt::NttKernel,
     /// What it was opened with (a sibling is opened the same way).
     config: CudaConfig,
+    /// This instance's MSM launch parameters and profiler (from `config`), handed
+    /// to every MSM it enqueues: another backend in the process has its own.
+    tuning: Tuning,
     /// Failures the error-path tests inject (test builds and the `fault-injection`
     /// feature only).
     #[cfg(any(test, feature = "fault-injection"))]
@@ -188,10 +192,6 @@ impl CudaBackend {
         let gpu = Gpu::new(config.device, &config.kernel_cache(), config.host_wait)?;
         let ntt = Ntt::new(&gpu, config.ntt_kernel)?;
         gpu.sync()?;
-        crate::msm::apply_tuning(&config.tuning);
-        if config.profile {
-            crate::profile::set_enabled(true);
-        }
         tracing::info!(
             "cuda backend on {}: {}",
             gpu.name,
@@ -233,14 +233,16 @@ impl CudaBackend {
             }),
             caps,
             ntt_kernel: config.ntt_kernel,
+            tuning: Tuning::from_config(&config),
             config,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: FaultInjection::default(),
         })
     }
 
-    /// A second backend on the same device (its own streams, buffers and
-    /// resident bases), for the engine's critical lane. The device memory this one
+    /// A second backend on the same device (its own streams, buffers, resident
+    /// bases, and [`Tuning`]: the same settings, its own profiler and reports),
+    /// for the engine's critical lane. The device memory this one
     /// plans with is split: the sibling gets an eighth (a 32 GiB WinningPoSt needs
     /// well under 1 GiB; an eighth of an H200 is ~17 GiB) and this one keeps the
     /// rest, so neither plans with memory the other may be using.
@@ -256,6 +258,13 @@ impl CudaBackend {
             inner.budget as f64 / (1u64 << 30) as f64
         );
         Ok(sibling)
+    }
+
+    /// This backend's MSM launch parameters and profiler (its [`crate::Tuning`]):
+    /// [`crate::profile::Profiler::take`] on `tuning().profiler` reads the
+    /// profile reports of this instance only.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// Bytes of device memory this backend plans with (see [`CudaBackend::sibling`]).
@@ -344,7 +353,7 @@ impl CudaBackend {
         job: &Queries<'_>,
         stream: Option<StreamEstimate>,
     ) -> u64 {
-        footprint::working_bytes(self.ntt_kernel, &job.counts(n), stream)
+        footprint::working_bytes(self.ntt_kernel, &self.tuning.msm, &job.counts(n), stream)
     }
 }
 
@@ -582,17 +591,17 @@ impl GpuBackend for CudaBackend {
         Ok(Some(Arc::new(self.sibling().map_err(dev)?)))
     }
 
-    /// The driver's device count ([`crate::raw::device_count`]).
+    /// The driver's device count (`crate::raw::device_count`).
     fn device_count(&self) -> u32 {
         crate::raw::device_count()
     }
 
     /// Page-locked host memory allocated for this backend's device: the streamed
-    /// bases' staging buffers ([`crate::raw::pinned_bytes`]; counted per device
+    /// bases' staging buffers (`crate::raw::pinned_bytes`; counted per device
     /// ordinal, so two backends opened on one device each report both's). The
     /// `a, b, c` ranges registered by [`GpuBackend::stage`] or a running partition
     /// are the caller's memory and are counted apart
-    /// ([`crate::raw::registered_bytes`]).
+    /// (`crate::raw::registered_bytes`).
     fn pinned_host_bytes(&self) -> u64 {
         crate::raw::pinned_bytes(self.ctx.ordinal())
     }

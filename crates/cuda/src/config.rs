@@ -196,8 +196,8 @@ impl Default for CudaTuning {
         Self {
             msm_sum: crate::msm::SumVariant::BatchAffine,
             msm_sum_g2: crate::msm::SumVariant::BatchAffine,
-            ba_min_per: 32,
-            ba_group_log: 28,
+            ba_min_per: crate::msm::BA_MIN_PER,
+            ba_group_log: crate::msm::BA_GROUP_LOG,
             ba_waves: 1,
             scatter: crate::msm::Scatter::Auto,
         }
@@ -522,6 +522,30 @@ mod tests {
         assert_eq!(small.device_budget(total, free), 13 << 30);
         let big = CudaConfig::from_params([("device_memory_gib", "200")]).unwrap();
         assert_eq!(big.device_budget(total, free), 77 << 30);
+    }
+
+    /// Knobs are a configuration's own: setting them on one `CudaConfig` (and
+    /// deriving its backend's launch parameters) leaves a second's defaults.
+    #[test]
+    fn a_knob_set_on_one_config_leaves_anothers_defaults() {
+        let mut one = CudaConfig::default();
+        let two = CudaConfig::default();
+        one.profile = true;
+        one.tuning.msm_sum = crate::msm::SumVariant::CalledProducts;
+        one.tuning.ba_waves = 8;
+        let from_params =
+            CudaConfig::from_params([("ba_min_per", "1"), ("profile", "true")]).unwrap();
+        let (t1, t2) = (
+            crate::Tuning::from_config(&one),
+            crate::Tuning::from_config(&two),
+        );
+        assert_eq!(two, CudaConfig::default());
+        assert_eq!(two.tuning, CudaTuning::default());
+        assert_eq!(CudaConfig::from_params([]).unwrap(), CudaConfig::default());
+        assert_eq!(from_params.tuning.ba_min_per, 1);
+        assert_eq!(t1.msm.ba_waves(), 8);
+        assert_eq!(t2.msm, crate::msm::MsmTuning::default());
+        assert!(t1.profiler.enabled() && !t2.profiler.enabled());
     }
 
     #[test]

@@ -4,10 +4,13 @@
 //! `prepare_bases`, `prepare_r1cs`), and the planner (`cuzk-plan`) calls the same
 //! ones for a card it has never seen, so that what `cuzk plan` promises to fit is
 //! what the backend will find fits. Nothing here touches the driver: the module
-//! only reads the MSM and NTT engines' own size functions ([`MsmPlan`],
-//! [`Ntt::h_device_bytes`], [`msm::ones_scratch_bytes`]), which are arithmetic too.
+//! only reads the MSM and NTT engines' own size functions (`MsmPlan`,
+//! `Ntt::h_device_bytes`, `msm::ones_scratch_bytes`), which are arithmetic too.
+//! The MSM's scratch depends on its launch parameters ([`MsmTuning`]: batch-affine
+//! or not, the window group), so every function here that counts it takes them:
+//! the backend passes its own, the planner the defaults it plans for.
 
-use crate::msm::{self, MsmPlan};
+use crate::msm::{self, MsmPlan, MsmTuning};
 use crate::ntt::{HBuffers, Ntt, NttKernel};
 
 /// Bytes of an affine G1 point on the device (and on the host: blstrs' layout).
@@ -71,9 +74,11 @@ pub struct StreamEstimate {
 /// (H buffers, the largest MSM's scratch, the split uploads), with every MSM over
 /// whole queries (`stream` `None`: the bases resident), or with the streamed sets'
 /// MSMs per chunk. The two chunk buffers of streamed bases are not in it (see
-/// [`stream_chunk`]); a witness partition adds [`witness_bytes`].
+/// [`stream_chunk`]); a witness partition adds [`witness_bytes`]. The MSMs' scratch
+/// is `tuning`'s.
 pub fn working_bytes(
     kernel: NttKernel,
+    tuning: &MsmTuning,
     p: &PartitionCounts,
     stream: Option<StreamEstimate>,
 ) -> u64 {
@@ -91,15 +96,17 @@ pub fn working_bytes(
     );
     // H's coefficients stay while their MSM runs (streamed: a chunk's copy too).
     let hm = at_once(0, big);
-    let h_msm = MsmPlan::for_size(hm).scratch_bytes(hm)
+    let h_msm = MsmPlan::for_size(hm).scratch_bytes(tuning, hm)
         + big as u64 * 32
         + if hm < big { hm as u64 * 32 } else { 0 };
     // A query's ones sum (by batch-affine rounds, or the XYZZ kernel, whose
     // partials are small), then its tail MSM.
     let scratch = |k: usize, m: &SplitCounts, xyzz: u64| {
         let t = at_once(k, m.tail);
-        let ones = msm::ones_scratch_bytes(at_once(k, m.num_bases), xyzz);
-        MsmPlan::for_size(t).scratch_bytes_for(t, xyzz).max(ones)
+        let ones = msm::ones_scratch_bytes(tuning, at_once(k, m.num_bases), xyzz);
+        MsmPlan::for_size(t)
+            .scratch_bytes_for(tuning, t, xyzz)
+            .max(ones)
     };
     // A query's bitmap and tail terms on the device: whole when its bases are
     // resident; streamed, a chunk's travel in the chunk buffers.
@@ -186,6 +193,7 @@ pub fn auto_chunk(room: u64, least: impl Fn(usize) -> u64) -> usize {
 /// buffers.
 pub fn streamed_need(
     kernel: NttKernel,
+    tuning: &MsmTuning,
     p: &PartitionCounts,
     resident: [bool; 5],
     chunk: usize,
@@ -196,7 +204,9 @@ pub fn streamed_need(
         resident,
         h_buffers: HBuffers::Three,
     };
-    working_bytes(kernel, p, Some(estimate)) + witness + 2 * chunk as u64 * STREAM_BYTES_PER_POINT
+    working_bytes(kernel, tuning, p, Some(estimate))
+        + witness
+        + 2 * chunk as u64 * STREAM_BYTES_PER_POINT
 }
 
 /// What a streamed chunk costs beyond its bytes, in bytes over PCIe: the waits
@@ -231,6 +241,8 @@ pub fn streamed_chunks(sets: [u64; 5], resident: [bool; 5], chunk: usize) -> u64
 #[derive(Clone, Copy, Debug)]
 pub struct PlaceInput<'a> {
     pub kernel: NttKernel,
+    /// The MSM launch parameters the partition runs with (its scratch).
+    pub tuning: &'a MsmTuning,
     pub counts: &'a PartitionCounts,
     pub sets: [u64; 5],
     pub witness: u64,
@@ -295,7 +307,7 @@ pub fn place(inp: &PlaceInput<'_>) -> Result<Placement, u64> {
     let absent = |k: usize| k == 4 && inp.counts.b_g2.is_none();
     let all: u64 = inp.sets.iter().sum();
     if inp.forced_chunk.is_none() {
-        let working = working_bytes(inp.kernel, inp.counts, None) + inp.witness;
+        let working = working_bytes(inp.kernel, inp.tuning, inp.counts, None) + inp.witness;
         if all + working <= inp.room {
             return Ok(Placement {
                 resident: [true; 5],
@@ -323,7 +335,7 @@ pub fn place(inp: &PlaceInput<'_>) -> Result<Placement, u64> {
                 resident,
                 h_buffers,
             };
-            working_bytes(inp.kernel, inp.counts, Some(e)) + inp.witness
+            working_bytes(inp.kernel, inp.tuning, inp.counts, Some(e)) + inp.witness
         };
         let cap = inp.forced_chunk.unwrap_or_else(|| auto_chunk(left, least));
         let l = least(cap);
@@ -375,7 +387,7 @@ pub fn place(inp: &PlaceInput<'_>) -> Result<Placement, u64> {
             resident: none,
             h_buffers,
         };
-        working_bytes(inp.kernel, inp.counts, Some(e))
+        working_bytes(inp.kernel, inp.tuning, inp.counts, Some(e))
             + inp.witness
             + 2 * MIN_STREAM_CHUNK as u64 * STREAM_BYTES_PER_POINT
     };
@@ -411,11 +423,18 @@ mod tests {
         };
         let mut last = u64::MAX;
         for log in (12..=23).rev() {
-            let need = streamed_need(NttKernel::DEFAULT, &p, [false; 5], 1 << log, 0);
+            let need = streamed_need(
+                NttKernel::DEFAULT,
+                &MsmTuning::DEFAULT,
+                &p,
+                [false; 5],
+                1 << log,
+                0,
+            );
             assert!(need <= last, "2^{log}: {need} > {last}");
             last = need;
         }
-        let resident = working_bytes(NttKernel::DEFAULT, &p, None);
+        let resident = working_bytes(NttKernel::DEFAULT, &MsmTuning::DEFAULT, &p, None);
         assert!(last <= resident);
     }
 
@@ -447,6 +466,7 @@ mod tests {
     fn input<'a>(p: &'a PartitionCounts, sets: [u64; 5], gib: f64) -> PlaceInput<'a> {
         PlaceInput {
             kernel: NttKernel::Radix2WarpFast,
+            tuning: &MsmTuning::DEFAULT,
             counts: p,
             sets,
             witness: 0,

@@ -133,16 +133,6 @@ pub fn g2_points_as_bytes(p: &[G2Affine]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<u8>(), std::mem::size_of_val(p)) }
 }
 
-/// Limbs (u64, little-endian, Montgomery) → Scalar.
-pub fn scalar_from_repr(r: &FrRepr) -> Scalar {
-    let mut l = [0u64; 4];
-    for i in 0..4 {
-        l[i] = r.0[2 * i] as u64 | ((r.0[2 * i + 1] as u64) << 32);
-    }
-    // SAFETY: Scalar has the layout of [u64; 4] (see scalars_as_bytes).
-    unsafe { std::mem::transmute::<[u64; 4], Scalar>(l) }
-}
-
 pub fn scalar_to_repr(s: &Scalar) -> FrRepr {
     let mut r = FrRepr::default();
     for (i, b) in scalars_as_bytes(std::slice::from_ref(s))
@@ -247,7 +237,6 @@ pub struct CurveKernels {
     pub bucket_segments: &'static str,
     pub reduce: &'static str,
     pub ones_sum: &'static str,
-    pub replicate: &'static str,
     /// The batch-affine rounds and their last step into XYZZ buckets.
     pub ba_round: &'static str,
     pub ba_buckets: &'static str,
@@ -306,7 +295,6 @@ impl DeviceCurve for G1 {
         bucket_segments: "msm_bucket_segments_g1",
         reduce: "xyzz_reduce_g1",
         ones_sum: "ones_sum_g1",
-        replicate: "replicate_affine_g1",
         ba_round: "msm_ba_round",
         ba_buckets: "msm_ba_buckets",
     };
@@ -331,7 +319,6 @@ impl DeviceCurve for G2 {
         bucket_segments: "msm_bucket_segments_g2",
         reduce: "xyzz_reduce_g2",
         ones_sum: "ones_sum_g2",
-        replicate: "replicate_affine_g2",
         ba_round: "msm_ba_round_g2",
         ba_buckets: "msm_ba_buckets_g2",
     };
@@ -752,22 +739,12 @@ mod tests {
                 k.bucket_segments,
                 k.reduce,
                 k.ones_sum,
-                k.replicate,
             ] {
                 assert!(
                     kernels::MODULES.iter().any(|m| m.kernels.contains(&name)),
                     "{name} is in no module"
                 );
             }
-        }
-    }
-
-    #[test]
-    fn scalar_repr_round_trips() {
-        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(2);
-        for _ in 0..33 {
-            let s = <Scalar as ff::Field>::random(&mut r);
-            assert_eq!(scalar_from_repr(&scalar_to_repr(&s)), s);
         }
     }
 }

@@ -127,6 +127,9 @@ pub fn nvrtc_available() -> bool {
 #[derive(Debug)]
 pub struct Compiled {
     pub cubin: Vec<u8>,
+    /// Read by the NVRTC test (`tests/nvrtc.rs` prints the warnings); the disk
+    /// cache keeps only the CUBIN.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub log: String,
 }
 

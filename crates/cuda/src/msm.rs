@@ -16,26 +16,24 @@
 //! binary-GCD inversion per thread, while a round gives each thread at least 32
 //! pairs), then XYZZ levels for what is left; G2 and small MSMs: XYZZ levels only.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 use group::Group;
 
 use crate::error::CudaError;
 use crate::gpu::{grid, CurvePoint, DeviceCurve, FrRepr, Gpu, G1};
 use crate::profile::Phases;
+use crate::Tuning;
 
 mod batch_affine;
 mod ones;
 #[cfg(test)]
 mod tests;
+mod tuning;
 
-use batch_affine::{ba_bucket_sums, ba_first_round_per, group_entries_for};
-pub use batch_affine::{
-    batch_affine_group_entries, batch_affine_min_per, set_batch_affine_group_entries,
-    set_batch_affine_min_per, set_batch_affine_waves,
-};
+use batch_affine::{ba_bucket_sums, ba_first_round_per};
+pub(crate) use batch_affine::{BA_GROUP_LOG, BA_MIN_PER};
 pub use ones::{ones_scratch_bytes, ones_sum};
+pub use tuning::MsmTuning;
 
 /// How scalars are stored on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,22 +111,23 @@ impl MsmPlan {
         Self::for_window(c).with_pieces(piece, true)
     }
 
-    /// Device bytes the MSM's scratch buffers take for `n` scalars (G1 points).
-    pub fn scratch_bytes(&self, n: usize) -> u64 {
-        self.scratch_bytes_for(n, 192)
+    /// Device bytes the MSM's scratch buffers take for `n` scalars (G1 points)
+    /// with `tuning`.
+    pub fn scratch_bytes(&self, tuning: &MsmTuning, n: usize) -> u64 {
+        self.scratch_bytes_for(tuning, n, 192)
     }
 
     /// [`Self::scratch_bytes`] for XYZZ points of `xyzz` bytes (192 for G1, 384
     /// for G2): the XYZZ levels' scratch, and with batch-affine rounds (the
-    /// curve's [`SumVariant`]) theirs besides.
-    pub fn scratch_bytes_for(&self, n: usize, xyzz: u64) -> u64 {
+    /// curve's [`SumVariant`] in `tuning`) theirs besides.
+    pub fn scratch_bytes_for(&self, tuning: &MsmTuning, n: usize, xyzz: u64) -> u64 {
         self.level_scratch_bytes(n, xyzz)
-            + if batch_affine_for(xyzz) {
+            + if tuning.batch_affine_for(xyzz) {
                 // A window group's first round (affine outputs, half an XYZZ point,
                 // and running products, a quarter) and the second round's outputs
                 // next to it.
                 let group =
-                    (group_entries_for(xyzz) / (n as u64).max(1)).clamp(1, self.nwin as u64);
+                    (tuning.group_entries_for(xyzz) / (n as u64).max(1)).clamp(1, self.nwin as u64);
                 let g = group * n as u64 + group * self.nb as u64;
                 let affine = xyzz / 2;
                 g / 2 * (affine + affine / 2) + g / 4 * affine
@@ -207,64 +206,6 @@ pub enum Scatter {
     All,
 }
 
-/// The G1 bucket sums of every later MSM of this process (set from the backend's
-/// [`crate::CudaTuning`] by [`apply_tuning`]).
-static SUM_VARIANT: AtomicU8 = AtomicU8::new(SumVariant::BatchAffine as u8);
-/// G2's, likewise.
-static SUM_VARIANT_G2: AtomicU8 = AtomicU8::new(SumVariant::BatchAffine as u8);
-/// [`Scatter`] as 0, 1, 2.
-static SCATTER: AtomicU8 = AtomicU8::new(0);
-
-/// Applies `t` to every later MSM of this process. The knobs are process-wide (one
-/// backend per process in practice; a second backend with other tuning would
-/// override the first's): the MSM code reads them where no backend is at hand.
-pub fn apply_tuning(t: &crate::CudaTuning) {
-    set_sum_variant(t.msm_sum);
-    set_sum_variant_g2(t.msm_sum_g2);
-    set_batch_affine_min_per(t.ba_min_per);
-    set_batch_affine_group_entries(1u64 << t.ba_group_log.clamp(10, 30));
-    set_batch_affine_waves(t.ba_waves);
-    SCATTER.store(t.scatter as u8, Ordering::Relaxed);
-}
-
-/// Selects the G1 bucket sums for every later MSM of this process.
-pub fn set_sum_variant(v: SumVariant) {
-    SUM_VARIANT.store(v as u8, Ordering::Relaxed);
-}
-
-/// The G1 bucket sums in use.
-pub fn sum_variant() -> SumVariant {
-    variant_of(SUM_VARIANT.load(Ordering::Relaxed))
-}
-
-/// Selects the G2 bucket sums for every later MSM of this process.
-pub fn set_sum_variant_g2(v: SumVariant) {
-    SUM_VARIANT_G2.store(v as u8, Ordering::Relaxed);
-}
-
-/// The G2 bucket sums in use.
-pub fn sum_variant_g2() -> SumVariant {
-    variant_of(SUM_VARIANT_G2.load(Ordering::Relaxed))
-}
-
-fn variant_of(v: u8) -> SumVariant {
-    match v {
-        1 => SumVariant::CalledProducts,
-        _ => SumVariant::BatchAffine,
-    }
-}
-
-/// Whether MSMs over XYZZ points of `xyzz` bytes (G1's 192, G2's 384) sum their
-/// buckets by batch-affine rounds: their curve's [`SumVariant`].
-pub(crate) fn batch_affine_for(xyzz: u64) -> bool {
-    let v = if xyzz == G1::XYZZ_BYTES {
-        sum_variant()
-    } else {
-        sum_variant_g2()
-    };
-    v == SumVariant::BatchAffine
-}
-
 fn sum_kernel<C: DeviceCurve>() -> &'static str {
     // Batch-affine hands the XYZZ levels what its rounds leave (and small MSMs
     // whole): G1's one XYZZ kernel.
@@ -275,14 +216,6 @@ fn sum_kernel<C: DeviceCurve>() -> &'static str {
 /// 2^26 with c = 20 (27 MB of cursors) it took 75 ms against 50 ms with c = 16
 /// (2 MB) for more entries. `CudaTuning::scatter` overrides.
 const SCATTER_ALL_MAX_BYTES: usize = 8 << 20;
-
-fn scatter_per_window(slots: usize) -> bool {
-    match SCATTER.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => slots * 4 > SCATTER_ALL_MAX_BYTES,
-    }
-}
 
 /// An MSM result still on the device.
 #[derive(Debug)]
@@ -438,9 +371,13 @@ pub fn check_msm_shape(
 }
 
 /// Enqueues `Σ scalars[i] · bases[map(i)]` for i < n, where map is `index_map` if
-/// given (tail indices) and the identity otherwise. G1 or G2, after the bases.
+/// given (tail indices) and the identity otherwise. G1 or G2, after the bases; the
+/// bucket sums and scatter as `tuning.msm` says, phases timed where
+/// `tuning.profiler` is on.
+#[allow(clippy::too_many_arguments)]
 pub fn msm<A: CurvePoint>(
     gpu: &Gpu,
+    tuning: &Tuning,
     bases: &CudaSlice<A>,
     scalars: &CudaSlice<FrRepr>,
     n: usize,
@@ -448,11 +385,13 @@ pub fn msm<A: CurvePoint>(
     index_map: Option<&CudaSlice<u32>>,
     plan: MsmPlan,
 ) -> Result<PendingSum<A::Curve>, CudaError> {
-    msm_on::<A::Curve>(gpu, bases, scalars, n, format, index_map, plan)
+    msm_on::<A::Curve>(gpu, tuning, bases, scalars, n, format, index_map, plan)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn msm_on<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &Tuning,
     bases: &CudaSlice<C::Affine>,
     scalars: &CudaSlice<FrRepr>,
     n: usize,
@@ -482,7 +421,8 @@ fn msm_on<C: DeviceCurve>(
     let slots = (nwin * nb) as usize;
     let nn = n as u32;
     let fmt = format as u32;
-    let mut phases = Phases::start(gpu, || format!("msm n={n} c={c}"))?;
+    let t = &tuning.msm;
+    let mut phases = Phases::start(&tuning.profiler, gpu, || format!("msm n={n} c={c}"))?;
 
     let mut counts = gpu.alloc_zeros::<u32>(slots)?;
     crate::launch!(
@@ -520,7 +460,7 @@ fn msm_on<C: DeviceCurve>(
         None => (0u64, None),
     };
     // One launch per window where all windows' cursors would not stay in L2.
-    let windows: Vec<u32> = if scatter_per_window(slots) {
+    let windows: Vec<u32> = if t.scatter_per_window(slots) {
         (0..nwin).collect()
     } else {
         vec![u32::MAX]
@@ -543,10 +483,10 @@ fn msm_on<C: DeviceCurve>(
     }
     Phases::mark(&mut phases, gpu, "scatter")?;
     drop(cursors);
-    let batch_affine = batch_affine_for(C::XYZZ_BYTES)
-        && ba_first_round_per::<C>(gpu, n, plan)? >= batch_affine_min_per();
+    let batch_affine = t.batch_affine_for(C::XYZZ_BYTES)
+        && ba_first_round_per::<C>(gpu, t, n, plan)? >= t.ba_min_per();
     let buckets = if batch_affine {
-        let b = ba_bucket_sums::<C>(gpu, bases, &sorted, &counts, &offsets, n, plan, None)?;
+        let b = ba_bucket_sums::<C>(gpu, t, bases, &sorted, &counts, &offsets, n, plan, None)?;
         drop(sorted);
         Phases::mark(&mut phases, gpu, "batch-affine bucket sums")?;
         b
@@ -706,22 +646,4 @@ fn level_bucket_sums<C: DeviceCurve>(
     drop(sums_last);
     Phases::mark(phases, gpu, "gather")?;
     Ok(buckets)
-}
-
-/// Fills `out` with copies of `src` (benchmark bases).
-pub fn replicate_bases<A: CurvePoint>(
-    gpu: &Gpu,
-    src: &CudaSlice<A>,
-    out: &mut CudaSlice<A>,
-) -> Result<(), CudaError> {
-    let (m, n) = (src.len() as u32, out.len() as u32);
-    crate::launch!(
-        gpu,
-        <A::Curve as DeviceCurve>::KERNELS.replicate,
-        grid(n as usize, 256),
-        src,
-        &m,
-        &mut *out,
-        &n
-    )
 }

@@ -831,6 +831,7 @@ impl<'a> AbcUpload<'a> {
 
 impl AbcUpload<'_> {
     /// The three device buffers (a, b, c over the whole domain), for checks.
+    #[cfg(feature = "testing")]
     pub(crate) fn buffers(&self) -> &[CudaSlice<FrRepr>] {
         &self.bufs
     }

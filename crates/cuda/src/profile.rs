@@ -1,14 +1,18 @@
 //! Per-phase device times, for tuning: CUDA events recorded on the compute stream
 //! between the phases of an MSM or a partition, read once the work is done.
 //!
-//! Off by default (`CudaConfig::profile`, or [`set_enabled`]): then nothing is
-//! recorded and nothing costs anything. On, it adds no synchronisation of its own:
-//! the events are read after the caller's own wait for the results. Each report is
-//! logged (`tracing`, info) and kept, up to the last [`MAX_KEPT`], in a process-wide
-//! list that [`take`] empties (cuzk-gpu-check prints them).
+//! Each backend owns its [`Profiler`] (through its [`crate::Tuning`]): off by
+//! default (`CudaConfig::profile`, or [`Profiler::set_enabled`]), and then nothing
+//! is recorded and nothing costs anything. On, it adds no synchronisation of its
+//! own: the events are read after the caller's own wait for the results. Each
+//! report is logged (`tracing`, info, target `cuzk_cuda::profile`) and kept, up to
+//! the last [`MAX_KEPT`], in that profiler's list, which [`Profiler::take`] empties
+//! (cuzk-gpu-check prints them). Two backends in one process (two devices, a
+//! critical lane, both sides of an A/B run) profile independently: switching one
+//! on leaves the other off, and each keeps only its own reports.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
@@ -17,12 +21,48 @@ use cudarc::driver::CudaEvent;
 use crate::error::{Ctx, CudaError};
 use crate::gpu::Gpu;
 
-/// 1: off, 2: on.
-static STATE: AtomicU8 = AtomicU8::new(1);
-/// Reports kept for [`take`] (older ones are dropped: a long run with profiling on
-/// does not grow without bound).
+/// Reports a [`Profiler`] keeps for [`Profiler::take`] (older ones are dropped: a
+/// long run with profiling on does not grow without bound).
 pub const MAX_KEPT: usize = 10_000;
-static REPORTS: Mutex<Vec<Report>> = Mutex::new(Vec::new());
+
+/// One backend's profiling: whether it is on, and the reports kept so far.
+#[derive(Debug, Default)]
+pub struct Profiler {
+    on: AtomicBool,
+    reports: Mutex<Vec<Report>>,
+}
+
+impl Profiler {
+    pub fn new(on: bool) -> Self {
+        Self {
+            on: AtomicBool::new(on),
+            reports: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Switches this profiler on or off for the work started from now on.
+    pub fn set_enabled(&self, on: bool) {
+        self.on.store(on, Ordering::Relaxed);
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// The reports this profiler collected so far (its list is emptied).
+    pub fn take(&self) -> Vec<Report> {
+        std::mem::take(&mut *self.reports.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn keep(&self, report: Report) {
+        tracing::info!(target: "cuzk_cuda::profile", "{report}");
+        let mut kept = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= MAX_KEPT {
+            kept.remove(0);
+        }
+        kept.push(report);
+    }
+}
 
 /// One profiled piece of work: its phases' device times in order.
 #[derive(Clone, Debug)]
@@ -43,22 +83,11 @@ impl std::fmt::Display for Report {
     }
 }
 
-pub fn set_enabled(on: bool) {
-    STATE.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-}
-
-pub fn enabled() -> bool {
-    STATE.load(Ordering::Relaxed) == 2
-}
-
-/// The reports collected so far (the list is emptied).
-pub fn take() -> Vec<Report> {
-    std::mem::take(&mut *REPORTS.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
 /// Events between phases of one piece of work; `None` when profiling is off.
 #[derive(Debug)]
 pub struct Phases {
+    /// Where the report goes.
+    profiler: Arc<Profiler>,
     what: String,
     start: CudaEvent,
     marks: Vec<(&'static str, CudaEvent)>,
@@ -70,29 +99,23 @@ fn record(gpu: &Gpu) -> Result<CudaEvent, CudaError> {
         .ctx("cuEventRecord")
 }
 
-fn keep(report: Report) {
-    tracing::info!(target: "cuzk_cuda::profile", "{report}");
-    let mut kept = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
-    if kept.len() >= MAX_KEPT {
-        kept.remove(0);
-    }
-    kept.push(report);
-}
-
 /// Host wall-clock marks of one piece of work: where the calling thread spends its
 /// time around the device phases (before the first is enqueued, enqueueing, waiting
 /// for the results). Device phases alone do not show the host time between two
 /// partitions, when the device has nothing queued. `None` when profiling is off.
 #[derive(Debug)]
 pub struct HostMarks {
+    profiler: Arc<Profiler>,
     what: String,
     start: Instant,
     marks: Vec<(&'static str, Instant)>,
 }
 
 impl HostMarks {
-    pub fn start(what: impl FnOnce() -> String) -> Option<Self> {
-        enabled().then(|| Self {
+    /// Starts `what`'s marks now, where `profiler` is on.
+    pub fn start(profiler: &Arc<Profiler>, what: impl FnOnce() -> String) -> Option<Self> {
+        profiler.enabled().then(|| Self {
+            profiler: Arc::clone(profiler),
             what: what(),
             start: Instant::now(),
             marks: Vec::new(),
@@ -119,7 +142,7 @@ impl HostMarks {
                 (name, ms)
             })
             .collect();
-        keep(Report {
+        h.profiler.keep(Report {
             what: h.what,
             phases,
         });
@@ -127,12 +150,18 @@ impl HostMarks {
 }
 
 impl Phases {
-    /// Starts timing `what` at the compute stream's current position.
-    pub fn start(gpu: &Gpu, what: impl FnOnce() -> String) -> Result<Option<Self>, CudaError> {
-        if !enabled() {
+    /// Starts timing `what` at the compute stream's current position, where
+    /// `profiler` is on.
+    pub fn start(
+        profiler: &Arc<Profiler>,
+        gpu: &Gpu,
+        what: impl FnOnce() -> String,
+    ) -> Result<Option<Self>, CudaError> {
+        if !profiler.enabled() {
             return Ok(None);
         }
         Ok(Some(Self {
+            profiler: Arc::clone(profiler),
             what: what(),
             start: record(gpu)?,
             marks: Vec::new(),
@@ -159,7 +188,7 @@ impl Phases {
             phases.push((*name, prev.elapsed_ms(ev).ctx("cuEventElapsedTime")?));
             prev = ev;
         }
-        keep(Report {
+        p.profiler.keep(Report {
             what: p.what,
             phases,
         });

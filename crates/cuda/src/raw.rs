@@ -104,9 +104,9 @@ pub fn htod_bytes<T>(
 static PINNED: std::sync::Mutex<Vec<Pinned>> = std::sync::Mutex::new(Vec::new());
 
 #[derive(Clone, Copy, Debug, Default)]
-struct Pinned {
+pub(crate) struct Pinned {
     allocated: u64,
-    registered: u64,
+    pub(crate) registered: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -133,7 +133,7 @@ fn count_pinned(ordinal: usize, kind: PinKind, bytes: u64, add: bool) {
     };
 }
 
-fn read_pinned(ordinal: usize) -> Pinned {
+pub(crate) fn read_pinned(ordinal: usize) -> Pinned {
     PINNED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -147,14 +147,6 @@ fn read_pinned(ordinal: usize) -> Pinned {
 /// backend, which a host memory budget must leave room for.
 pub fn pinned_bytes(ordinal: usize) -> u64 {
     read_pinned(ordinal).allocated
-}
-
-/// Caller memory page-locked in place for device `ordinal` now (ranges registered
-/// with [`HostRegistration`]: staged `a, b, c`). Not new memory: whoever allocated
-/// the ranges already counts them, so a budget that added these would count them
-/// twice (it did, on the H200: ~12.5 GB a staged 32 GiB-sector partition).
-pub fn registered_bytes(ordinal: usize) -> u64 {
-    read_pinned(ordinal).registered
 }
 
 /// How many CUDA devices the driver sees: 0 without a driver library or device.
@@ -260,7 +252,7 @@ impl Drop for HostRegistration {
 /// Dropping frees the memory at once (`cuMemFreeHost`; a failure there is logged,
 /// never a panic): the owner first waits for every queued copy that reads it.
 #[derive(Debug)]
-pub struct PinnedBuffer {
+pub(crate) struct PinnedBuffer {
     ptr: std::ptr::NonNull<std::mem::MaybeUninit<u8>>,
     len: usize,
     ctx: Arc<CudaContext>,
@@ -299,11 +291,6 @@ impl PinnedBuffer {
     /// Bytes allocated.
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Never true: an empty buffer is refused at allocation.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The whole buffer, for writing. The caller must not write while a queued copy

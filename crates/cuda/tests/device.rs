@@ -8,8 +8,9 @@
 //! references) are `src/bin/cuzk-gpu-check/common.rs`, shared with the benchmark
 //! tool. Each test logs every check to
 //! `$TMPDIR/cuzk-device-checks/<test>.log` and fails with the list of those that
-//! failed. The tests share one backend and run one at a time (the MSM checks switch
-//! process-wide tuning knobs while they run).
+//! failed. The tests share one backend and run one at a time (each takes the
+//! device for itself); the MSM checks vary a copy of that backend's `Tuning` per
+//! MSM, never the backend's own.
 
 #[allow(dead_code)]
 #[path = "../src/bin/cuzk-gpu-check/common.rs"]
@@ -21,8 +22,8 @@ mod checks;
 use std::io::Write as _;
 use std::sync::{Mutex, OnceLock};
 
-use cuzk_cuda::gpu::Gpu;
-use cuzk_cuda::ntt::Ntt;
+use cuzk_cuda::testing::gpu::Gpu;
+use cuzk_cuda::testing::ntt::Ntt;
 use cuzk_cuda::{CudaBackend, CudaConfig, CudaError};
 
 use common::Log;
@@ -118,7 +119,9 @@ fn h_matches_the_cpu_chain() {
 fn g1_msms_match_the_cpu() {
     let pool = common::pool();
     run("msm", |b, log| {
-        with_gpu(b, |gpu, _| checks::check_msm(gpu, log, &pool, MAX_MSM))
+        with_gpu(b, |gpu, _| {
+            checks::check_msm(gpu, b.tuning(), log, &pool, MAX_MSM)
+        })
     });
 }
 
@@ -127,7 +130,7 @@ fn g2_msms_match_the_cpu() {
     let pool = common::pool();
     run("g2", |b, log| {
         with_gpu(b, |gpu, _| {
-            checks::check_msm_g2(gpu, log, &pool, MAX_MSM.min(18))
+            checks::check_msm_g2(gpu, b.tuning(), log, &pool, MAX_MSM.min(18))
         })
     });
 }

@@ -97,7 +97,7 @@ fn cuda_backend_matches_cpu_backend_or_reports_no_device() {
 /// backend allocated.
 #[test]
 fn device_count_and_pinned_bytes_are_reported_or_no_device() {
-    let count = cuzk_cuda::raw::device_count();
+    let count = cuzk_cuda::testing::raw::device_count();
     let backend = match CudaBackend::new(CudaConfig::default()) {
         Ok(b) => b,
         Err(CudaError::NoDevice(why)) => {
@@ -110,7 +110,7 @@ fn device_count_and_pinned_bytes_are_reported_or_no_device() {
     assert!(count >= 1);
     assert_eq!(backend.device_count(), count);
     let before = backend.pinned_host_bytes();
-    let registered_before = cuzk_cuda::raw::registered_bytes(0);
+    let registered_before = cuzk_cuda::testing::raw::registered_bytes(0);
     // Long enough to be page-locked by `stage` (1 << 15 scalars each).
     let mut r = ChaCha20Rng::seed_from_u64(11);
     let n = 1 << 15;
@@ -126,12 +126,15 @@ fn device_count_and_pinned_bytes_are_reported_or_no_device() {
     // Registered in place, counted apart: the caller's memory, not the backend's.
     let ordinal = 0;
     assert_eq!(
-        cuzk_cuda::raw::registered_bytes(ordinal),
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
         registered_before + 3 * 32 * n as u64
     );
     assert_eq!(backend.pinned_host_bytes(), before);
     drop(staged);
-    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered_before);
+    assert_eq!(
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
+        registered_before
+    );
     assert_eq!(backend.pinned_host_bytes(), before);
 }
 
@@ -203,4 +206,85 @@ fn forgetting_a_parameter_sets_bases_frees_their_device_copies_or_no_device() {
     assert_eq!(backend.forget_bases(std::slice::from_ref(&h)), 0);
     assert_eq!(backend.prove_partition(job(abc)).unwrap(), want);
     assert_eq!(backend.cached_base_bytes(), resident);
+}
+
+/// Two backends in one process each run with their own tuning and profiler: one
+/// with G1's XYZZ bucket sums, every batch-affine round forced (G2) and profiling
+/// on, the other with the defaults, both match the CPU backend on the same
+/// partition, and only the profiled one has reports; switching profiling over
+/// switches the reports over.
+#[test]
+fn two_backends_keep_their_own_tuning_and_profiles_or_no_device() {
+    let tuned = CudaConfig {
+        profile: true,
+        tuning: cuzk_cuda::CudaTuning {
+            msm_sum: cuzk_cuda::testing::msm::SumVariant::CalledProducts,
+            ba_min_per: 1,
+            ..cuzk_cuda::CudaTuning::default()
+        },
+        ..CudaConfig::default()
+    };
+    let a = match CudaBackend::new(tuned) {
+        Ok(b) => b,
+        Err(CudaError::NoDevice(why)) => {
+            let _ = writeln!(std::io::stderr(), "skipped: no CUDA device ({why})");
+            return;
+        }
+        Err(e) => panic!("CUDA backend failed to start: {e}"),
+    };
+    let b = CudaBackend::new(CudaConfig::default()).expect("a second backend");
+    assert_ne!(a.tuning().msm, b.tuning().msm);
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().build().unwrap());
+    let cpu = CpuBackend::new(pool.clone());
+    let mut r = ChaCha20Rng::seed_from_u64(13);
+    let n = 3000;
+    let abc = Abc {
+        a: scalars(n, &mut r),
+        b: scalars(n, &mut r),
+        c: scalars(n, &mut r),
+    };
+    let aux = scalars(n + 3, &mut r);
+    let split = cuzk_msm_cpu::prep_msm(&[], None, &aux, None, &pool).unwrap();
+    let h_bases = points((1 << cuzk_cuda::log_domain(n)) - 1, &mut r);
+    let q_bases = points(aux.len(), &mut r);
+    let q_bases_g2 = points_g2(aux.len(), &mut r);
+    let job = |abc: Abc| PartitionJob {
+        abc,
+        h_bases: &h_bases,
+        l: SplitMsm {
+            bases: &q_bases,
+            split: split.as_ref(),
+        },
+        a: SplitMsm {
+            bases: &q_bases,
+            split: split.as_ref(),
+        },
+        b_g1: SplitMsm {
+            bases: &q_bases,
+            split: split.as_ref(),
+        },
+        b_g2: Some(SplitMsm {
+            bases: &q_bases_g2,
+            split: split.as_ref(),
+        }),
+    };
+    let want = cpu.prove_partition(job(abc.clone())).unwrap();
+    let prove_both = || {
+        assert_eq!(a.prove_partition(job(abc.clone())).unwrap(), want, "tuned");
+        assert_eq!(
+            b.prove_partition(job(abc.clone())).unwrap(),
+            want,
+            "default"
+        );
+    };
+    prove_both();
+    let (pa, pb) = (a.tuning().profiler.take(), b.tuning().profiler.take());
+    assert!(pa.iter().any(|r| r.what.starts_with("partition")), "{pa:?}");
+    assert!(pb.is_empty(), "the default backend profiled: {pb:?}");
+    a.tuning().profiler.set_enabled(false);
+    b.tuning().profiler.set_enabled(true);
+    prove_both();
+    let (pa, pb) = (a.tuning().profiler.take(), b.tuning().profiler.take());
+    assert!(pa.is_empty(), "{pa:?}");
+    assert!(pb.iter().any(|r| r.what.starts_with("partition")), "{pb:?}");
 }

@@ -16,7 +16,7 @@ use blst::{
     blst_fp_sqr, blst_fp_sub, blst_p1_affine, blst_p2_affine,
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_cuda::gpu::{
+use cuzk_cuda::testing::gpu::{
     g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalar_to_repr, xyzz2_to_projective,
     xyzz_to_projective, FrRepr, Xyzz2Repr, XyzzRepr,
 };

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use blstrs::Scalar;
-use cuzk_cuda::gpu::{scalar_from_repr, scalars_as_bytes, FrRepr};
+use cuzk_cuda::testing::gpu::{scalar_from_repr, scalars_as_bytes, FrRepr};
 use cuzk_gpu_backend::{CsrRef, R1csRef, Term};
 use cuzk_synth::{NoThrottle, COEFF_MINUS_ONE, COEFF_ONE, COEFF_TWO};
 use ff::Field;

@@ -4,7 +4,7 @@
 //! No GPU is needed, so this never skips: without libnvrtc on the loader path it
 //! fails (`source scripts/nvrtc-env.sh` installs it from PyPI).
 
-use cuzk_cuda::kernels;
+use cuzk_cuda::testing::kernels;
 
 #[test]
 fn every_kernel_module_compiles() {
@@ -18,6 +18,9 @@ fn every_kernel_module_compiles() {
             match kernels::compile(&module, arch) {
                 Ok(c) => {
                     assert!(!c.cubin.is_empty());
+                    if !c.log.trim().is_empty() {
+                        println!("{} for {arch}: NVRTC says: {}", module.name, c.log.trim());
+                    }
                     println!(
                         "{} for {arch}: {} bytes of CUBIN in {:?}",
                         module.name,

@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_cuda::spmv::{self, DeviceR1cs, R1csKey, ValidR1cs};
+use cuzk_cuda::testing::spmv::{self, DeviceR1cs, R1csKey, ValidR1cs};
 use cuzk_cuda::{CudaBackend, CudaConfig, CudaError, SplitUpload, WitnessStaging};
 use cuzk_gpu_backend::{
     AbcEval, AbcRef, BackendError, CpuBackend, CsrRef, GpuBackend, R1csRef, SplitMsm, Term,
@@ -535,17 +535,20 @@ fn staging_a_witness_registers_it_in_place_or_no_device() {
     let input: Vec<Scalar> = (0..3).map(|_| scalar(&mut r)).collect();
     let aux: Vec<Scalar> = (0..1 << 16).map(|_| scalar(&mut r)).collect();
     let ordinal = 0;
-    let registered = cuzk_cuda::raw::registered_bytes(ordinal);
+    let registered = cuzk_cuda::testing::raw::registered_bytes(ordinal);
     let pinned = backend.pinned_host_bytes();
     let staged = backend.stage_witness(&input, &aux).unwrap();
     assert!(staged.is_staged());
     assert_eq!(
-        cuzk_cuda::raw::registered_bytes(ordinal),
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
         registered + 32 * aux.len() as u64
     );
     assert_eq!(backend.pinned_host_bytes(), pinned);
     drop(staged);
-    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered);
+    assert_eq!(
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
+        registered
+    );
     // Nothing long enough: nothing staged.
     assert!(!backend
         .stage_witness(&input, &aux[..10])
@@ -603,11 +606,14 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
         .prove_partition_witness(WitnessJobRef { aux: &aux, ..base })
         .unwrap();
 
-    let registered = cuzk_cuda::raw::registered_bytes(ordinal);
+    let registered = cuzk_cuda::testing::raw::registered_bytes(ordinal);
     let pinned = backend.pinned_host_bytes();
     let staged = backend.stage_witness(&input, &aux).unwrap();
     assert!(staged.is_staged());
-    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered);
+    assert_eq!(
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
+        registered
+    );
     assert_eq!(backend.pinned_host_bytes(), pinned + bytes);
     // The caller's copy changes after staging (the contract forbids it; here it
     // shows where the upload reads): the device evaluates a, b, c from the staged
@@ -618,7 +624,10 @@ fn staging_a_witness_by_copy_uploads_the_copy_and_reuses_its_buffer_or_no_device
         .prove_partition_witness(WitnessJobRef { aux: &aux, ..base })
         .unwrap();
     assert_eq!(got, want, "proved from the staged copy");
-    assert_eq!(cuzk_cuda::raw::registered_bytes(ordinal), registered);
+    assert_eq!(
+        cuzk_cuda::testing::raw::registered_bytes(ordinal),
+        registered
+    );
     drop(staged);
     aux[7] = original;
     // Handed back and kept: the next witness of the size reuses the buffer.

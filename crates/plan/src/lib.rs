@@ -35,7 +35,7 @@
 #![forbid(unsafe_code)]
 
 use cuzk_cuda::footprint;
-use cuzk_cuda::ntt::HBuffers;
+use cuzk_cuda::HBuffers;
 use cuzk_scheduler::{partition_bytes_of, Held, MemoryBudget};
 use serde::Serialize;
 
@@ -44,7 +44,7 @@ mod shape;
 mod tests;
 
 /// The backend's knob types the plan sets.
-pub use cuzk_cuda::{ntt::NttKernel, WitnessStaging};
+pub use cuzk_cuda::{NttKernel, WitnessStaging};
 pub use shape::{Counts, Kind, Measured, Query, Shape};
 
 /// Host-to-device bytes a second: PCIe Gen5 x16 with page-locked buffers
@@ -506,6 +506,9 @@ fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String
     };
     let placed = footprint::place(&footprint::PlaceInput {
         kernel: way.ntt,
+        // The backend's default MSM launch parameters (the planner has no MSM
+        // knobs: `CudaTuning`'s experiments are not planned for).
+        tuning: &cuzk_cuda::MsmTuning::DEFAULT,
         counts: &counts,
         sets,
         witness,

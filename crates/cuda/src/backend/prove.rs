@@ -118,6 +118,7 @@ impl CudaBackend {
         ];
         footprint::place(&footprint::PlaceInput {
             kernel: self.ntt_kernel,
+            tuning: &self.tuning.msm,
             counts: &counts,
             sets,
             witness: witness_bytes,
@@ -161,7 +162,9 @@ impl CudaBackend {
             b_g2.check_bases("b_g2")?;
         }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
-        let mut host = HostMarks::start(|| format!("host partition 2^{log}"));
+        // This instance's MSM launch parameters and profiler, for every MSM below.
+        let tuning = &self.tuning;
+        let mut host = HostMarks::start(&tuning.profiler, || format!("host partition 2^{log}"));
         // Held until this partition's work is enqueued: other partitions' page-locking
         // waits (backend/gate.rs).
         let launch = self.gate.launch();
@@ -288,7 +291,8 @@ impl CudaBackend {
         };
 
         HostMarks::mark(&mut host, "shape and bases");
-        let mut phases = Phases::start(gpu, || format!("partition 2^{log}")).map_err(dev)?;
+        let mut phases =
+            Phases::start(&tuning.profiler, gpu, || format!("partition 2^{log}")).map_err(dev)?;
         // G1 sets not resident stream through one pair of chunk buffers (allocated
         // at the first streamed chunk, kept for L, A, B_G1 and H).
         // SAFETY: `direct` holds only ranges registered by this backend, which
@@ -322,7 +326,7 @@ impl CudaBackend {
                 let ahead = self.split_copies.find(&parts);
                 splits
                     .upload(gpu, &parts, ahead.as_deref(), |ones| {
-                        ones_msm::<G1>(gpu, rl, ones)
+                        ones_msm::<G1>(gpu, tuning, rl, ones)
                     })
                     .map_err(dev)?
             }
@@ -363,7 +367,7 @@ impl CudaBackend {
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(dev)?;
                     HostMarks::mark(&mut host, "bitmaps up");
-                    let l_ones = ones_msm::<G1>(gpu, rl, &ones[0]).map_err(dev)?;
+                    let l_ones = ones_msm::<G1>(gpu, tuning, rl, &ones[0]).map_err(dev)?;
                     let tails = g1_sets
                         .iter()
                         .map(|m| upload_tail(gpu, m.split))
@@ -376,13 +380,13 @@ impl CudaBackend {
             let h = source.start(gpu, h_buffers).map_err(dev)?;
             self.fault_after_upload(gpu).map_err(dev)?;
             HostMarks::mark(&mut host, "source started");
-            let l_p = vec![l_ones, tail_msm(gpu, rl, &tails[0]).map_err(dev)?];
+            let l_p = vec![l_ones, tail_msm(gpu, tuning, rl, &tails[0]).map_err(dev)?];
             Phases::mark(&mut phases, gpu, "L").map_err(dev)?;
             HostMarks::mark(&mut host, "L");
             let mut both = |r: &CudaSlice<AffineRepr>, k: usize, name| {
                 let p = vec![
-                    ones_msm::<G1>(gpu, r, &ones[k]).map_err(dev)?,
-                    tail_msm(gpu, r, &tails[k]).map_err(dev)?,
+                    ones_msm::<G1>(gpu, tuning, r, &ones[k]).map_err(dev)?,
+                    tail_msm(gpu, tuning, r, &tails[k]).map_err(dev)?,
                 ];
                 Phases::mark(&mut phases, gpu, name).map_err(dev)?;
                 HostMarks::mark(&mut host, name);
@@ -409,8 +413,14 @@ impl CudaBackend {
             let h = HStage::Done(ntt.h_from(gpu, up).map_err(dev)?);
             Phases::mark(&mut phases, gpu, "H (upload + NTTs)").map_err(dev)?;
             let mut g1 = |m: &SplitMsm<'_, G1Affine>, name| {
-                let p = query::<G1>(gpu, bases.get(&key::<G1>(m.bases)), &mut g1_stream, m)
-                    .map_err(dev)?;
+                let p = query::<G1>(
+                    gpu,
+                    tuning,
+                    bases.get(&key::<G1>(m.bases)),
+                    &mut g1_stream,
+                    m,
+                )
+                .map_err(dev)?;
                 Phases::mark(&mut phases, gpu, name).map_err(dev)?;
                 Ok::<_, BackendError>(p)
             };
@@ -446,6 +456,7 @@ impl CudaBackend {
         let h_pending = match bases.get(&key::<G1>(h_bases)) {
             Some(resident) => vec![msm::msm(
                 gpu,
+                tuning,
                 resident,
                 &h_coeffs,
                 want_h,
@@ -454,7 +465,9 @@ impl CudaBackend {
                 MsmPlan::for_size(want_h),
             )
             .map_err(dev)?],
-            None => streamed_dense(&mut g1_stream, h_bases, &h_coeffs, want_h).map_err(dev)?,
+            None => {
+                streamed_dense(tuning, &mut g1_stream, h_bases, &h_coeffs, want_h).map_err(dev)?
+            }
         };
         Phases::mark(&mut phases, gpu, "H MSM").map_err(dev)?;
         HostMarks::mark(&mut host, "H MSM");
@@ -472,8 +485,8 @@ impl CudaBackend {
                     ))
                 })?;
                 Some(vec![
-                    ones_msm::<G2>(gpu, r, &ones).map_err(dev)?,
-                    tail_msm::<G2>(gpu, r, &tail).map_err(dev)?,
+                    ones_msm::<G2>(gpu, tuning, r, &ones).map_err(dev)?,
+                    tail_msm::<G2>(gpu, tuning, r, &tail).map_err(dev)?,
                 ])
             }
             (Some(m), None) => {
@@ -481,8 +494,14 @@ impl CudaBackend {
                 let mut g2_stream =
                     unsafe { BaseStream::<G2>::new(gpu, stager, chunk).with_direct(direct) };
                 Some(
-                    query::<G2>(gpu, bases_g2.get(&key::<G2>(m.bases)), &mut g2_stream, m)
-                        .map_err(dev)?,
+                    query::<G2>(
+                        gpu,
+                        tuning,
+                        bases_g2.get(&key::<G2>(m.bases)),
+                        &mut g2_stream,
+                        m,
+                    )
+                    .map_err(dev)?,
                 )
             }
             (None, _) => None,

@@ -8,22 +8,24 @@ use super::*;
 /// `stream`.
 pub(super) fn query<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &Tuning,
     resident: Option<&CudaSlice<C::Affine>>,
     stream: &mut BaseStream<'_, C>,
     m: &SplitMsm<'_, C::HostAffine>,
 ) -> Result<Vec<PendingSum<C>>, CudaError> {
     match resident {
         Some(bases) => {
-            let (ones, tail) = split_msm::<C>(gpu, bases, m)?;
+            let (ones, tail) = split_msm::<C>(gpu, tuning, bases, m)?;
             Ok(vec![ones, tail])
         }
-        None => streamed_split(stream, m),
+        None => streamed_split(tuning, stream, m),
     }
 }
 
 /// Σ scalars[i] · host[i] for i < n with the bases streamed from `host` in chunks
 /// (scalars on the device, Montgomery form: H's coefficients).
 pub(super) fn streamed_dense<C: DeviceCurve>(
+    tuning: &Tuning,
     stream: &mut BaseStream<'_, C>,
     host: &[C::HostAffine],
     scalars: &CudaSlice<FrRepr>,
@@ -52,6 +54,7 @@ pub(super) fn streamed_dense<C: DeviceCurve>(
             .ctx("cuMemcpyDtoDAsync")?;
         out.push(msm::msm(
             gpu,
+            tuning,
             bases,
             &part,
             hi - lo,
@@ -67,6 +70,7 @@ pub(super) fn streamed_dense<C: DeviceCurve>(
 /// A split query with its bases streamed in chunks: per chunk, the ones whose bit
 /// falls in it and the run of tail terms whose index does (rebased to the chunk).
 pub(super) fn streamed_split<C: DeviceCurve>(
+    tuning: &Tuning,
     stream: &mut BaseStream<'_, C>,
     m: &SplitMsm<'_, C::HostAffine>,
 ) -> Result<Vec<PendingSum<C>>, CudaError> {
@@ -90,11 +94,19 @@ pub(super) fn streamed_split<C: DeviceCurve>(
     let mut out = Vec::new();
     stream.run_split(m.bases, &ranges, terms, |(lo, hi), bases, t| {
         if t.nwords > 0 {
-            out.push(msm::ones_sum(gpu, bases, t.words, t.nwords, hi - lo)?);
+            out.push(msm::ones_sum(
+                gpu,
+                &tuning.msm,
+                bases,
+                t.words,
+                t.nwords,
+                hi - lo,
+            )?);
         }
         if t.nterms > 0 {
             out.push(msm::msm(
                 gpu,
+                tuning,
                 bases,
                 t.scalars,
                 t.nterms,
@@ -113,11 +125,12 @@ pub(super) fn streamed_split<C: DeviceCurve>(
 /// while the ones run, then the tail MSM.
 pub(super) fn split_msm<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &Tuning,
     bases: &CudaSlice<C::Affine>,
     m: &SplitMsm<'_, C::HostAffine>,
 ) -> Result<(PendingSum<C>, PendingSum<C>), CudaError> {
-    let ones = ones_msm(gpu, bases, &upload_ones(gpu, m.split)?)?;
-    let tail = tail_msm(gpu, bases, &upload_tail(gpu, m.split)?)?;
+    let ones = ones_msm(gpu, tuning, bases, &upload_ones(gpu, m.split)?)?;
+    let tail = tail_msm(gpu, tuning, bases, &upload_tail(gpu, m.split)?)?;
     Ok((ones, tail))
 }
 
@@ -159,19 +172,22 @@ pub(super) fn upload_tail(gpu: &Gpu, split: SplitRef<'_>) -> Result<TailOnDevice
 
 pub(super) fn ones_msm<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &Tuning,
     bases: &CudaSlice<C::Affine>,
     up: &OnesOnDevice,
 ) -> Result<PendingSum<C>, CudaError> {
-    msm::ones_sum(gpu, bases, &up.words, up.nwords, up.num_bases)
+    msm::ones_sum(gpu, &tuning.msm, bases, &up.words, up.nwords, up.num_bases)
 }
 
 pub(super) fn tail_msm<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &Tuning,
     bases: &CudaSlice<C::Affine>,
     up: &TailOnDevice,
 ) -> Result<PendingSum<C>, CudaError> {
     msm::msm(
         gpu,
+        tuning,
         bases,
         &up.scalars,
         up.len,

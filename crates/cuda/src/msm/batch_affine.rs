@@ -1,78 +1,30 @@
 //! Bucket sums by batch-affine rounds (`ba_round` in msm.cu, G1 and G2): affine
 //! additions sharing one inversion per thread, the default
-//! ([`SumVariant::BatchAffine`]), and their process-wide knobs.
+//! ([`SumVariant::BatchAffine`]); their knobs are the caller's [`MsmTuning`].
 
 use super::*;
 
-/// Most sorted entries one window group of the batch-affine sums takes: its first
-/// round writes half as many affine points (96 bytes) and as many running products
-/// (48 bytes) per pair, ~20 GB at 2^28, so large MSMs go a window or a few at a time.
-/// Larger groups share each inversion among more pairs: on the H200 2^28 gave
-/// 155.6 / 577.2 ms at 2^24 / 2^26 against 161.5 / 583.5 for 2^27 and 176.9 /
-/// 613.4 for 2^26.
-const BA_GROUP_ENTRIES: u64 = 1 << 28;
+/// Most sorted entries one window group of the batch-affine sums takes by default
+/// (`CudaTuning::ba_group_log`): its first round writes half as many affine points
+/// (96 bytes) and as many running products (48 bytes) per pair, ~20 GB at 2^28, so
+/// large MSMs go a window or a few at a time. Larger groups share each inversion
+/// among more pairs: on the H200 2^28 gave 155.6 / 577.2 ms at 2^24 / 2^26 against
+/// 161.5 / 583.5 for 2^27 and 176.9 / 613.4 for 2^26.
+pub(crate) const BA_GROUP_LOG: u32 = 28;
 
-/// The batch-affine window group's entries (`CudaTuning::ba_group_log`).
-static BA_GROUP_SETTING: AtomicU64 = AtomicU64::new(BA_GROUP_ENTRIES);
-
-/// Sets how many sorted entries a window group of the batch-affine sums may hold
-/// (at least one window always goes in a group) for every later MSM of this
-/// process: small values make small MSMs go a window at a time, as the checks use
-/// to reach the grouping with small inputs.
-pub fn set_batch_affine_group_entries(entries: u64) {
-    BA_GROUP_SETTING.store(entries.max(1), Ordering::Relaxed);
-}
-
-/// The most sorted entries of a batch-affine window group (G1's; G2's groups hold
-/// half as many, the same bytes).
-pub fn batch_affine_group_entries() -> u64 {
-    BA_GROUP_SETTING.load(Ordering::Relaxed)
-}
-
-/// The most sorted entries of a window group over XYZZ points of `xyzz` bytes:
-/// [`batch_affine_group_entries`] for G1, half as many for G2, whose points are
-/// twice the bytes, so that a group's scratch is the same for both curves (~20 GB
-/// at 2^28 G1 entries).
-pub(super) fn group_entries_for(xyzz: u64) -> u64 {
-    (batch_affine_group_entries() * G1::XYZZ_BYTES / xyzz.max(1)).max(1)
-}
 /// Pairs per thread in a batch-affine round: one wave of threads (as many as the
 /// device holds at once) shares the round's pairs, so each thread's inversion
 /// (binary GCD) is shared by `per` pairs. Rounds run while `per` is at least
-/// BA_MIN_PER; the buckets' last few entries go to the XYZZ levels, whose pieces
-/// need no inversion. 32 with the binary-GCD inversion (H200: 148.6 / 540.7 ms at
-/// 2^24 / 2^26 against 148.2 / 548.3 with 64); with Fermat's 64 was best.
-const BA_MIN_PER: u64 = 32;
-const BA_BLOCK: u32 = 128;
-
-/// Waves of threads per batch-affine round (`CudaTuning::ba_waves`).
-static BA_WAVES: AtomicU64 = AtomicU64::new(1);
-
-/// Sets the waves of threads per batch-affine round (1..=16) for every later MSM of
-/// this process.
-pub fn set_batch_affine_waves(waves: u64) {
-    BA_WAVES.store(waves.clamp(1, 16), Ordering::Relaxed);
-}
-
-/// The least pairs per thread for a batch-affine round (`CudaTuning::ba_min_per`).
-static BA_MIN_PER_SETTING: AtomicU64 = AtomicU64::new(BA_MIN_PER);
-
-/// Sets the least pairs per thread for which a batch-affine round runs (the rest
-/// goes to the XYZZ levels) for every later MSM of this process. 1 makes every
-/// round affine, at any size: what the checks use to reach the rounds with small
-/// inputs.
-pub fn set_batch_affine_min_per(per: u64) {
-    BA_MIN_PER_SETTING.store(per.max(1), Ordering::Relaxed);
-}
-
-/// The least pairs per thread for which a batch-affine round runs.
-pub fn batch_affine_min_per() -> u64 {
-    BA_MIN_PER_SETTING.load(Ordering::Relaxed)
-}
+/// `CudaTuning::ba_min_per`, by default this; the buckets' last few entries go to
+/// the XYZZ levels, whose pieces need no inversion. 32 with the binary-GCD
+/// inversion (H200: 148.6 / 540.7 ms at 2^24 / 2^26 against 148.2 / 548.3 with
+/// 64); with Fermat's 64 was best.
+pub(crate) const BA_MIN_PER: u64 = 32;
+pub(super) const BA_BLOCK: u32 = 128;
 
 /// Threads of one wave of the curve's batch-affine round (blocks of BA_BLOCK) on
-/// this device.
-pub(super) fn ba_wave<C: DeviceCurve>(gpu: &Gpu) -> Result<u64, CudaError> {
+/// this device, times `tuning`'s waves.
+pub(super) fn ba_wave<C: DeviceCurve>(gpu: &Gpu, tuning: &MsmTuning) -> Result<u64, CudaError> {
     let blocks = gpu
         .function(C::KERNELS.ba_round)?
         .occupancy_max_active_blocks_per_multiprocessor(BA_BLOCK, 0, None)
@@ -80,32 +32,30 @@ pub(super) fn ba_wave<C: DeviceCurve>(gpu: &Gpu) -> Result<u64, CudaError> {
             call: "cuOccupancyMaxActiveBlocksPerMultiprocessor",
             source,
         })?;
-    // `CudaTuning::ba_waves` = k: k waves' worth of threads per round (k times
-    // fewer pairs per thread), for the A/B against one wave.
-    let waves = BA_WAVES.load(Ordering::Relaxed);
-    Ok(gpu.sm_count as u64 * blocks.max(1) as u64 * BA_BLOCK as u64 * waves)
+    Ok(tuning.ba_round_threads(gpu.sm_count, blocks.max(1)))
 }
 
 /// Pairs per thread of the first batch-affine round of an MSM of `n` terms.
 pub(super) fn ba_first_round_per<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &MsmTuning,
     n: usize,
     plan: MsmPlan,
 ) -> Result<u64, CudaError> {
-    let group = (group_entries_for(C::XYZZ_BYTES) / (n as u64).max(1)).clamp(1, plan.nwin as u64);
-    Ok((group * n as u64 / 2).div_ceil(ba_wave::<C>(gpu)?))
+    Ok(tuning.ba_first_round_per(C::XYZZ_BYTES, ba_wave::<C>(gpu, tuning)?, n, plan))
 }
 
 /// The bucket sums by batch-affine rounds (see `ba_round` in msm.cu): per
 /// group of windows, rounds that halve every bucket's entries with affine additions
-/// sharing one inversion per thread, while a round has at least BA_MIN_PER pairs per
-/// thread of a wave; then each bucket's one point becomes its XYZZ bucket, or, where
+/// sharing one inversion per thread, while a round has at least `tuning`'s
+/// `ba_min_per` pairs per thread of a wave; then each bucket's one point becomes its XYZZ bucket, or, where
 /// buckets still hold several, the XYZZ levels sum what the rounds left. The
 /// fullest bucket (how many rounds finish the job) is the one value read back (a
 /// stream-scoped wait for the histogram).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn ba_bucket_sums<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &MsmTuning,
     bases: &CudaSlice<C::Affine>,
     sorted: &CudaSlice<u32>,
     counts: &CudaSlice<u32>,
@@ -129,8 +79,8 @@ pub(super) fn ba_bucket_sums<C: DeviceCurve>(
     .max(2);
     let rounds_needed = 32 - (fullest - 1).leading_zeros();
     let mut buckets = gpu.alloc_poisoned::<C::Xyzz>(slots)?;
-    let group = (group_entries_for(C::XYZZ_BYTES) / n as u64).clamp(1, nwin as u64) as u32;
-    let wave = ba_wave::<C>(gpu)?;
+    let group = (tuning.group_entries_for(C::XYZZ_BYTES) / n as u64).clamp(1, nwin as u64) as u32;
+    let wave = ba_wave::<C>(gpu, tuning)?;
     // A running product per output: one base-field element, half an affine point.
     let field_u64s = (C::AFFINE_BYTES / 16) as usize;
     let (sorted_ptr, _sorted_use) = sorted.device_ptr(gpu.compute_stream());
@@ -157,7 +107,7 @@ pub(super) fn ba_bucket_sums<C: DeviceCurve>(
         while done < rounds_needed {
             let next_bound = (bound + gs as u64).div_ceil(2);
             let per = next_bound.div_ceil(wave);
-            if per < batch_affine_min_per() && prev.is_some() {
+            if per < tuning.ba_min_per() && prev.is_some() {
                 break;
             }
             bound = next_bound;

@@ -4,19 +4,22 @@
 use super::*;
 
 /// Enqueues the plain sum of the bases whose bit is set in `words` (a density bitmap
-/// over the first `n_bases` bases): prep_msm's "ones". G1 or G2, after the bases.
+/// over the first `n_bases` bases): prep_msm's "ones". G1 or G2, after the bases;
+/// batch-affine or not as `tuning` says.
 pub fn ones_sum<A: CurvePoint>(
     gpu: &Gpu,
+    tuning: &MsmTuning,
     bases: &CudaSlice<A>,
     words: &CudaSlice<u64>,
     n_words: usize,
     n_bases: usize,
 ) -> Result<PendingSum<A::Curve>, CudaError> {
-    ones_sum_on::<A::Curve>(gpu, bases, words, n_words, n_bases)
+    ones_sum_on::<A::Curve>(gpu, tuning, bases, words, n_words, n_bases)
 }
 
 pub(super) fn ones_sum_on<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &MsmTuning,
     bases: &CudaSlice<C::Affine>,
     words: &CudaSlice<u64>,
     n_words: usize,
@@ -28,7 +31,7 @@ pub(super) fn ones_sum_on<C: DeviceCurve>(
             bases.len()
         )));
     }
-    if let Some(sum) = ones_sum_affine::<C>(gpu, bases, words, n_words, n_bases)? {
+    if let Some(sum) = ones_sum_affine::<C>(gpu, tuning, bases, words, n_words, n_bases)? {
         return Ok(sum);
     }
     let parts = n_words.div_ceil(ONES_WORDS_PER_THREAD as usize).max(1);
@@ -76,16 +79,17 @@ pub(super) const ONES_PLAN: MsmPlan = MsmPlan {
 /// levels, ~6 products per addition instead of the mixed addition's 10. One more
 /// readback (the count of ones) to size the rounds. `None` for the other sum
 /// variant, and where the first round would give a thread fewer pairs than
-/// [`batch_affine_min_per`] (the one-thread-per-words XYZZ kernel then).
+/// `tuning`'s `ba_min_per` (the one-thread-per-words XYZZ kernel then).
 pub(super) fn ones_sum_affine<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &MsmTuning,
     bases: &CudaSlice<C::Affine>,
     words: &CudaSlice<u64>,
     n_words: usize,
     n_bases: usize,
 ) -> Result<Option<PendingSum<C>>, CudaError> {
-    if !batch_affine_for(C::XYZZ_BYTES)
-        || ba_first_round_per::<C>(gpu, n_bases, ONES_PLAN)? < batch_affine_min_per()
+    if !tuning.batch_affine_for(C::XYZZ_BYTES)
+        || ba_first_round_per::<C>(gpu, tuning, n_bases, ONES_PLAN)? < tuning.ba_min_per()
     {
         return Ok(None);
     }
@@ -115,7 +119,7 @@ pub(super) fn ones_sum_affine<C: DeviceCurve>(
     )?;
     drop((counts, copy));
     let m = gpu.download(&total, 1)?[0] as usize;
-    if ba_first_round_per::<C>(gpu, m, ONES_PLAN)? < batch_affine_min_per() {
+    if ba_first_round_per::<C>(gpu, tuning, m, ONES_PLAN)? < tuning.ba_min_per() {
         return Ok(None);
     }
     let mut sorted = gpu.alloc_poisoned::<u32>(m)?;
@@ -133,6 +137,7 @@ pub(super) fn ones_sum_affine<C: DeviceCurve>(
     // One bucket: its count is the fullest, read back above.
     let sums = ba_bucket_sums::<C>(
         gpu,
+        tuning,
         bases,
         &sorted,
         &total,
@@ -150,14 +155,15 @@ pub(super) fn ones_sum_affine<C: DeviceCurve>(
 }
 
 /// Device bytes [`ones_sum`] may take for `n_bases` bases over XYZZ points of
-/// `xyzz` bytes (batch-affine: the compacted entries and the first rounds' outputs
-/// and running products; the XYZZ kernel's partials are far fewer).
-pub fn ones_scratch_bytes(n_bases: usize, xyzz: u64) -> u64 {
-    if !batch_affine_for(xyzz) {
+/// `xyzz` bytes with `tuning` (batch-affine: the compacted entries and the first
+/// rounds' outputs and running products; the XYZZ kernel's partials are far
+/// fewer).
+pub fn ones_scratch_bytes(tuning: &MsmTuning, n_bases: usize, xyzz: u64) -> u64 {
+    if !tuning.batch_affine_for(xyzz) {
         return 0;
     }
     let n = n_bases as u64;
     // Per word: count, start and its copy; per entry: the index, then
     // ONES_PLAN's share of scratch_bytes_for (96 bytes an entry in G1).
-    n.div_ceil(64) * 12 + n * 4 + ONES_PLAN.scratch_bytes_for(n_bases, xyzz)
+    n.div_ceil(64) * 12 + n * 4 + ONES_PLAN.scratch_bytes_for(tuning, n_bases, xyzz)
 }

@@ -47,9 +47,10 @@ fn shape_errors() {
 fn g2_scratch_is_twice_g1_in_points() {
     let plan = MsmPlan::for_size(1 << 20);
     let n = 1 << 20;
+    let t = MsmTuning::DEFAULT;
     assert_eq!(
-        plan.scratch_bytes(n),
-        plan.scratch_bytes_for(n, G1::XYZZ_BYTES)
+        plan.scratch_bytes(&t, n),
+        plan.scratch_bytes_for(&t, n, G1::XYZZ_BYTES)
     );
     // The levels' scratch: twice the point size, less than twice the bytes.
     let g1 = plan.level_scratch_bytes(n, G1::XYZZ_BYTES);
@@ -58,9 +59,18 @@ fn g2_scratch_is_twice_g1_in_points() {
     // Batch-affine rounds (both curves' default) add their outputs and running
     // products on top of the levels, twice as many bytes in G2.
     let (ba1, ba2) = (
-        plan.scratch_bytes_for(n, G1::XYZZ_BYTES) - g1,
-        plan.scratch_bytes_for(n, crate::gpu::G2::XYZZ_BYTES) - g2,
+        plan.scratch_bytes_for(&t, n, G1::XYZZ_BYTES) - g1,
+        plan.scratch_bytes_for(&t, n, crate::gpu::G2::XYZZ_BYTES) - g2,
     );
     assert!(ba1 > 0);
     assert_eq!(ba2, 2 * ba1);
+    // With XYZZ levels only (`calls`), a curve's scratch is its levels'.
+    let calls = t
+        .with_sum(SumVariant::CalledProducts)
+        .with_sum_g2(SumVariant::CalledProducts);
+    assert_eq!(plan.scratch_bytes_for(&calls, n, G1::XYZZ_BYTES), g1);
+    assert_eq!(
+        plan.scratch_bytes_for(&calls, n, crate::gpu::G2::XYZZ_BYTES),
+        g2
+    );
 }

@@ -134,7 +134,7 @@ impl Host {
                         .collect();
                     *limb = u32::from_le_bytes(b.try_into().unwrap());
                 }
-                crate::gpu::scalar_from_repr(&r)
+                crate::testing::gpu::scalar_from_repr(&r)
             })
             .collect()
     }

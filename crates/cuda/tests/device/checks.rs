@@ -9,14 +9,14 @@ use anyhow::{anyhow, Result};
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
-use cuzk_cuda::gpu::{
+use cuzk_cuda::testing::gpu::{
     g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalars_as_bytes, xyzz2_to_projective,
     xyzz_to_projective, Affine2Repr, AffineRepr, DeviceCurve, FrRepr, Gpu, Xyzz2Repr, XyzzRepr, G1,
     G2,
 };
-use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
-use cuzk_cuda::ntt::{Direction, HBuffers, Ntt, NttKernel};
-use cuzk_cuda::{CudaBackend, CudaConfig};
+use cuzk_cuda::testing::msm::{self, MsmPlan, ScalarFormat, SumVariant};
+use cuzk_cuda::testing::ntt::{Direction, HBuffers, Ntt, NttKernel};
+use cuzk_cuda::{CudaBackend, CudaConfig, Tuning};
 use cuzk_gpu_backend::{CpuBackend, GpuBackend, PartitionJob, SplitMsm, SplitScalars};
 use ff::Field;
 use group::Group;
@@ -329,12 +329,13 @@ pub fn check_h(
 /// default window, then (if `indexed`) canonical scalars through a reversed index map
 /// with windows of 3, 8 and 13 bits, each against `want`.
 #[allow(clippy::too_many_arguments)]
-pub fn check_msm_of<A: cuzk_cuda::gpu::CurvePoint>(
+pub fn check_msm_of<A: cuzk_cuda::testing::gpu::CurvePoint>(
     gpu: &Gpu,
+    tuning: &Tuning,
     log: &Log,
     bases: &CudaSlice<A>,
     scalars: &[Scalar],
-    want: <A::Curve as cuzk_cuda::gpu::DeviceCurve>::Projective,
+    want: <A::Curve as cuzk_cuda::testing::gpu::DeviceCurve>::Projective,
     name: &str,
     kind: &str,
     indexed: bool,
@@ -343,6 +344,7 @@ pub fn check_msm_of<A: cuzk_cuda::gpu::CurvePoint>(
     let ds = gpu.upload::<FrRepr>(scalars_as_bytes(scalars))?;
     let got = msm::msm(
         gpu,
+        tuning,
         bases,
         &ds,
         n,
@@ -363,6 +365,7 @@ pub fn check_msm_of<A: cuzk_cuda::gpu::CurvePoint>(
         for c in [3u32, 8, 13] {
             let got = msm::msm(
                 gpu,
+                tuning,
                 bases,
                 &dc,
                 n,
@@ -381,7 +384,14 @@ pub fn check_msm_of<A: cuzk_cuda::gpu::CurvePoint>(
     Ok(())
 }
 
-pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
+/// `tuning`: the backend's, which the checks vary (SUM_VARIANTS) one MSM at a time.
+pub fn check_msm(
+    gpu: &Gpu,
+    tuning: &Tuning,
+    log: &Log,
+    pool: &rayon::ThreadPool,
+    max_log: u32,
+) -> Result<()> {
     let mut r = rng(4);
     let big = 1usize << max_log;
     let t = Instant::now();
@@ -424,7 +434,17 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
             cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?
         };
         let kind = if heavy { "0/1-heavy" } else { "random" };
-        check_msm_of(gpu, log, &dbases, &scalars, want, "msm", kind, n <= 1 << 16)?;
+        check_msm_of(
+            gpu,
+            tuning,
+            log,
+            &dbases,
+            &scalars,
+            want,
+            "msm",
+            kind,
+            n <= 1 << 16,
+        )?;
     }
 
     mark("sizes 1..=33 and powers of two");
@@ -454,21 +474,26 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
             // Every bucket sum of SUM_VARIANTS: equal scalars give every window one
             // bucket of n points (log2 n rounds in one bucket).
             for (plan, (v, min_per, group)) in plans.flat_map(|p| SUM_VARIANTS.map(|v| (p, v))) {
-                let before = (
-                    msm::sum_variant(),
-                    msm::batch_affine_min_per(),
-                    msm::batch_affine_group_entries(),
+                let varied = tuning.with_msm(
+                    tuning
+                        .msm
+                        .with_sum(v)
+                        .with_ba_min_per(min_per)
+                        .with_ba_group_entries(group),
                 );
-                msm::set_sum_variant(v);
-                msm::set_batch_affine_min_per(min_per);
-                msm::set_batch_affine_group_entries(group);
                 let t = Instant::now();
-                let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
-                    .and_then(|p| p.finish(gpu));
+                let got = msm::msm(
+                    gpu,
+                    &varied,
+                    &dbases,
+                    &ds,
+                    n,
+                    ScalarFormat::Montgomery,
+                    None,
+                    plan,
+                )
+                .and_then(|p| p.finish(gpu));
                 let took = t.elapsed();
-                msm::set_sum_variant(before.0);
-                msm::set_batch_affine_min_per(before.1);
-                msm::set_batch_affine_group_entries(before.2);
                 log.check(
                     &format!(
                         "msm {kind} {v:?} (min {min_per}, groups {group}) c={} piece={}{} n={n}",
@@ -491,6 +516,7 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
         .collect();
     check_ones_and_splits::<G1>(
         gpu,
+        tuning,
         log,
         &mut r,
         pool,
@@ -501,10 +527,9 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
         |p, s, pool| Ok(cuzk_msm_cpu::split_msm_g1(p, s.as_ref(), pool)?),
     )?;
     mark("ones and splits");
-    check_ones_affine::<G1>(gpu, log, &mut r, &points, &dbases, "")?;
+    check_ones_affine::<G1>(gpu, tuning, log, &mut r, &points, &dbases, "")?;
     mark("batch-affine ones");
     // Every bucket-sum kernel (SumVariant) on the same inputs.
-    let default_variant = msm::sum_variant();
     for n in [33usize, 1 << 12, 1 << 20]
         .into_iter()
         .filter(|&n| n <= big)
@@ -513,9 +538,10 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
         let want = cuzk_msm_cpu::msm_g1(&points[..n], &scalars, pool)?;
         let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
         for v in [SumVariant::CalledProducts, SumVariant::BatchAffine] {
-            msm::set_sum_variant(v);
+            let varied = tuning.with_msm(tuning.msm.with_sum(v));
             let got = msm::msm(
                 gpu,
+                &varied,
                 &dbases,
                 &ds,
                 n,
@@ -527,14 +553,19 @@ pub fn check_msm(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -
             log.check(&format!("msm sum kernel {v:?} n={n}"), got == want, "");
         }
     }
-    msm::set_sum_variant(default_variant);
     Ok(())
 }
 
 /// The G2 MSM (`msm_g2` module) against cuzk-msm-cpu's msm_g2 / split_msm_g2 (a naive
 /// sum for n <= 64): n = 1..=33 and 2^8..2^max_log, random and 0/1-heavy scalars,
 /// indexed canonical scalars with other windows, equal scalars, ones and the split.
-pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32) -> Result<()> {
+pub fn check_msm_g2(
+    gpu: &Gpu,
+    tuning: &Tuning,
+    log: &Log,
+    pool: &rayon::ThreadPool,
+    max_log: u32,
+) -> Result<()> {
     let mut r = rng(7);
     let big = 1usize << max_log;
     let t = Instant::now();
@@ -572,6 +603,7 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
         let kind = if heavy { "0/1-heavy" } else { "random" };
         check_msm_of(
             gpu,
+            tuning,
             log,
             &dbases,
             &scalars,
@@ -588,8 +620,17 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
         let want = cuzk_msm_cpu::msm_g2(&points[..n], &scalars, pool)?;
         let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
         let plan = MsmPlan::for_size(n);
-        let got =
-            msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)?.finish(gpu)?;
+        let got = msm::msm(
+            gpu,
+            tuning,
+            &dbases,
+            &ds,
+            n,
+            ScalarFormat::Montgomery,
+            None,
+            plan,
+        )?
+        .finish(gpu)?;
         log.check(&format!("g2 msm equal c={} n={n}", plan.c), got == want, "");
     }
 
@@ -611,20 +652,25 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
             };
             let ds = gpu.upload::<FrRepr>(scalars_as_bytes(&scalars))?;
             for (v, min_per, group) in SUM_VARIANTS {
-                let before = (
-                    msm::sum_variant_g2(),
-                    msm::batch_affine_min_per(),
-                    msm::batch_affine_group_entries(),
+                let varied = tuning.with_msm(
+                    tuning
+                        .msm
+                        .with_sum_g2(v)
+                        .with_ba_min_per(min_per)
+                        .with_ba_group_entries(group),
                 );
-                msm::set_sum_variant_g2(v);
-                msm::set_batch_affine_min_per(min_per);
-                msm::set_batch_affine_group_entries(group);
                 let plan = MsmPlan::for_size(n);
-                let got = msm::msm(gpu, &dbases, &ds, n, ScalarFormat::Montgomery, None, plan)
-                    .and_then(|p| p.finish(gpu));
-                msm::set_sum_variant_g2(before.0);
-                msm::set_batch_affine_min_per(before.1);
-                msm::set_batch_affine_group_entries(before.2);
+                let got = msm::msm(
+                    gpu,
+                    &varied,
+                    &dbases,
+                    &ds,
+                    n,
+                    ScalarFormat::Montgomery,
+                    None,
+                    plan,
+                )
+                .and_then(|p| p.finish(gpu));
                 log.check(
                     &format!(
                         "g2 msm {kind} {v:?} (min {min_per}, groups {group}) c={} n={n}",
@@ -636,7 +682,7 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
             }
         }
     }
-    check_ones_affine::<G2>(gpu, log, &mut r, &points, &dbases, "g2 ")?;
+    check_ones_affine::<G2>(gpu, tuning, log, &mut r, &points, &dbases, "g2 ")?;
 
     // Ones and the whole split against split_msm_g2.
     let sizes: Vec<usize> = (1..=33)
@@ -645,6 +691,7 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
         .collect();
     check_ones_and_splits::<G2>(
         gpu,
+        tuning,
         log,
         &mut r,
         pool,
@@ -663,6 +710,7 @@ pub fn check_msm_g2(gpu: &Gpu, log: &Log, pool: &rayon::ThreadPool, max_log: u32
 #[allow(clippy::too_many_arguments)]
 pub fn check_ones_and_splits<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &Tuning,
     log: &Log,
     r: &mut ChaCha20Rng,
     pool: &rayon::ThreadPool,
@@ -681,7 +729,15 @@ where
         let want = cpu_split(&points[..n], &split, pool)?;
         let words = split.ones().words();
         let dw = gpu.upload::<u64>(bytes_of(words))?;
-        let ones = msm::ones_sum(gpu, dbases, &dw, words.len(), split.num_bases())?.finish(gpu)?;
+        let ones = msm::ones_sum(
+            gpu,
+            &tuning.msm,
+            dbases,
+            &dw,
+            words.len(),
+            split.num_bases(),
+        )?
+        .finish(gpu)?;
         let want_ones: C::Projective = split
             .ones()
             .iter_ones()
@@ -693,6 +749,7 @@ where
         let dc = gpu.upload::<FrRepr>(bytes_of(split.tail_scalars()))?;
         let tail = msm::msm(
             gpu,
+            tuning,
             dbases,
             &dc,
             t,
@@ -714,8 +771,10 @@ where
 /// rounds), forced at every size by a minimum of 1 pair per thread, against the
 /// host's sum: bitmaps random, full, empty, one bit, and with bits set past
 /// `n_bases` in the last word (which must not count).
+#[allow(clippy::too_many_arguments)]
 pub fn check_ones_affine<C: DeviceCurve>(
     gpu: &Gpu,
+    tuning: &Tuning,
     log: &Log,
     r: &mut ChaCha20Rng,
     points: &[C::HostAffine],
@@ -725,8 +784,7 @@ pub fn check_ones_affine<C: DeviceCurve>(
 where
     C::Projective: From<C::HostAffine> + std::iter::Sum,
 {
-    let before = msm::batch_affine_min_per();
-    msm::set_batch_affine_min_per(1);
+    let every_round = tuning.msm.with_ba_min_per(1);
     let result = (|| -> Result<()> {
         for n in [1usize, 2, 3, 63, 64, 65, 1000, 4097, (1 << 16) + 5, 1 << 20] {
             let n = n.min(points.len());
@@ -741,7 +799,7 @@ where
                 ("last bit only", one),
             ] {
                 let dw = gpu.upload::<u64>(bytes_of(&words))?;
-                let got = msm::ones_sum(gpu, dbases, &dw, nw, n)?.finish(gpu)?;
+                let got = msm::ones_sum(gpu, &every_round, dbases, &dw, nw, n)?.finish(gpu)?;
                 let want: C::Projective = (0..n)
                     .filter(|&i| words[i / 64] >> (i % 64) & 1 == 1)
                     .map(|i| C::Projective::from(points[i]))
@@ -755,7 +813,6 @@ where
         }
         Ok(())
     })();
-    msm::set_batch_affine_min_per(before);
     result
 }
 
@@ -906,7 +963,7 @@ pub fn check_partition(
                     if p.chunk.is_some() && kept > 0 && partial.is_none() {
                         partial = Some((budget, p));
                     }
-                    if p.h_buffers == cuzk_cuda::ntt::HBuffers::Two && two.is_none() {
+                    if p.h_buffers == cuzk_cuda::testing::ntt::HBuffers::Two && two.is_none() {
                         two = Some((budget, p));
                     }
                 }

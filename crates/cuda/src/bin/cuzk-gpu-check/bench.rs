@@ -8,13 +8,13 @@ use anyhow::{anyhow, Result};
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cudarc::driver::CudaSlice;
 use cuzk_alloc::{Abc, Density};
-use cuzk_cuda::gpu::{
+use cuzk_cuda::testing::gpu::{
     g2_points_as_bytes, points_as_bytes, scalar_from_repr, scalars_as_bytes, Affine2Repr,
     AffineRepr, FqRepr, FrRepr, Gpu,
 };
-use cuzk_cuda::msm::{self, MsmPlan, ScalarFormat, SumVariant};
-use cuzk_cuda::ntt::{Direction, HBuffers, Ntt, NttKernel};
-use cuzk_cuda::{CudaBackend, CudaError};
+use cuzk_cuda::testing::msm::{self, MsmPlan, MsmTuning, ScalarFormat, SumVariant};
+use cuzk_cuda::testing::ntt::{Direction, HBuffers, Ntt, NttKernel};
+use cuzk_cuda::{CudaBackend, CudaError, Tuning};
 use cuzk_gpu_backend::{GpuBackend, SplitMsm};
 use ff::Field;
 use rand::{Rng, RngCore, SeedableRng};
@@ -130,15 +130,18 @@ pub fn time5(gpu: &Gpu, mut f: impl FnMut() -> Result<(), CudaError>) -> Result<
 
 /// The G1 MSM rows of the table and, unless `table_only`, the bucket-sum kernels,
 /// the batch-affine windows, one profiled run per size and (with `sweeps`) the
-/// piece and window sweeps that picked msm.rs's defaults.
+/// piece and window sweeps that picked msm.rs's defaults. `tuning` is the
+/// backend's: its launch parameters the defaults, its profiler the one profiled.
+#[allow(clippy::too_many_arguments)]
 pub fn bench_msm(
     gpu: &Gpu,
+    tuning: &Tuning,
     log: &Log,
     r: &mut ChaCha20Rng,
     dsc: &CudaSlice<FrRepr>,
     max_msm: u32,
     table_only: bool,
-    tuning: bool,
+    sweeps: bool,
 ) -> Result<()> {
     // MSM: 2^16 distinct points replicated on the device; random scalars.
     let distinct = random_points(1 << 16, r);
@@ -150,7 +153,16 @@ pub fn bench_msm(
         let n = 1usize << lg;
         let plan = MsmPlan::for_size(n);
         let ms = time5(gpu, || {
-            let p = msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?;
+            let p = msm::msm(
+                gpu,
+                tuning,
+                &bases,
+                dsc,
+                n,
+                ScalarFormat::Montgomery,
+                None,
+                plan,
+            )?;
             p.finish(gpu).map(|_| ())
         })?;
         log.row(
@@ -164,78 +176,95 @@ pub fn bench_msm(
     // The bucket-sum kernels (how the hot mixed addition is compiled) at the default
     // and two fixed windows, then window sweeps, then one profiled run per size: the
     // numbers that pick msm.rs's defaults.
-    let timed = |n: usize, plan: MsmPlan| {
+    // Each sweep runs with a variant of the backend's launch parameters.
+    let timed = |t: MsmTuning, n: usize, plan: MsmPlan| {
+        let t = tuning.with_msm(t);
         time5(gpu, || {
-            msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?
-                .finish(gpu)
-                .map(|_| ())
+            msm::msm(
+                gpu,
+                &t,
+                &bases,
+                dsc,
+                n,
+                ScalarFormat::Montgomery,
+                None,
+                plan,
+            )?
+            .finish(gpu)
+            .map(|_| ())
         })
     };
-    let default_variant = msm::sum_variant();
-    let sweeps = if table_only { vec![] } else { vec![24u32, 26] };
-    for lg in sweeps.into_iter().map(|l| l.min(max_msm)) {
+    let base = tuning.msm;
+    let default_variant = base.sum();
+    let sizes = if table_only { vec![] } else { vec![24u32, 26] };
+    for lg in sizes.into_iter().map(|l| l.min(max_msm)) {
         let n = 1usize << lg;
         for v in [SumVariant::CalledProducts, SumVariant::BatchAffine] {
-            msm::set_sum_variant(v);
             for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
-                let ms = timed(n, plan)?;
+                let ms = timed(base.with_sum(v), n, plan)?;
                 log.line(&format!(
                     "BENCH msm sum kernel {v:?} 2^{lg} c={}: {ms:.2} ms",
                     plan.c
                 ));
             }
         }
-        msm::set_sum_variant(default_variant);
         // Batch-affine rounds at other windows (their per-bucket work differs).
-        msm::set_sum_variant(SumVariant::BatchAffine);
+        let affine = base.with_sum(SumVariant::BatchAffine);
         for c in [16u32, 18, 20, 22] {
             let plan = MsmPlan::for_window(c);
-            let ms = timed(n, plan)?;
+            let ms = timed(affine, n, plan)?;
             log.line(&format!(
                 "BENCH msm batch-affine 2^{lg} c={c} ({} windows): {ms:.2} ms",
                 plan.nwin
             ));
         }
         // How many rounds stay affine before the XYZZ levels take over.
-        let min_default = msm::batch_affine_min_per();
         for min_per in [16u64, 64, 128, 256] {
-            msm::set_batch_affine_min_per(min_per);
             let plan = MsmPlan::for_size(n);
-            let ms = timed(n, plan)?;
+            let ms = timed(affine.with_ba_min_per(min_per), n, plan)?;
             log.line(&format!(
                 "BENCH msm batch-affine 2^{lg} c={} min {min_per} pairs/thread: {ms:.2} ms",
                 plan.c
             ));
         }
-        msm::set_batch_affine_min_per(min_default);
-        msm::set_sum_variant(default_variant);
-        for c in [16u32, 19, 20].into_iter().filter(|_| tuning) {
+        for c in [16u32, 19, 20].into_iter().filter(|_| sweeps) {
             for (piece, balanced) in [(64u32, false), (64, true), (32, true), (32, false)] {
                 let plan = MsmPlan::for_window(c).with_pieces(piece, balanced);
-                let ms = timed(n, plan)?;
+                let ms = timed(base, n, plan)?;
                 log.line(&format!(
                     "BENCH msm pieces 2^{lg} c={c} piece={piece} balanced={balanced}: {ms:.2} ms"
                 ));
             }
         }
-        for c in [16u32, 18, 19, 20, 21, 22].into_iter().filter(|_| tuning) {
+        for c in [16u32, 18, 19, 20, 21, 22].into_iter().filter(|_| sweeps) {
             let plan = MsmPlan::for_window(c);
-            let ms = timed(n, plan)?;
+            let ms = timed(base, n, plan)?;
             log.line(&format!(
                 "BENCH msm window sweep 2^{lg} c={c} ({} windows): {ms:.2} ms",
                 plan.nwin
             ));
         }
-        cuzk_cuda::profile::set_enabled(true);
+        // Profiled through the backend's profiler, switched on for these runs only.
+        let was_on = tuning.profiler.enabled();
+        tuning.profiler.set_enabled(true);
         for v in [default_variant, SumVariant::BatchAffine] {
-            msm::set_sum_variant(v);
+            let t = tuning.with_msm(base.with_sum(v));
             for plan in [MsmPlan::for_size(n), MsmPlan::for_window(16)] {
-                msm::msm(gpu, &bases, dsc, n, ScalarFormat::Montgomery, None, plan)?.finish(gpu)?;
+                msm::msm(
+                    gpu,
+                    &t,
+                    &bases,
+                    dsc,
+                    n,
+                    ScalarFormat::Montgomery,
+                    None,
+                    plan,
+                )?
+                .finish(gpu)?;
             }
         }
-        msm::set_sum_variant(default_variant);
-        cuzk_cuda::profile::set_enabled(false);
-        for rep in cuzk_cuda::profile::take() {
+        tuning.profiler.set_enabled(was_on);
+        for rep in tuning.profiler.take() {
             log.line(&format!("BENCH phases {rep}"));
         }
     }
@@ -249,6 +278,7 @@ pub fn bench_msm(
 #[allow(clippy::too_many_arguments)]
 pub fn bench(
     gpu: &Gpu,
+    tuning: &Tuning,
     log: &Log,
     pool: &rayon::ThreadPool,
     quick: bool,
@@ -262,7 +292,7 @@ pub fn bench(
     let dsc = gpu.upload::<FrRepr>(scalars_as_bytes(&all_scalars))?;
     drop(all_scalars);
     if on("msm-bench") {
-        bench_msm(gpu, log, &mut r, &dsc, max_msm, table_only, sweeps)?;
+        bench_msm(gpu, tuning, log, &mut r, &dsc, max_msm, table_only, sweeps)?;
     }
 
     // G2 MSM: 2^14 distinct random points replicated on the device, the same random
@@ -274,7 +304,7 @@ pub fn bench(
     let mut bases2 = gpu.alloc_poisoned::<Affine2Repr>(1 << max_g2)?;
     msm::replicate_bases(gpu, &dsrc2, &mut bases2)?;
     // Both G2 bucket sums (`msm_sum_g2`), the default's row first, in turn.
-    let default_g2 = msm::sum_variant_g2();
+    let default_g2 = tuning.msm.sum_g2();
     let other_g2 = match default_g2 {
         SumVariant::BatchAffine => SumVariant::CalledProducts,
         SumVariant::CalledProducts => SumVariant::BatchAffine,
@@ -283,13 +313,20 @@ pub fn bench(
         let n = 1usize << lg;
         let plan = MsmPlan::for_size(n);
         for v in [default_g2, other_g2] {
-            msm::set_sum_variant_g2(v);
+            let t = tuning.with_msm(tuning.msm.with_sum_g2(v));
             let ms = time5(gpu, || {
-                let p = msm::msm(gpu, &bases2, &dsc, n, ScalarFormat::Montgomery, None, plan)?;
+                let p = msm::msm(
+                    gpu,
+                    &t,
+                    &bases2,
+                    &dsc,
+                    n,
+                    ScalarFormat::Montgomery,
+                    None,
+                    plan,
+                )?;
                 p.finish(gpu).map(|_| ())
-            });
-            msm::set_sum_variant_g2(default_g2);
-            let ms = ms?;
+            })?;
             let name = match v {
                 SumVariant::BatchAffine => "G2 MSM (affine)",
                 SumVariant::CalledProducts => "G2 MSM (calls)",
@@ -438,7 +475,7 @@ pub fn bench_ntt(
         for v in [&a, &b, &c] {
             // SAFETY: a, b, c outlive `regs`, dropped right after the timing.
             regs.push(unsafe {
-                cuzk_cuda::raw::HostRegistration::new(gpu.context(), scalars_as_bytes(v))
+                cuzk_cuda::testing::raw::HostRegistration::new(gpu.context(), scalars_as_bytes(v))
             }?);
         }
         let ms = timed_h(HBuffers::Three)?;
@@ -626,7 +663,9 @@ pub fn bench_partition(
     let t = Instant::now();
     for v in [&abc.a, &abc.b, &abc.c] {
         // SAFETY: `abc` outlives `regs`, dropped at the end of this function.
-        regs.push(unsafe { cuzk_cuda::raw::HostRegistration::new(&ctx, scalars_as_bytes(v)) }?);
+        regs.push(unsafe {
+            cuzk_cuda::testing::raw::HostRegistration::new(&ctx, scalars_as_bytes(v))
+        }?);
     }
     let pin_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
@@ -637,12 +676,15 @@ pub fn bench_partition(
             .map_err(|e| anyhow!("{e}"))?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    cuzk_cuda::profile::set_enabled(true);
+    // Profiled by this backend's own profiler (another backend's stays as it is).
+    let profiler = &backend.tuning().profiler;
+    let was_on = profiler.enabled();
+    profiler.set_enabled(true);
     backend
         .prove_partition_ref(job())
         .map_err(|e| anyhow!("{e}"))?;
-    cuzk_cuda::profile::set_enabled(false);
-    for rep in cuzk_cuda::profile::take() {
+    profiler.set_enabled(was_on);
+    for rep in profiler.take() {
         log.line(&format!("BENCH phases {rep}"));
     }
     // The same partition with its bases streamed from host memory (the path of GPUs

@@ -42,7 +42,7 @@ fn main() -> Result<()> {
             .map(PathBuf::from)
             .ok_or_else(|| anyhow!("--compile-only needs a folder"))?;
         let arch = args.get(i + 2).cloned().unwrap_or_else(|| "sm_90".into());
-        for m in cuzk_cuda::kernels::MODULES {
+        for m in cuzk_cuda::testing::kernels::MODULES {
             let t = Instant::now();
             let path = cuzk_cuda::KernelCache::compile_into(&dir, &m, &arch)?;
             println!(
@@ -141,7 +141,18 @@ fn main() -> Result<()> {
     if on("msm-bench") || on("g2-bench") {
         section(
             "bench",
-            backend.with_gpu(|gpu, _| bench(gpu, &log, &pool, quick, table_only, sweeps, &on)),
+            backend.with_gpu(|gpu, _| {
+                bench(
+                    gpu,
+                    backend.tuning(),
+                    &log,
+                    &pool,
+                    quick,
+                    table_only,
+                    sweeps,
+                    &on,
+                )
+            }),
         );
     }
     if on("ntt-bench") || on("h-bench") {

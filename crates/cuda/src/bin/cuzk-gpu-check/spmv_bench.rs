@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use anyhow::{ensure, Result};
 use blstrs::Scalar;
-use cuzk_cuda::gpu::Gpu;
-use cuzk_cuda::spmv::{self, DeviceR1cs, ValidR1cs};
+use cuzk_cuda::testing::gpu::Gpu;
+use cuzk_cuda::testing::spmv::{self, DeviceR1cs, ValidR1cs};
 use cuzk_gpu_backend::{CsrRef, R1csRef, Term};
 use cuzk_synth::{NoThrottle, COEFF_MINUS_ONE, COEFF_ONE, COEFF_TWO};
 use ff::Field;

@@ -1,12 +1,16 @@
 //! Safe launches of the kernels that exist for the device checks and benchmarks
 //! (`fr_ops_test`, `g1_ops_test`, `fq2_ops_test`, `g2_ops_test`, `fr_mul_bench`,
-//! `fq_mul_bench`): each checks its buffers' lengths against the launch, so that the
-//! check tool needs no access to the crate's unsafe launch macro.
+//! `fq_mul_bench`, `replicate_affine_g1`/`_g2`): each checks its buffers' lengths
+//! against the launch, so that the check tool needs no access to the crate's
+//! unsafe launch macro.
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::error::CudaError;
-use crate::gpu::{grid, Affine2Repr, AffineRepr, FqRepr, FrRepr, Gpu, Xyzz2Repr, XyzzRepr};
+use crate::gpu::{
+    grid, Affine2Repr, AffineRepr, CurvePoint, DeviceCurve, FqRepr, FrRepr, Gpu, Xyzz2Repr,
+    XyzzRepr, G1, G2,
+};
 
 fn need<T>(what: &str, buf: &CudaSlice<T>, len: usize) -> Result<(), CudaError> {
     if buf.len() < len {
@@ -115,5 +119,57 @@ impl Gpu {
     ) -> Result<(), CudaError> {
         need("data", data, 3 * threads(&cfg))?;
         crate::launch!(self, "fq_mul_bench", cfg, &mut *data, &iters, &which)
+    }
+}
+
+/// A curve's benchmark kernel that fills a buffer with copies of a few bases.
+pub trait Replicate: DeviceCurve {
+    const REPLICATE: &'static str;
+}
+
+impl Replicate for G1 {
+    const REPLICATE: &'static str = "replicate_affine_g1";
+}
+
+impl Replicate for G2 {
+    const REPLICATE: &'static str = "replicate_affine_g2";
+}
+
+/// Fills `out` with copies of `src` (benchmark bases).
+pub fn replicate_bases<A: CurvePoint>(
+    gpu: &Gpu,
+    src: &CudaSlice<A>,
+    out: &mut CudaSlice<A>,
+) -> Result<(), CudaError>
+where
+    A::Curve: Replicate,
+{
+    let (m, n) = (src.len() as u32, out.len() as u32);
+    crate::launch!(
+        gpu,
+        <A::Curve as Replicate>::REPLICATE,
+        grid(n as usize, 256),
+        src,
+        &m,
+        &mut *out,
+        &n
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The benchmark kernels launched here are in a module's list.
+    #[test]
+    fn replicate_kernels_are_compiled() {
+        for name in [G1::REPLICATE, G2::REPLICATE] {
+            assert!(
+                crate::kernels::MODULES
+                    .iter()
+                    .any(|m| m.kernels.contains(&name)),
+                "{name} is in no module"
+            );
+        }
     }
 }
