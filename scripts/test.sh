@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 # Style, lints and docs first: they fail fast.
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings
+# The CUDA crate without its `testing` feature (the workspace's test targets turn it on).
+cargo clippy --release -p cuzk-cuda --lib -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps --workspace
 
 # NVRTC from PyPI, so every kernel compiles here. In CI a failed install fails the run.
