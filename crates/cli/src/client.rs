@@ -11,8 +11,9 @@ pub struct ClientArgs {
     /// The daemon: `host:port` or `unix:///path`.
     #[arg(long, default_value = "127.0.0.1:9820", global = true)]
     pub addr: String,
-    /// Largest message each way, MiB (the daemon's default is 256).
-    #[arg(long, default_value_t = 256, global = true)]
+    /// Largest message each way, MiB (the daemon's default is its largest kind's
+    /// request + 1: 1025, for NI-PoRep's C1 envelopes).
+    #[arg(long, default_value_t = 1025, global = true)]
     pub max_message_mib: usize,
     /// A file holding the daemon's token (its `[daemon] token_file`), sent as
     /// `authorization: Bearer <token>` with every call.
@@ -31,8 +32,13 @@ pub struct ClientArgs {
 #[derive(Subcommand, Debug)]
 pub enum ClientCommand {
     /// Prove a PoRep C2 from a C1 output (the `{"SectorNum","Phase1Out","SectorSize"}`
-    /// envelope) and write the proof.
+    /// envelope) and write the proof. A non-interactive registered proof is sent
+    /// as NI_POREP_SEAL_COMMIT (cuzk's kind 1000; its proof is the sector's
+    /// SnarkPack aggregate), an interactive one as POREP_SEAL_COMMIT.
     Prove(ProveArgs),
+    /// Aggregate many sectors' C2 outputs with SnarkPack (SEAL_AGGREGATE, cuzk's
+    /// kind 1001) and write the aggregate, verified by the daemon.
+    Aggregate(AggregateArgs),
     /// Prove a built-in synthetic circuit (a daemon started with `synthetic = true`).
     Synthetic(SyntheticArgs),
     /// Queues, loaded parameters, GPUs and counters.
@@ -72,6 +78,18 @@ pub struct ProveArgs {
     pub sector_number: Option<u64>,
     /// Where to write the proof bytes.
     #[arg(long, default_value = "proof.bin")]
+    pub out: PathBuf,
+    /// The job id (default: the daemon picks one).
+    #[arg(long, default_value = "")]
+    pub request_id: String,
+}
+
+#[derive(Args, Debug)]
+pub struct AggregateArgs {
+    /// The aggregate request (JSON, as `cuzk aggregate request` writes it).
+    pub request: PathBuf,
+    /// Where to write the aggregate.
+    #[arg(long, short, default_value = "aggregate.bin")]
     pub out: PathBuf,
     /// The job id (default: the daemon picks one).
     #[arg(long, default_value = "")]
@@ -124,15 +142,28 @@ async fn run(args: ClientArgs) -> Result<()> {
                     .and_then(|v| v.get("SectorNum").and_then(|n| n.as_u64()))
                     .context("the envelope has no SectorNum: pass --sector-number")?,
             };
+            let kind = cuzk_filecoin::service_kind::porep_kind_of(&envelope)
+                .with_context(|| format!("the C1 envelope {}", p.c1.display()))?;
             let submit = pb::SubmitProofRequest {
                 request_id: p.request_id,
-                proof_kind: pb::ProofKind::PorepSealCommit as i32,
+                proof_kind: client::wire_kind(kind) as i32,
                 vanilla_proof: envelope,
                 sector_number,
                 miner_id: p.miner_id,
                 ..Default::default()
             };
             prove(&mut c, submit, &p.out).await
+        }
+        ClientCommand::Aggregate(a) => {
+            let request = std::fs::read(&a.request)
+                .with_context(|| format!("reading {}", a.request.display()))?;
+            let submit = pb::SubmitProofRequest {
+                request_id: a.request_id,
+                proof_kind: pb::ProofKind::SealAggregate as i32,
+                vanilla_proof: request,
+                ..Default::default()
+            };
+            prove(&mut c, submit, &a.out).await
         }
         ClientCommand::Synthetic(s) => {
             let spec = serde_json::json!({

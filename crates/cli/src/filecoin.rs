@@ -15,7 +15,7 @@ use cuzk_filecoin::{
     PorepRequest, ProverConfig,
 };
 use cuzk_scheduler::PipelineEngine;
-use cuzk_service::{ProofKind, ProofRequest};
+use cuzk_service::ProofRequest;
 
 use crate::{
     one_proof::{run_config, write_proof, Circuit, Setup},
@@ -276,9 +276,11 @@ fn c2_prove(args: C2ProveArgs) -> Result<()> {
     let Some(miner) = &args.sector.miner_id else {
         bail!("give --miner-id (the miner actor id: 1000 or f01000)");
     };
-    let kind = ProofKind::PorepSealCommit;
+    let vanilla_proof = fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+    // An NI registered proof is its own kind (NI_POREP_SEAL_COMMIT), as on the wire.
+    let kind = cuzk_filecoin::service_kind::porep_kind_of(&vanilla_proof)?;
     let request = ProofRequest {
-        vanilla_proof: fs::read(input).with_context(|| format!("reading {}", input.display()))?,
+        vanilla_proof,
         miner_id: crate::kinds::miner_actor_id(miner)?,
         sector_number: args.sector.sector.unwrap_or(0),
         ..ProofRequest::default()

@@ -63,7 +63,10 @@ impl Circuit {
             ProofKind::WindowPostPartition | ProofKind::WinningPost => {
                 Circuit::Post(PostKind::new(*ALL_POST.get(n).with_context(none)?)?)
             }
-            ProofKind::PorepSealCommit | ProofKind::Synthetic => {
+            ProofKind::PorepSealCommit
+            | ProofKind::NiPorepSealCommit
+            | ProofKind::SealAggregate
+            | ProofKind::Synthetic => {
                 bail!("{kind} requests name their circuit inside the request")
             }
         })

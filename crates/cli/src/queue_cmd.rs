@@ -103,7 +103,9 @@ pub struct SubmitArgs {
 
 #[derive(Subcommand, Debug)]
 enum SubmitKind {
-    /// PoRep C2 from a C1 output (or its envelope), for a miner and sector.
+    /// PoRep C2 from a C1 output (or its envelope), for a miner and sector. A
+    /// non-interactive registered proof is queued as NI_POREP_SEAL_COMMIT (cuzk's
+    /// kind 1000), an interactive one as POREP_SEAL_COMMIT.
     Porep {
         /// Miner actor id (1000 or f01000).
         #[arg(long)]
@@ -113,6 +115,13 @@ enum SubmitKind {
         sector: Option<u64>,
         /// The C1 output's JSON, or its envelope.
         c1: PathBuf,
+    },
+    /// SnarkPack aggregation of many sectors' C2 outputs (SEAL_AGGREGATE, cuzk's
+    /// kind 1001): the aggregate request's JSON, as `cuzk aggregate request`
+    /// writes it. The worker needs the SRS in its parameter cache.
+    Aggregate {
+        /// The aggregate request (JSON).
+        request: PathBuf,
     },
     /// A SnapDeals update: an input file (`cuzk snap inputs`) and/or the flags
     /// of `cuzk snap`.
@@ -257,12 +266,25 @@ fn requests(kind: &SubmitKind) -> Result<Vec<(ProofKind, ProofRequest)>> {
             c1,
         } => {
             let bytes = std::fs::read(c1).with_context(|| format!("reading {}", c1.display()))?;
+            let kind = cuzk_filecoin::service_kind::porep_kind_of(&bytes)
+                .with_context(|| format!("the C1 output {}", c1.display()))?;
             vec![(
-                ProofKind::PorepSealCommit,
+                kind,
                 ProofRequest {
                     vanilla_proof: bytes,
                     miner_id: crate::kinds::miner_actor_id(miner)?,
                     sector_number: sector.unwrap_or(0),
+                    ..ProofRequest::default()
+                },
+            )]
+        }
+        SubmitKind::Aggregate { request } => {
+            let bytes =
+                std::fs::read(request).with_context(|| format!("reading {}", request.display()))?;
+            vec![(
+                ProofKind::SealAggregate,
+                ProofRequest {
+                    vanilla_proof: bytes,
                     ..ProofRequest::default()
                 },
             )]

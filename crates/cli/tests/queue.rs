@@ -6,7 +6,9 @@
 //! workers riding out a restart of the server (on a private cluster, so other
 //! tests' server is left alone); every Filecoin kind (PoRep, SnapDeals,
 //! WindowPoSt, WinningPoSt at 2 KiB, real sectors) submitted with `cuzk queue
-//! submit` and proved by two workers at once through the proving service; a
+//! submit` and proved by two workers at once through the proving service, then
+//! cuzk's SEAL_AGGREGATE of two of those PoRep proofs, equal to `cuzk
+//! aggregate`'s; a
 //! worker paused past its lease losing its job (cancelled, its write refused);
 //! idempotent submission; hostile payloads failing their job with a clear error.
 //! Every proof is checked here (bellperson's verifier, filecoin-proofs' for the
@@ -676,6 +678,8 @@ fn filecoin_params() -> &'static Path {
         ] {
             ensure_params(&PostKind::new(p).unwrap(), &dir, 2026).unwrap();
         }
+        // SnarkPack's SRS, as cuzk-filecoin's tests make it (the same file).
+        cuzk_filecoin::aggregate::ensure_srs(&dir, 2027, 64).unwrap();
         dir
     })
 }
@@ -735,6 +739,18 @@ fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
     let envelope =
         serde_json::to_vec(&cuzk_filecoin::Envelope::wrap(&sealed.c1_json, 7, 2048)).unwrap();
     std::fs::write(path("c1.json"), &envelope).unwrap();
+    // A second sector, so that the two PoRep proofs can be aggregated.
+    let sealed8 = cuzk_filecoin::seal_test_sector(
+        POREP,
+        cuzk_filecoin::prover_id_from_miner(miner),
+        8,
+        12,
+        work.path(),
+    )
+    .unwrap();
+    let envelope8 =
+        serde_json::to_vec(&cuzk_filecoin::Envelope::wrap(&sealed8.c1_json, 8, 2048)).unwrap();
+    std::fs::write(path("c1-8.json"), &envelope8).unwrap();
     // The others: real vanilla proofs, as `cuzk snap|post … inputs` writes them.
     cuzk_ok(&["snap", "inputs", "-o", &path("snap.json")]);
     cuzk_ok(&["post", "window", "inputs", "-o", &path("window.json")]);
@@ -757,6 +773,7 @@ fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
         "1000",
         &path("c1.json"),
     ]);
+    let porep8 = submit_one(&["porep", "--miner-id", "1000", &path("c1-8.json")]);
     let snap = submit_one(&["snap", "-i", &path("snap.json")]);
     let window = submit_one(&["window", "-i", &path("window.json")]);
     let winning = submit_one(&["winning", "-i", &path("winning.json")]);
@@ -795,11 +812,24 @@ fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
         &path("junk.bin"),
     ]);
     assert!(e.contains("refused before it is queued"), "{e}");
+    // An aggregate request that does not parse, refused by the kind's check.
+    let e = cuzk_err(&[
+        "queue",
+        "submit",
+        "--queue",
+        &url,
+        "aggregate",
+        &path("junk.bin"),
+    ]);
+    assert!(
+        e.contains("SEAL_AGGREGATE") && e.contains("aggregate request"),
+        "{e}"
+    );
     let mut q = Queue::connect(&url).unwrap();
-    assert_eq!(q.counts().unwrap().iter().sum::<i64>(), 4);
+    assert_eq!(q.counts().unwrap().iter().sum::<i64>(), 5);
 
     let refs: Vec<&WorkerProc> = workers.iter().collect();
-    let all = wait_all(&mut q, &[porep, snap, window, winning], &refs);
+    let all = wait_all(&mut q, &[porep, snap, window, winning, porep8], &refs);
     for s in &all {
         assert_eq!(
             s.state,
@@ -821,7 +851,8 @@ fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
             ("POREP_SEAL_COMMIT", 3),
             ("SNAP_DEALS_UPDATE", 2),
             ("WINDOW_POST_PARTITION", 3),
-            ("WINNING_POST", 4)
+            ("WINNING_POST", 4),
+            ("POREP_SEAL_COMMIT", 2)
         ]
     );
 
@@ -868,6 +899,50 @@ fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
         args.extend_from_slice(&[wrong, &other]);
         cuzk_err(&args);
     }
+
+    // SEAL_AGGREGATE (cuzk's kind 1001): the two PoRep proofs' aggregate request
+    // as `cuzk aggregate request` writes it, through the queue to a worker; the
+    // same bytes as `cuzk aggregate` makes of it.
+    std::fs::write(path("7.proof"), all[0].proof.as_ref().unwrap()).unwrap();
+    std::fs::write(path("8.proof"), all[4].proof.as_ref().unwrap()).unwrap();
+    cuzk_ok(&[
+        "aggregate",
+        "request",
+        "--miner-id",
+        "1000",
+        "--c1",
+        &path("c1.json"),
+        "--proof",
+        &path("7.proof"),
+        "--c1",
+        &path("c1-8.json"),
+        "--proof",
+        &path("8.proof"),
+        "-o",
+        &path("agg.json"),
+    ]);
+    let t = Instant::now();
+    let agg = submit_one(&["aggregate", &path("agg.json")]);
+    let done = wait_all(&mut q, &[agg], &refs);
+    eprintln!(
+        "SEAL_AGGREGATE of two sectors through the queue: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(done[0].state, JobState::Done, "{:?}", done[0].errors);
+    assert_eq!(done[0].kind, "SEAL_AGGREGATE");
+    cuzk_ok(&["aggregate", &path("agg.json"), "-o", &path("agg-cli.bin")]);
+    assert_eq!(
+        done[0].proof.as_deref(),
+        Some(&std::fs::read(path("agg-cli.bin")).unwrap()[..]),
+        "the queue's aggregate differs from `cuzk aggregate`'s"
+    );
+    cuzk_ok(&[
+        "aggregate",
+        "verify",
+        &path("agg.json"),
+        "--aggregate",
+        &path("agg-cli.bin"),
+    ]);
 }
 
 /// A worker paused (SIGSTOP) past its lease loses its job: another worker

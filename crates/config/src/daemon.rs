@@ -9,7 +9,7 @@
 //! gpus = [0]
 //! max_running_jobs = 2
 //! result_ttl_s = 3600
-//! max_message_mib = 256
+//! max_message_mib = 1025             # default: the largest kind's request + 1
 //! shutdown = "finish"                # or "cancel"
 //! shutdown_timeout_s = 900
 //! synthetic = false
@@ -25,11 +25,21 @@
 //! socket_mode = "0660"               # a Unix socket's mode (octal)
 //! socket_group = "cuzk"              # and group (name or number)
 //! max_streams_per_connection = 64
-//! # Limits per kind (porep, snap, window, winning, synthetic); unset: the defaults.
+//! # Limits per kind (porep, snap, window, winning, ni_porep, aggregate,
+//! # synthetic); unset: the defaults.
 //! [daemon.limits.porep]
 //! max_pending = 64                   # jobs waiting; over it: RESOURCE_EXHAUSTED
 //! max_request_mib = 192              # bytes a request carries
+//! [daemon.limits.ni_porep]           # NI-PoRep C2 (cuzk's kind 1000)
+//! max_pending = 4
+//! max_request_mib = 1024             # a 32 GiB NI C1 envelope is ~630 MB
+//! [daemon.limits.aggregate]          # SnarkPack aggregation (cuzk's kind 1001)
+//! max_pending = 32
+//! max_request_mib = 8
 //! ```
+//!
+//! `max_message_mib` defaults to the largest kind's `max_request_mib` plus one:
+//! 1025 with the defaults (the NI-PoRep kind's 1 GiB).
 //!
 //! Every key is optional. `cuzk-daemon` checks the values the types cannot
 //! (`DaemonConfig::from_section`) and applies the defaults documented here.
@@ -150,6 +160,12 @@ pub struct KindLimitsSection {
     pub window: Option<LimitSection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub winning: Option<LimitSection>,
+    /// Non-interactive PoRep C2 (`NI_POREP_SEAL_COMMIT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ni_porep: Option<LimitSection>,
+    /// SnarkPack aggregation (`SEAL_AGGREGATE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<LimitSection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synthetic: Option<LimitSection>,
 }

@@ -16,6 +16,9 @@ use crate::{
     wire::{self as pb, proving_engine_client::ProvingEngineClient},
 };
 
+/// The wire's `ProofKind` of a service kind (what a client sends for it).
+pub use crate::convert::wire_kind;
+
 /// Connecting failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {

@@ -9,7 +9,7 @@
 //! gpus = [0]
 //! max_running_jobs = 2
 //! result_ttl_s = 3600
-//! max_message_mib = 256
+//! max_message_mib = 1025             # default: the largest kind's request + 1
 //! shutdown = "finish"                # or "cancel"
 //! shutdown_timeout_s = 900           # after SIGTERM: the most jobs, then calls still in flight (a preload), are waited for
 //! synthetic = false
@@ -232,6 +232,8 @@ impl DaemonConfig {
             (ProofKind::SnapDealsUpdate, "snap", &ls.snap),
             (ProofKind::WindowPostPartition, "window", &ls.window),
             (ProofKind::WinningPost, "winning", &ls.winning),
+            (ProofKind::NiPorepSealCommit, "ni_porep", &ls.ni_porep),
+            (ProofKind::SealAggregate, "aggregate", &ls.aggregate),
             (ProofKind::Synthetic, "synthetic", &ls.synthetic),
         ] {
             if let Some(l) = kind_limits(kind, table, section.as_ref())? {
@@ -398,6 +400,35 @@ mod tests {
 
         let err = DaemonConfig::from_toml("[daemon]\nlisten_addr = \"x\"\n", "test").unwrap_err();
         assert!(err.to_string().contains("listen_addr"), "{err}");
+    }
+
+    #[test]
+    fn cuzk_s_kinds_have_limit_tables_and_size_the_transport() {
+        // The defaults: NI-PoRep's 1 GiB is the largest request, so the transport
+        // takes 1 GiB + 1 MiB.
+        let d = DaemonConfig::default();
+        assert_eq!(d.max_message_bytes, 1025 << 20);
+        let ni = d.service.limits_for(ProofKind::NiPorepSealCommit);
+        let agg = d.service.limits_for(ProofKind::SealAggregate);
+        assert_eq!((ni.max_pending, ni.max_request_bytes), (4, 1 << 30));
+        assert_eq!((agg.max_pending, agg.max_request_bytes), (32, 8 << 20));
+        let c = DaemonConfig::from_toml(
+            "[daemon.limits.ni_porep]\nmax_pending = 1\nmax_request_mib = 2048\n\
+             [daemon.limits.aggregate]\nmax_pending = 2\nmax_request_mib = 1\n",
+            "test",
+        )
+        .unwrap();
+        let ni = c.service.limits_for(ProofKind::NiPorepSealCommit);
+        let agg = c.service.limits_for(ProofKind::SealAggregate);
+        assert_eq!((ni.max_pending, ni.max_request_bytes), (1, 2048 << 20));
+        assert_eq!((agg.max_pending, agg.max_request_bytes), (2, 1 << 20));
+        assert_eq!(c.max_message_bytes, 2049 << 20);
+        let e = DaemonConfig::from_toml("[daemon.limits.aggregate]\nmax_request_mib = 0\n", "t")
+            .unwrap_err();
+        assert!(e.to_string().contains("[daemon.limits.aggregate]"), "{e}");
+        let e =
+            DaemonConfig::from_toml("[daemon.limits.niporep]\nmax_pending = 1\n", "t").unwrap_err();
+        assert!(e.to_string().contains("niporep"), "{e}");
     }
 
     #[test]

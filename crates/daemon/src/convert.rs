@@ -16,10 +16,12 @@ pub fn request(r: pb::SubmitProofRequest) -> Result<(ProofKind, ProofRequest), S
         Ok(pb::ProofKind::SnapDealsUpdate) => ProofKind::SnapDealsUpdate,
         Ok(pb::ProofKind::WindowPostPartition) => ProofKind::WindowPostPartition,
         Ok(pb::ProofKind::WinningPost) => ProofKind::WinningPost,
+        Ok(pb::ProofKind::NiPorepSealCommit) => ProofKind::NiPorepSealCommit,
+        Ok(pb::ProofKind::SealAggregate) => ProofKind::SealAggregate,
         Ok(pb::ProofKind::Synthetic) => ProofKind::Synthetic,
         Ok(pb::ProofKind::Unspecified) => {
             return Err(Status::invalid_argument(
-                "proof_kind is not set: use POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, WINDOW_POST_PARTITION or WINNING_POST",
+                "proof_kind is not set: use POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, WINDOW_POST_PARTITION or WINNING_POST (or cuzk's NI_POREP_SEAL_COMMIT = 1000, SEAL_AGGREGATE = 1001)",
             ))
         }
         Err(_) => {
@@ -60,6 +62,19 @@ pub fn request(r: pb::SubmitProofRequest) -> Result<(ProofKind, ProofRequest), S
             comm_d_new: r.comm_d_new,
         },
     ))
+}
+
+/// The wire's value of a service kind (the inverse of [`request`]'s mapping).
+pub fn wire_kind(kind: ProofKind) -> pb::ProofKind {
+    match kind {
+        ProofKind::PorepSealCommit => pb::ProofKind::PorepSealCommit,
+        ProofKind::SnapDealsUpdate => pb::ProofKind::SnapDealsUpdate,
+        ProofKind::WindowPostPartition => pb::ProofKind::WindowPostPartition,
+        ProofKind::WinningPost => pb::ProofKind::WinningPost,
+        ProofKind::NiPorepSealCommit => pb::ProofKind::NiPorepSealCommit,
+        ProofKind::SealAggregate => pb::ProofKind::SealAggregate,
+        ProofKind::Synthetic => pb::ProofKind::Synthetic,
+    }
 }
 
 /// A finished job as an `AwaitProofResponse`.

@@ -7,7 +7,8 @@
 //! mapping (the daemon's `convert::request`) into the service's [`ProofRequest`]. The
 //! queue's `kind` column holds the kind's name ([`ProofKind::name`]:
 //! `POREP_SEAL_COMMIT`, `SNAP_DEALS_UPDATE`, `WINDOW_POST_PARTITION`,
-//! `WINNING_POST`, `SYNTHETIC`), so a worker claims only the kinds it serves.
+//! `WINNING_POST`, cuzk's `NI_POREP_SEAL_COMMIT` and `SEAL_AGGREGATE`,
+//! `SYNTHETIC`), so a worker claims only the kinds it serves.
 //!
 //! Decoding never trusts the bytes: junk, an unknown kind or priority, or a
 //! request id that breaks the service's rule ([`cuzk_service::check_request_id`],
@@ -50,13 +51,7 @@ pub fn kind_by_name(name: &str) -> Option<ProofKind> {
 
 /// `r` as a job payload of `kind`.
 pub fn encode(kind: ProofKind, r: &ProofRequest) -> Vec<u8> {
-    let proof_kind = match kind {
-        ProofKind::PorepSealCommit => pb::ProofKind::PorepSealCommit,
-        ProofKind::SnapDealsUpdate => pb::ProofKind::SnapDealsUpdate,
-        ProofKind::WindowPostPartition => pb::ProofKind::WindowPostPartition,
-        ProofKind::WinningPost => pb::ProofKind::WinningPost,
-        ProofKind::Synthetic => pb::ProofKind::Synthetic,
-    };
+    let proof_kind = crate::convert::wire_kind(kind);
     let priority = match r.priority {
         None => pb::Priority::Unspecified,
         Some(Priority::Low) => pb::Priority::Low,
@@ -157,6 +152,16 @@ mod tests {
                 (r.comm_r_old, r.comm_r_new, r.comm_d_new),
                 (want.comm_r_old, want.comm_r_new, want.comm_d_new)
             );
+        }
+        // cuzk's extensions keep their wire numbers (Curio's proto has no such
+        // kinds; queued payloads and clients depend on the numbers).
+        for (kind, number) in [
+            (ProofKind::NiPorepSealCommit, 1000),
+            (ProofKind::SealAggregate, 1001),
+            (ProofKind::Synthetic, 100),
+        ] {
+            let m = pb::SubmitProofRequest::decode(&encode(kind, &request())[..]).unwrap();
+            assert_eq!(m.proof_kind, number, "{kind}");
         }
         // Unset priority and request id stay unset.
         let bare = ProofRequest::default();

@@ -245,8 +245,8 @@ struct PanickyPrepared(Step);
 struct PanickyRunning;
 
 impl RunningProof for PanickyRunning {
-    fn engine_job(&self) -> u64 {
-        u64::MAX
+    fn engine_job(&self) -> Option<u64> {
+        None
     }
     fn wait(self: Box<Self>) -> Result<Vec<u8>, ProofFailure> {
         panic!("injected: wait")

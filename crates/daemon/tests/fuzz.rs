@@ -124,13 +124,15 @@ fn field_bytes() -> impl Strategy<Value = Vec<u8>> {
         "[{}\\[\\]\":,0-9a-zA-Z_ ]{0,64}".prop_map(String::into_bytes),
         Just(br#"{"circuit":"mul","log":30,"partitions":99999,"seed":1}"#.to_vec()),
         Just(br#"{"SectorNum":1,"Phase1Out":"eyJ9","SectorSize":2048}"#.to_vec()),
+        // An aggregate request (kind 1001) that parses up to its sectors.
+        Just(br#"{"prover_id":"1000","aggregation":"SnarkPackV2","sectors":[{"registered_proof":"StackedDrg2KiBV1_1","sector":1,"comm_r":[0],"proof":"AAAA"}]}"#.to_vec()),
     ]
 }
 
 prop_compose! {
     fn request()(
         request_id in prop_oneof![Just(String::new()), "\\PC{0,40}", "[a-z0-9-]{1,20}"],
-        proof_kind in -2i32..8,
+        proof_kind in prop_oneof![-2i32..8, 998i32..1003],
         sector_size in prop_oneof![Just(2048u64), Just(34359738368), any::<u64>()],
         registered_proof in prop_oneof![0u64..20, any::<u64>()],
         priority in -2i32..7,

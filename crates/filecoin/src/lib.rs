@@ -51,6 +51,7 @@ mod prover;
 pub mod reference;
 pub mod reference_kinds;
 mod seal;
+pub mod service_aggregate;
 pub mod service_kind;
 pub mod service_kinds;
 mod shape_only;

@@ -4,6 +4,13 @@
 //! circuit ids (`porep-2k`, `porep-32g`, ...) loaded and released through the
 //! prover's cache. The service knows no Filecoin format; this is where they meet.
 //!
+//! Non-interactive PoRep is a kind of its own (`NI_POREP_SEAL_COMMIT`, cuzk's
+//! 1000; [`PorepService::non_interactive`]): the same request fields and the same
+//! path, but only NI registered proofs, whose result is a SnarkPack aggregate of
+//! 13 to 126 partition proofs instead of 10 × 192 bytes and whose C1 envelope is
+//! ~12.6 times larger (the kind's own limits). Each kind refuses the other's
+//! registered proofs, naming the kind to use.
+//!
 //! # Timing-only circuits (benchmarks)
 //!
 //! [`ServiceProvers`] holds the real prover (parameter files; every proof verified
@@ -66,6 +73,22 @@ pub fn registered_proof(circuit_id: &str) -> Option<RegisteredSealProof> {
         })
 }
 
+/// The service kind that proves a C1 output or envelope: `NI_POREP_SEAL_COMMIT`
+/// for a non-interactive registered proof, else `POREP_SEAL_COMMIT`. For entries
+/// that take a C1 file of either (`cuzk c2`, `cuzk client prove`, `cuzk queue
+/// submit porep`); the wire names the kind, and each kind refuses the other's.
+/// Parses the whole input (the kind's check parses it again).
+pub fn porep_kind_of(c1: &[u8]) -> Result<ProofKind, FilecoinError> {
+    let input = parse_c1(c1)?;
+    Ok(
+        if PorepKind::new(input.c1.registered_proof)?.is_non_interactive() {
+            ProofKind::NiPorepSealCommit
+        } else {
+            ProofKind::PorepSealCommit
+        },
+    )
+}
+
 /// The provers the Filecoin kinds of the service share: the real one, and the
 /// timing-only one of the circuit ids configured so (none by default).
 #[derive(Clone, Debug)]
@@ -89,12 +112,12 @@ impl ServiceProvers {
             self.timing = None;
             return Ok(self);
         }
-        let known: Vec<Arc<dyn KindProver>> = {
-            let mut k: Vec<Arc<dyn KindProver>> =
-                vec![Arc::new(PorepService::new(self.real.clone()))];
-            k.extend(crate::service_kinds::KindService::all(&self.real));
-            k
-        };
+        // Aggregation has no Groth16 circuit to make timing-only.
+        let known: Vec<_> = ServiceProvers::new(self.real.clone())
+            .kinds()
+            .into_iter()
+            .filter(|k| k.kind() != ProofKind::SealAggregate)
+            .collect();
         for id in ids {
             if !known.iter().any(|k| k.knows_circuit(id)) {
                 return Err(FilecoinError::Unsupported {
@@ -137,12 +160,16 @@ impl ServiceProvers {
             .unwrap_or_default()
     }
 
-    /// The four Filecoin kinds over these provers: PoRep, SnapDeals, WindowPoSt,
-    /// WinningPoSt.
+    /// The Filecoin kinds over these provers: PoRep, SnapDeals, WindowPoSt,
+    /// WinningPoSt, and cuzk's NI-PoRep and SnarkPack aggregation.
     pub fn kinds(&self) -> Vec<Arc<dyn KindProver>> {
         let mut k: Vec<Arc<dyn KindProver>> =
             vec![Arc::new(PorepService::with_provers(self.clone()))];
         k.extend(crate::service_kinds::KindService::all_with(self));
+        k.push(Arc::new(PorepService::non_interactive(self.clone())));
+        k.push(Arc::new(crate::service_aggregate::AggregateService::new(
+            self.real.config().parameter_dir.clone(),
+        )));
         k
     }
 }
@@ -162,47 +189,85 @@ pub(crate) fn check_not_shape_only(
     Ok(())
 }
 
-/// The PoRep kind of the service, over shared [`ServiceProvers`].
+/// The PoRep kind of the service (interactive, or non-interactive), over shared
+/// [`ServiceProvers`].
 pub struct PorepService {
     provers: ServiceProvers,
+    /// Serves `NI_POREP_SEAL_COMMIT` (NI registered proofs only) rather than
+    /// `POREP_SEAL_COMMIT` (interactive ones only).
+    non_interactive: bool,
 }
 
 impl PorepService {
-    /// Every PoRep circuit on `prover` (real parameters, proofs verified).
+    /// Every interactive PoRep circuit on `prover` (real parameters, proofs
+    /// verified).
     pub fn new(prover: Arc<FilecoinProver>) -> Self {
         Self::with_provers(ServiceProvers::new(prover))
     }
 
-    /// Over `provers` (some circuit ids may be timing-only).
+    /// Interactive PoRep over `provers` (some circuit ids may be timing-only).
     pub fn with_provers(provers: ServiceProvers) -> Self {
-        Self { provers }
+        Self {
+            provers,
+            non_interactive: false,
+        }
     }
-}
 
-fn malformed(e: FilecoinError) -> RequestError {
-    RequestError::Malformed {
-        kind: ProofKind::PorepSealCommit,
-        why: e.to_string(),
+    /// Non-interactive PoRep (`NI_POREP_SEAL_COMMIT`) over `provers`.
+    pub fn non_interactive(provers: ServiceProvers) -> Self {
+        Self {
+            provers,
+            non_interactive: true,
+        }
+    }
+
+    fn service_kind(&self) -> ProofKind {
+        if self.non_interactive {
+            ProofKind::NiPorepSealCommit
+        } else {
+            ProofKind::PorepSealCommit
+        }
+    }
+
+    fn malformed(&self, why: impl std::fmt::Display) -> RequestError {
+        RequestError::Malformed {
+            kind: self.service_kind(),
+            why: why.to_string(),
+        }
+    }
+
+    /// Refuses a registered proof of the other PoRep kind, naming the kind to use.
+    fn check_interactivity(&self, kind: &PorepKind) -> Result<(), RequestError> {
+        match (kind.is_non_interactive(), self.non_interactive) {
+            (true, false) => Err(self.malformed(format!(
+                "{} is a non-interactive PoRep proof: submit it as NI_POREP_SEAL_COMMIT (cuzk's proof kind 1000), whose result is a SnarkPack aggregate of its {} partition proofs, with limits of its own",
+                kind.name,
+                kind.partitions()
+            ))),
+            (false, true) => Err(self.malformed(format!(
+                "{} is an interactive PoRep proof: submit it as POREP_SEAL_COMMIT (proof kind 1); NI_POREP_SEAL_COMMIT (1000) takes only StackedDrg*V1_2_Feat_NonInteractivePoRep",
+                kind.name
+            ))),
+            _ => Ok(()),
+        }
     }
 }
 
 impl KindProver for PorepService {
     fn kind(&self) -> ProofKind {
-        ProofKind::PorepSealCommit
+        self.service_kind()
     }
 
     fn prepare(&self, request: ProofRequest) -> Result<Box<dyn PreparedProof>, RequestError> {
+        let malformed = |e: FilecoinError| self.malformed(e);
         let input = parse_c1(&request.vanilla_proof).map_err(malformed)?;
         let kind = PorepKind::new(input.c1.registered_proof).map_err(malformed)?;
+        self.check_interactivity(&kind)?;
         let given = (request.sector_number != 0).then_some(request.sector_number);
         input.sector(given).map_err(malformed)?;
         let circuit_id = circuit_id(kind.registered);
-        check_not_shape_only(&self.provers, &circuit_id, is_shape_only(&input.c1)).map_err(
-            |why| RequestError::Malformed {
-                kind: ProofKind::PorepSealCommit,
-                why,
-            },
-        )?;
+        check_not_shape_only(&self.provers, &circuit_id, is_shape_only(&input.c1))
+            .map_err(|why| self.malformed(why))?;
         Ok(Box::new(Prepared {
             prover: self.provers.for_circuit(&circuit_id).clone(),
             circuit_id,
@@ -212,18 +277,21 @@ impl KindProver for PorepService {
                 sector: given,
                 blinding: Blinding::Random,
             },
-            priority: job_priority(request.priority, ProofKind::PorepSealCommit),
+            priority: job_priority(request.priority, self.service_kind()),
         }))
     }
 
     fn knows_circuit(&self, circuit_id: &str) -> bool {
-        registered_proof(circuit_id).is_some_and(|p| PorepKind::new(p).is_ok())
+        registered_proof(circuit_id).is_some_and(|p| {
+            PorepKind::new(p).is_ok_and(|k| k.is_non_interactive() == self.non_interactive)
+        })
     }
 
     fn load_params(&self, circuit_id: &str) -> Result<LoadedParams, String> {
         let proof = registered_proof(circuit_id)
             .ok_or_else(|| format!("`{circuit_id}` is not a PoRep circuit id"))?;
         let kind = PorepKind::new(proof).map_err(|e| e.to_string())?;
+        self.check_interactivity(&kind).map_err(|e| e.to_string())?;
         let params = self
             .provers
             .for_circuit(circuit_id)
@@ -312,8 +380,8 @@ pub(crate) struct Running<J> {
 }
 
 impl<J: SubmittedJob> RunningProof for Running<J> {
-    fn engine_job(&self) -> u64 {
-        self.job.id()
+    fn engine_job(&self) -> Option<u64> {
+        Some(self.job.id())
     }
 
     fn wait(self: Box<Self>) -> Result<Vec<u8>, ProofFailure> {
@@ -366,7 +434,9 @@ mod tests {
                 vec!["porep-2k".to_string()],
                 vec![],
                 vec![],
-                vec!["winning-2k".to_string()]
+                vec!["winning-2k".to_string()],
+                vec![],
+                vec![]
             ]
         );
         // Off by default.
@@ -381,6 +451,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("porep-3k"), "{err}");
+        // The SRS is the aggregation kind's circuit id, but no Groth16 circuit.
+        let srs = crate::aggregate::srs_file();
+        assert!(provers().with_timing_only(&[srs], 7).is_err());
+        // An NI-PoRep circuit is the NI kind's (timing-only as before).
+        let ni = "StackedDrg2KiBV1_2_Feat_NonInteractivePoRep".to_string();
+        let p = provers()
+            .with_timing_only(std::slice::from_ref(&ni), 7)
+            .unwrap();
+        let kinds = p.kinds();
+        let of = |k: ProofKind| {
+            kinds
+                .iter()
+                .find(|x| x.kind() == k)
+                .unwrap()
+                .timing_only_circuits()
+        };
+        assert_eq!(of(ProofKind::NiPorepSealCommit), [ni]);
+        assert!(of(ProofKind::PorepSealCommit).is_empty());
+        // Each PoRep kind knows only its own circuits.
+        let porep = &kinds[0];
+        let ni_kind = kinds
+            .iter()
+            .find(|k| k.kind() == ProofKind::NiPorepSealCommit)
+            .unwrap();
+        assert!(porep.knows_circuit("porep-2k") && !ni_kind.knows_circuit("porep-2k"));
+        assert!(ni_kind.knows_circuit("StackedDrg32GiBV1_2_Feat_NonInteractivePoRep"));
+        assert!(!porep.knows_circuit("StackedDrg32GiBV1_2_Feat_NonInteractivePoRep"));
         let p = provers().with_timing_only(&["porep-2k".into()], 7).unwrap();
         assert!(check_not_shape_only(&p, "porep-2k", true).is_ok());
         assert!(check_not_shape_only(&p, "porep-8m", false).is_ok());

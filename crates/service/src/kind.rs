@@ -10,7 +10,10 @@ use std::{any::Any, sync::Arc};
 use cuzk_scheduler::PipelineEngine;
 
 /// What a job proves. The first four are Curio's kinds (the gRPC enum's values);
-/// `Synthetic` is cuzk's own: a built-in test circuit, served only when the
+/// the rest are cuzk's own, with wire values far from Curio's: non-interactive
+/// PoRep's C2 (`NiPorepSealCommit`, 1000) and SnarkPack aggregation of many
+/// sectors' C2 outputs (`SealAggregate`, 1001), which Curio's proto does not
+/// have, and `Synthetic` (100), a built-in test circuit served only when the
 /// configuration enables it, never a stand-in for a Filecoin proof.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProofKind {
@@ -18,15 +21,19 @@ pub enum ProofKind {
     SnapDealsUpdate,
     WindowPostPartition,
     WinningPost,
+    NiPorepSealCommit,
+    SealAggregate,
     Synthetic,
 }
 
 impl ProofKind {
-    pub const ALL: [ProofKind; 5] = [
+    pub const ALL: [ProofKind; 7] = [
         ProofKind::PorepSealCommit,
         ProofKind::SnapDealsUpdate,
         ProofKind::WindowPostPartition,
         ProofKind::WinningPost,
+        ProofKind::NiPorepSealCommit,
+        ProofKind::SealAggregate,
         ProofKind::Synthetic,
     ];
 
@@ -37,19 +44,30 @@ impl ProofKind {
             ProofKind::SnapDealsUpdate => "SNAP_DEALS_UPDATE",
             ProofKind::WindowPostPartition => "WINDOW_POST_PARTITION",
             ProofKind::WinningPost => "WINNING_POST",
+            ProofKind::NiPorepSealCommit => "NI_POREP_SEAL_COMMIT",
+            ProofKind::SealAggregate => "SEAL_AGGREGATE",
             ProofKind::Synthetic => "SYNTHETIC",
         }
     }
 
     /// The priority a request of this kind gets when it asks for none: a
     /// WinningPoSt misses its block if it waits, a WindowPoSt its deadline.
+    /// Sealing work is normal: a PoRep or SnapDeals C2 has hours of slack, and so
+    /// has a non-interactive PoRep C2 (the same sealing pipeline, more
+    /// partitions). An aggregation is normal too, not low: it holds an admission
+    /// slot for seconds of CPU and never the GPU, and it is what brings many
+    /// sectors already proved onto the chain, so it must not starve behind a
+    /// steady stream of C2s (the service's queue is strict priority), while the
+    /// PoSt kinds still pass it.
     pub fn default_priority(self) -> Priority {
         match self {
             ProofKind::WinningPost => Priority::Critical,
             ProofKind::WindowPostPartition => Priority::High,
-            ProofKind::PorepSealCommit | ProofKind::SnapDealsUpdate | ProofKind::Synthetic => {
-                Priority::Normal
-            }
+            ProofKind::PorepSealCommit
+            | ProofKind::SnapDealsUpdate
+            | ProofKind::NiPorepSealCommit
+            | ProofKind::SealAggregate
+            | ProofKind::Synthetic => Priority::Normal,
         }
     }
 }
@@ -75,7 +93,8 @@ pub struct ProofRequest {
     pub priority: Option<Priority>,
     pub sector_size: u64,
     pub registered_proof: u64,
-    /// PoRep: the C1 envelope. Synthetic: its JSON spec.
+    /// PoRep and NI-PoRep: the C1 envelope. Aggregation: the aggregate request's
+    /// JSON (`cuzk aggregate request`). Synthetic: its JSON spec.
     pub vanilla_proof: Vec<u8>,
     /// SnapDeals: one partition proof each; PoSt: one sector proof each.
     pub vanilla_proofs: Vec<Vec<u8>>,
@@ -178,6 +197,23 @@ impl KindLimits {
     /// sector's C1 envelope is ~140 MB (32 GiB: ~50 MB); a 32 GiB WindowPoSt
     /// partition's 2349 vanilla proofs ~70 MB; a SnapDeals update's 16 partition
     /// proofs ~30 MB; a WinningPoSt's one sector proof well under 1 MB.
+    ///
+    /// A non-interactive PoRep C1 envelope is ~12.6 times an interactive one (the
+    /// vanilla proofs of 126 partitions against 10, at 32 and 64 GiB): ~630 MB at
+    /// 32 GiB, so 1 GiB, and only 4 may
+    /// wait (4 GiB of queued requests at worst, beside their parsed copies); a
+    /// 64 GiB NI sector (~1.8 GB) needs `[daemon.limits.ni_porep]
+    /// max_request_mib` raised.
+    ///
+    /// An aggregate request (`AggregateRequest`, pretty JSON as `cuzk aggregate
+    /// request` writes it) holds per sector its registered proof's name and sector
+    /// number (~100 bytes with the keys), four 32-byte arrays written one number a
+    /// line (~4 × 32 × 12 = ~1.5 KB) and its proof in base64: 10 partitions ×
+    /// 192 bytes = 1920 bytes → 2560 characters for an interactive sector, 126 ×
+    /// 192 = 24192 → 32256 for a 32 GiB NI one. The chain's largest aggregates,
+    /// 819 interactive sectors (~4.2 KB each: ~3.4 MB) or 65 NI sectors (~34 KB
+    /// each: ~2.2 MB), fit in 8 MiB with room for other indentation; 32 may
+    /// wait (256 MiB at worst).
     pub fn default_for(kind: ProofKind) -> KindLimits {
         const MIB: u64 = 1 << 20;
         let (max_pending, max_request_bytes) = match kind {
@@ -185,6 +221,8 @@ impl KindLimits {
             ProofKind::SnapDealsUpdate => (64, 128 * MIB),
             ProofKind::WindowPostPartition => (64, 128 * MIB),
             ProofKind::WinningPost => (16, 16 * MIB),
+            ProofKind::NiPorepSealCommit => (4, 1024 * MIB),
+            ProofKind::SealAggregate => (32, 8 * MIB),
             ProofKind::Synthetic => (64, MIB),
         };
         KindLimits {
@@ -230,10 +268,13 @@ pub enum ProofFailure {
     Failed(String),
 }
 
-/// A proof on the engine.
+/// A proof on the engine, or work of a kind that needs no engine (aggregation).
 pub trait RunningProof: Send {
-    /// The engine's job id (for cancellation and the TIMELINE).
-    fn engine_job(&self) -> u64;
+    /// The engine's job id (for cancellation and the TIMELINE); `None` for work
+    /// that runs outside the engine (SnarkPack aggregation, on the job's own
+    /// thread), which cannot be interrupted: a cancelled one runs to its end, and
+    /// the service discards its result and reports the job cancelled.
+    fn engine_job(&self) -> Option<u64>;
     /// Blocks until the proof is done; the bytes are verified before they are
     /// returned, unless its parameter set is timing-only
     /// ([`LoadedParams::timing_only`]).

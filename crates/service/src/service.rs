@@ -215,8 +215,10 @@ enum Phase {
     Queued(Box<dyn PreparedProof>),
     /// Admitted; loading parameters or starting.
     Loading,
+    /// Running: on the engine (its job id), or outside it (`None`: an
+    /// aggregation, which cannot be interrupted).
     Running {
-        engine_job: u64,
+        engine_job: Option<u64>,
     },
     Done(JobResult),
 }
@@ -548,12 +550,19 @@ impl Service {
                 None => true,
             }
         };
-        if cancel_now {
-            engine.cancel(engine_job);
+        if let (true, Some(j)) = (cancel_now, engine_job) {
+            engine.cancel(j);
         }
         drop(engine);
-        let outcome = running.wait();
-        let stages = inner.metrics.take_job(engine_job);
+        let mut outcome = running.wait();
+        // Work outside the engine cannot be stopped: a job cancelled while it ran
+        // has finished by now, and its result is discarded.
+        if engine_job.is_none() && outcome.is_ok() && self.cancel_requested(id) {
+            outcome = Err(ProofFailure::Cancelled);
+        }
+        let stages = engine_job
+            .map(|j| inner.metrics.take_job(j))
+            .unwrap_or_default();
         // The parameter set may be evicted from here on (and its device copies
         // freed with it when the budget evicts it).
         drop(hold);
@@ -784,8 +793,10 @@ impl Service {
             Phase::Running { engine_job } => {
                 job.cancel_requested = true;
                 drop(st);
-                if let Some(engine) = self.inner.engine() {
-                    engine.cancel(engine_job);
+                // Without an engine job (an aggregation), the work runs to its
+                // end and its result is discarded (`prove`).
+                if let (Some(engine), Some(j)) = (self.inner.engine(), engine_job) {
+                    engine.cancel(j);
                 }
                 Ok(true)
             }
@@ -884,7 +895,9 @@ impl Service {
                 (Phase::Loading, Some(q)) => q.in_progress += 1,
                 (Phase::Running { engine_job }, Some(q)) => {
                     q.in_progress += 1;
-                    by_engine_job.insert(*engine_job, (id.clone(), j.kind));
+                    if let Some(e) = engine_job {
+                        by_engine_job.insert(*e, (id.clone(), j.kind));
+                    }
                 }
                 (Phase::Done(_), _) => results_waiting += 1,
                 _ => {}
@@ -1114,7 +1127,11 @@ fn unsupported_reason(kind: ProofKind) -> String {
             "this build has no PoRep prover (the Filecoin adapter, cuzk-filecoin, is not linked in)"
                 .into()
         }
-        ProofKind::SnapDealsUpdate | ProofKind::WindowPostPartition | ProofKind::WinningPost => {
+        ProofKind::SnapDealsUpdate
+        | ProofKind::WindowPostPartition
+        | ProofKind::WinningPost
+        | ProofKind::NiPorepSealCommit
+        | ProofKind::SealAggregate => {
             format!("this daemon has no {kind} prover (the Filecoin adapter, cuzk-filecoin, serves it; `cuzk serve` registers it); no proof is faked")
         }
         ProofKind::Synthetic => {

@@ -342,8 +342,8 @@ struct Running {
 }
 
 impl RunningProof for Running {
-    fn engine_job(&self) -> u64 {
-        self.handle.id()
+    fn engine_job(&self) -> Option<u64> {
+        Some(self.handle.id())
     }
 
     fn wait(self: Box<Self>) -> Result<Vec<u8>, ProofFailure> {
