@@ -244,6 +244,8 @@ pub struct RunResult {
     pub verified: bool,
     /// Whether the backend evaluated `a, b, c` from the witness.
     pub abc_on_backend: bool,
+    /// `--c1` runs: each sector's partitions and aggregation (empty otherwise).
+    pub sectors: Vec<crate::filecoin::SectorTiming>,
 }
 
 fn peak_rss() -> Option<u64> {
@@ -303,7 +305,7 @@ pub fn run_once(
     let engine = PipelineEngine::start(cfg.engine.clone(), policies, recorder.clone())?;
 
     if let Some(fc) = &prep.filecoin {
-        let wall = crate::filecoin::bench_run(
+        let run = crate::filecoin::bench_run(
             fc,
             &engine,
             cfg.engine.verify,
@@ -311,13 +313,14 @@ pub fn run_once(
             show_progress,
             label,
         )?;
+        let verified = run.sectors.iter().all(|s| s.verified);
         return finish_run(
             prep,
             &cfg,
             engine,
             recorder,
-            wall,
-            true,
+            (run.wall, run.sectors),
+            verified,
             &dir,
             &sources,
             &backend_caps,
@@ -380,7 +383,7 @@ pub fn run_once(
         &cfg,
         engine,
         recorder,
-        wall,
+        (wall, Vec::new()),
         verified,
         &dir,
         &sources,
@@ -396,7 +399,7 @@ fn finish_run(
     cfg: &RunConfig,
     engine: PipelineEngine,
     recorder: Arc<Recorder>,
-    wall: f64,
+    (wall, sectors): (f64, Vec<crate::filecoin::SectorTiming>),
     verified: bool,
     dir: &Path,
     sources: &[cuzk_config::PolicySource],
@@ -427,6 +430,7 @@ fn finish_run(
         dir: dir.to_path_buf(),
         verified: verified && !prep.timing_only && cfg.engine.verify,
         abc_on_backend,
+        sectors,
     };
     write_manifest(
         dir,
@@ -573,6 +577,10 @@ fn write_manifest(
             "gpu_idle_ready_ms": r.analysis.gpu_busy.iter().map(|d| d.idle_ready_ms).collect::<Vec<_>>(),
             "gpu_starved_ms": r.analysis.gpu_busy.iter().map(|d| d.starved_ms).collect::<Vec<_>>(),
             "verified": r.verified,
+            // `--c1`: per sector, the engine's time for its partitions and (NI-PoRep)
+            // the SnarkPack aggregation's, which overlaps the next sector's partitions.
+            "sectors": &r.sectors,
+            "aggregation": aggregation_summary(&r.sectors),
         },
         "timeline": timeline.display().to_string(),
         // What the planner makes of this run's shape on this machine: which knobs
@@ -601,6 +609,30 @@ fn plan_json(
     caps: &cuzk_gpu_backend::Capabilities,
 ) -> serde_json::Value {
     crate::plan::manifest_plan(cfg, &plan_counts(prep), &caps.devices)
+}
+
+/// The aggregation's share of a non-interactive PoRep stream: the mean aggregate
+/// against the mean engine time per sector (`None` when nothing was aggregated).
+fn aggregation_summary(sectors: &[crate::filecoin::SectorTiming]) -> Option<serde_json::Value> {
+    let aggregates: Vec<f64> = sectors.iter().filter_map(|s| s.aggregate_s).collect();
+    if aggregates.is_empty() {
+        return None;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let partitions: Vec<f64> = sectors.iter().map(|s| s.partitions_s).collect();
+    let (aggregate, engine) = (mean(&aggregates), mean(&partitions));
+    // The last sector's aggregation is the only one the engine does not hide.
+    let tail = sectors.iter().map(|s| s.done_s).fold(0.0, f64::max)
+        - sectors.iter().map(|s| s.proofs_s).fold(0.0, f64::max);
+    Some(serde_json::json!({
+        "aggregate_mean_s": aggregate,
+        "aggregate_min_s": aggregates.iter().copied().fold(f64::INFINITY, f64::min),
+        "aggregate_max_s": aggregates.iter().copied().fold(0.0, f64::max),
+        "partitions_mean_s": engine,
+        "aggregate_over_partitions": aggregate / engine,
+        "tail_after_last_partition_s": tail,
+        "timing_only_srs": sectors.iter().any(|s| s.timing_only_aggregate),
+    }))
 }
 
 fn gib(b: u64) -> String {
@@ -666,6 +698,33 @@ fn print_result(label: &str, prep: &Prepared, r: &RunResult) {
             d.busy_pct,
             cuzk_timeline::DeviceBusy::pct(d.idle_ready_ms, span),
             cuzk_timeline::DeviceBusy::pct(d.starved_ms, span),
+        );
+    }
+    for s in &r.sectors {
+        println!(
+            "  sector {}: partitions {:.2} s (last proof at {:.2} s){}, output {} bytes at {:.2} s{}",
+            s.index,
+            s.partitions_s,
+            s.proofs_s,
+            s.aggregate_s
+                .map(|a| format!(", aggregate {a:.2} s"))
+                .unwrap_or_default(),
+            s.proof_bytes,
+            s.done_s,
+            if s.timing_only_aggregate {
+                " (timing-only SRS: does not verify)"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(a) = aggregation_summary(&r.sectors) {
+        println!(
+            "  aggregation: {:.2} s a sector against {:.2} s of partitions ({:.1}%), hidden behind the next sector's partitions but for the last ({:.2} s tail)",
+            a["aggregate_mean_s"].as_f64().unwrap_or(f64::NAN),
+            a["partitions_mean_s"].as_f64().unwrap_or(f64::NAN),
+            100.0 * a["aggregate_over_partitions"].as_f64().unwrap_or(f64::NAN),
+            a["tail_after_last_partition_s"].as_f64().unwrap_or(f64::NAN),
         );
     }
     print!("{}", r.analysis);

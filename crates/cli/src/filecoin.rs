@@ -403,10 +403,43 @@ pub fn bench_prepare(c1: &Path, args: &BenchC1Args, timing_only: bool) -> Result
     })
 }
 
+/// One sector of a `--c1` run, as the manifest and the summary show it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SectorTiming {
+    /// Submission order (all sectors are submitted at once).
+    pub index: usize,
+    /// Seconds from the submission to the sector's last partition proof.
+    pub proofs_s: f64,
+    /// The engine's time for this sector's partitions in the stream: seconds since
+    /// the previous sector's last partition proof (the first: since the submission).
+    pub partitions_s: f64,
+    /// Non-interactive PoRep: the SnarkPack aggregation's seconds, which begin at
+    /// `proofs_s` while the engine goes on with the next sector's partitions.
+    pub aggregate_s: Option<f64>,
+    /// Whether the aggregate was made with a timing-only SRS (it does not verify).
+    pub timing_only_aggregate: bool,
+    /// Seconds from the submission to the sector's output (aggregated, verified).
+    pub done_s: f64,
+    /// The C2 output's bytes (interactive: N x 192; non-interactive: the aggregate).
+    pub proof_bytes: usize,
+    pub verified: bool,
+}
+
+/// What a `--c1` run measured.
+#[derive(Clone, Debug)]
+pub struct BenchC1Run {
+    /// Seconds from the submission to the last sector's output.
+    pub wall: f64,
+    /// Per sector, in submission order.
+    pub sectors: Vec<SectorTiming>,
+}
+
 /// Runs `jobs` sectors of the C1 through `engine`: all built first (circuits from the
 /// vanilla proofs), then submitted at once; each checked by `verify_seal` unless the
-/// parameters are timing-only or `verify` is off (`--no-verify`). Returns the wall
-/// time of the proving in seconds.
+/// parameters are timing-only or `verify` is off (`--no-verify`). Every sector is
+/// waited for on a thread of its own, so a non-interactive sector's aggregation
+/// starts the moment its last partition proof exists, beside the engine (which has
+/// every later sector's partitions already) and beside another sector's aggregation.
 pub fn bench_run(
     fc: &BenchC1,
     engine: &PipelineEngine,
@@ -414,7 +447,7 @@ pub fn bench_run(
     jobs: usize,
     show_progress: bool,
     label: &str,
-) -> Result<f64> {
+) -> Result<BenchC1Run> {
     let mut prepared = Vec::with_capacity(jobs);
     for _ in 0..jobs {
         let job = fc.prover.prepare_porep(PorepRequest {
@@ -435,17 +468,58 @@ pub fn bench_run(
         .into_iter()
         .map(|p| p.submit(engine, cuzk_filecoin::Priority::Normal))
         .collect();
-    for h in handles {
-        let id = h.id();
-        h.wait_output()
-            .with_context(|| format!("sector job {id} of the {label} run failed"))?;
-        if let Some(pb) = &pb {
-            pb.inc(1);
-        }
-    }
+    let waited: Vec<Result<(usize, cuzk_filecoin::PorepOutput, f64)>> = std::thread::scope(|s| {
+        let waiters: Vec<_> = handles
+            .into_iter()
+            .enumerate()
+            .map(|(index, h)| {
+                let pb = pb.clone();
+                s.spawn(move || {
+                    let id = h.id();
+                    let out = h
+                        .wait_output()
+                        .with_context(|| format!("sector job {id} of the {label} run failed"))?;
+                    let done = start.elapsed().as_secs_f64();
+                    if let Some(pb) = &pb {
+                        pb.inc(1);
+                    }
+                    Ok((index, out, done))
+                })
+            })
+            .collect();
+        waiters
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a sector's waiting thread panicked")))
+            })
+            .collect()
+    });
     let wall = start.elapsed().as_secs_f64();
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    Ok(wall)
+    let mut sectors = Vec::with_capacity(jobs);
+    for w in waited {
+        let (index, out, done_s) = w?;
+        sectors.push(SectorTiming {
+            index,
+            proofs_s: out.proofs_at.duration_since(start).as_secs_f64(),
+            partitions_s: 0.0,
+            aggregate_s: out.aggregate_time.map(|d| d.as_secs_f64()),
+            timing_only_aggregate: out.timing_only_aggregate,
+            done_s,
+            proof_bytes: out.proof.len(),
+            verified: out.verified,
+        });
+    }
+    // The engine's time per sector: between consecutive sectors' last proofs.
+    let mut order: Vec<usize> = (0..sectors.len()).collect();
+    order.sort_by(|&a, &b| sectors[a].proofs_s.total_cmp(&sectors[b].proofs_s));
+    let mut previous = 0.0;
+    for i in order {
+        sectors[i].partitions_s = sectors[i].proofs_s - previous;
+        previous = sectors[i].proofs_s;
+    }
+    Ok(BenchC1Run { wall, sectors })
 }

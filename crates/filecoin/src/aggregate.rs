@@ -23,8 +23,27 @@
 //! size and proof count. [`generate_srs`] writes an insecure one under that name for
 //! tests (bellperson's `setup_fake_srs`, as filecoin-proofs' own tests and benches
 //! get theirs), never anything downloaded.
+//!
+//! # Timing-only aggregation
+//!
+//! A sector proved with timing-only parameters (random points) has partition proofs
+//! that cannot verify, and filecoin-proofs' `aggregate_seal_commit_proofs` reads the
+//! real verifying key and SRS from its parameter cache, a process-wide setting a
+//! timing-only prover must never write into. So a timing-only sector is aggregated
+//! by [`TimingOnlySrs`]: an SRS made in memory by bellperson's `setup_fake_srs`
+//! (once per prover, well under a second for 128 proofs), specialised per proof
+//! count as filecoin-proofs does, and bellperson's `aggregate_proofs`, the function
+//! filecoin-proofs' aggregation calls and all of its cost, over the same count of
+//! proofs (padded to a power of two by repeating the last one, as filecoin-proofs
+//! pads). Only the transcript's included bytes differ (a fixed label instead of the
+//! hash of the comm_r): such an aggregate never verifies, is never returned as
+//! verified, and costs what the real one costs.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bellperson::groth16::aggregate::{AggregateVersion, GenericSRS, ProverSRS};
 
 use filecoin_proofs_api::seal::{self, SealCommitPhase2Output};
 use filecoin_proofs_api::{RegisteredAggregationProof, RegisteredSealProof};
@@ -102,6 +121,120 @@ pub(crate) fn aggregate_ni_sector(
         }],
     )
     .map_err(|e| FilecoinError::Aggregate(format!("{e:#}")))
+}
+
+/// What a timing-only aggregate's transcript includes in place of the comm_rs' hash:
+/// it says what the bytes are to anyone who finds them.
+const TIMING_ONLY_TRANSCRIPT: &[u8] = b"cuzk timing-only SnarkPack aggregate (does not verify)";
+
+/// A SnarkPack SRS for timing-only aggregation ([module docs](self)): bellperson's
+/// `setup_fake_srs` in memory, never a file, so it can never be mistaken for the
+/// official `v28-fil-inner-product-v1.srs` of a parameter cache. Prover keys are
+/// specialised once per proof count and kept, as filecoin-proofs keeps its
+/// (`lookup_srs_key`), so a stream of sectors pays the specialisation once.
+pub struct TimingOnlySrs {
+    generic: GenericSRS<blstrs::Bls12>,
+    max_proofs: usize,
+    keys: Mutex<HashMap<usize, Arc<ProverSRS<blstrs::Bls12>>>>,
+}
+
+impl std::fmt::Debug for TimingOnlySrs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimingOnlySrs")
+            .field("max_proofs", &self.max_proofs)
+            .finish()
+    }
+}
+
+impl TimingOnlySrs {
+    /// An SRS for aggregating up to `max_proofs` proofs (rounded up to the power of
+    /// two SnarkPack aggregates), from `seed`.
+    pub fn generate(seed: u64, max_proofs: usize) -> Self {
+        let max_proofs = aggregate_len(max_proofs);
+        let t = std::time::Instant::now();
+        let generic = bellperson::groth16::aggregate::setup_fake_srs::<blstrs::Bls12, _>(
+            &mut ChaCha20Rng::seed_from_u64(seed),
+            max_proofs,
+        );
+        tracing::warn!(max_proofs, took = ?t.elapsed(), "TIMING-ONLY SnarkPack SRS made in memory: aggregates made with it do not verify");
+        Self {
+            generic,
+            max_proofs,
+            keys: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The most proofs it aggregates (a power of two).
+    pub fn max_proofs(&self) -> usize {
+        self.max_proofs
+    }
+
+    fn prover_key(&self, count: usize) -> Arc<ProverSRS<blstrs::Bls12>> {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        keys.entry(count)
+            .or_insert_with(|| Arc::new(self.generic.specialize_prover(count)))
+            .clone()
+    }
+
+    /// The aggregate of partition proofs (N × 192 bytes, as the engine's proofs are
+    /// written) with bellperson's `aggregate_proofs`, SnarkPack v2 as non-interactive
+    /// PoRep uses, over the count filecoin-proofs aggregates (the last proof repeated
+    /// to a power of two). The bytes are an `AggregateProof` as filecoin-proofs
+    /// writes one; they do not verify.
+    pub fn aggregate(
+        &self,
+        kind: &PorepKind,
+        partition_proofs: &[u8],
+    ) -> Result<Vec<u8>, FilecoinError> {
+        let _span =
+            tracing::info_span!("aggregate", proof = %kind.name, timing_only = true).entered();
+        if partition_proofs.is_empty()
+            || !partition_proofs
+                .len()
+                .is_multiple_of(crate::PARTITION_PROOF_LEN)
+        {
+            return Err(FilecoinError::ProofLength {
+                proof: kind.name.clone(),
+                expected: kind.partitions() * crate::PARTITION_PROOF_LEN,
+                actual: partition_proofs.len(),
+            });
+        }
+        let mut proofs = partition_proofs
+            .chunks(crate::PARTITION_PROOF_LEN)
+            .map(bellperson::groth16::Proof::<blstrs::Bls12>::read)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| FilecoinError::Aggregate(format!("reading a partition proof: {e}")))?;
+        let count = aggregate_len(proofs.len());
+        if count > self.max_proofs {
+            return Err(FilecoinError::AggregateCount {
+                proof: kind.name.clone(),
+                count: proofs.len(),
+                reason: "more proofs than the timing-only SRS was made for",
+            });
+        }
+        let last = proofs[proofs.len() - 1].clone();
+        proofs.resize(count, last);
+        let key = self.prover_key(count);
+        let aggregate = bellperson::groth16::aggregate::aggregate_proofs(
+            &key,
+            TIMING_ONLY_TRANSCRIPT,
+            &proofs,
+            AggregateVersion::V2,
+        )
+        .map_err(|e| FilecoinError::Aggregate(format!("{e:#}")))?;
+        let mut bytes = Vec::new();
+        aggregate
+            .write(&mut bytes)
+            .map_err(|e| FilecoinError::Aggregate(format!("writing the aggregate: {e}")))?;
+        Ok(bytes)
+    }
+}
+
+/// How many proofs SnarkPack aggregates for `count` partition proofs: the next power
+/// of two, at least 2 (filecoin-proofs' `get_aggregate_target_len`, which is not
+/// public).
+pub fn aggregate_len(count: usize) -> usize {
+    count.next_power_of_two().max(2)
 }
 
 /// One sector of an aggregate: what its C2 proved and the proof (interactive PoRep:
@@ -357,5 +490,75 @@ mod base64_bytes {
         base64::engine::general_purpose::STANDARD
             .decode(text.trim())
             .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellperson::groth16::aggregate::AggregateProof;
+    use group::{Curve, Group};
+
+    const NI_2K: RegisteredSealProof =
+        RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
+
+    /// `n` partition proofs of random points (never all zero), as the engine writes them.
+    fn random_proofs(n: usize, seed: u64) -> Vec<u8> {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let mut bytes = Vec::new();
+        for _ in 0..n {
+            bellperson::groth16::Proof::<blstrs::Bls12> {
+                a: blstrs::G1Projective::random(&mut rng).to_affine(),
+                b: blstrs::G2Projective::random(&mut rng).to_affine(),
+                c: blstrs::G1Projective::random(&mut rng).to_affine(),
+            }
+            .write(&mut bytes)
+            .unwrap();
+        }
+        bytes
+    }
+
+    /// A timing-only aggregate is SnarkPack's over the padded count (13 partitions: 16
+    /// proofs, as filecoin-proofs pads them), in the format filecoin-proofs reads; an
+    /// SRS too small for a count, and bytes that are not whole proofs, are typed errors.
+    #[test]
+    fn timing_only_aggregates_have_the_padded_count_and_filecoin_proofs_format() {
+        let kind = PorepKind::new(NI_2K).unwrap();
+        assert_eq!(kind.partitions(), 13);
+        assert_eq!(
+            [1, 2, 3, 13, 16, 17, 126].map(aggregate_len),
+            [2, 2, 4, 16, 16, 32, 128]
+        );
+        let srs = TimingOnlySrs::generate(7, kind.partitions());
+        assert_eq!(srs.max_proofs(), 16);
+        let proofs = random_proofs(13, 1);
+        let bytes = srs.aggregate(&kind, &proofs).unwrap();
+        let parsed = AggregateProof::<blstrs::Bls12>::read(&bytes[..]).unwrap();
+        assert_eq!(parsed.tmipp.gipa.nproofs, 16);
+        assert!(!bool::from(parsed.agg_c.is_identity()));
+        let mut again = Vec::new();
+        parsed.write(&mut again).unwrap();
+        assert_eq!(again, bytes, "the aggregate is exactly one AggregateProof");
+        // SnarkPack draws no randomness: the same proofs, the same aggregate; other
+        // proofs, another one.
+        assert_eq!(srs.aggregate(&kind, &proofs).unwrap(), bytes);
+        assert_ne!(srs.aggregate(&kind, &random_proofs(13, 2)).unwrap(), bytes);
+        // One proof is padded to two.
+        let one = srs.aggregate(&kind, &random_proofs(1, 3)).unwrap();
+        let one = AggregateProof::<blstrs::Bls12>::read(&one[..]).unwrap();
+        assert_eq!(one.tmipp.gipa.nproofs, 2);
+
+        let e = srs.aggregate(&kind, &random_proofs(17, 4));
+        assert!(
+            matches!(e, Err(FilecoinError::AggregateCount { count: 17, .. })),
+            "{e:?}"
+        );
+        let e = srs.aggregate(&kind, &proofs[..proofs.len() - 1]);
+        assert!(matches!(e, Err(FilecoinError::ProofLength { .. })), "{e:?}");
+        let e = srs.aggregate(&kind, &[]);
+        assert!(
+            matches!(e, Err(FilecoinError::ProofLength { actual: 0, .. })),
+            "{e:?}"
+        );
     }
 }

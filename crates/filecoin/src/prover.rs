@@ -16,6 +16,7 @@ use ff::Field;
 use filecoin_proofs_api::RegisteredSealProof;
 use rand::rngs::OsRng;
 
+use crate::aggregate::TimingOnlySrs;
 use crate::kind::CircuitKind;
 use crate::shape::{self, BlankUser, Partition, PartitionsUser, SealPublic};
 use crate::{C1Input, FilecoinError, PorepKind, PARTITION_PROOF_LEN};
@@ -110,6 +111,9 @@ pub struct FilecoinProver {
     /// `Some(dir)`: parameters are memory-mapped points files kept in `dir`
     /// ([`FilecoinProver::with_points_dir`]).
     points_dir: Option<PathBuf>,
+    /// The SnarkPack SRS timing-only NI-PoRep sectors are aggregated with, made in
+    /// memory on first use (never a file: see [`crate::aggregate::TimingOnlySrs`]).
+    timing_only_srs: Mutex<Option<Arc<TimingOnlySrs>>>,
 }
 
 impl std::fmt::Debug for FilecoinProver {
@@ -127,6 +131,7 @@ impl FilecoinProver {
             slots: Mutex::new(HashMap::new()),
             timing_only_seed: None,
             points_dir: None,
+            timing_only_srs: Mutex::new(None),
         }
     }
 
@@ -168,6 +173,25 @@ impl FilecoinProver {
 
     pub fn config(&self) -> &ProverConfig {
         &self.config
+    }
+
+    /// The SRS that aggregates `partitions` timing-only partition proofs: made once
+    /// (from the prover's timing-only seed) and kept, made again larger only for a
+    /// proof type with more partitions than it was made for.
+    pub fn timing_only_srs(&self, partitions: usize) -> Arc<TimingOnlySrs> {
+        let mut srs = self
+            .timing_only_srs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*srs {
+            Some(s) if s.max_proofs() >= crate::aggregate::aggregate_len(partitions) => s.clone(),
+            _ => {
+                let seed = self.timing_only_seed.unwrap_or(TIMING_ONLY_SRS_SEED);
+                let made = Arc::new(TimingOnlySrs::generate(seed, partitions));
+                *srs = Some(made.clone());
+                made
+            }
+        }
     }
 
     fn slot<K: CircuitKind>(&self, kind: &K) -> Arc<Mutex<Slot>> {
@@ -360,18 +384,27 @@ impl FilecoinProver {
                 blinding,
             },
         )?;
-        if kind.is_non_interactive() {
-            // filecoin-proofs aggregates the partitions with the SRS and verifying key
-            // of its own parameter cache: refuse now rather than after every partition.
-            check_parameter_dir(&self.config.parameter_dir)?;
-            crate::aggregate::check_srs(&self.config.parameter_dir)?;
-        }
+        let aggregation = match (kind.is_non_interactive(), params.timing_only) {
+            (false, _) => Aggregation::None,
+            // Timing-only partition proofs cannot verify, and filecoin-proofs would read
+            // the real verifying key and SRS: aggregated with an SRS made in memory.
+            (true, true) => Aggregation::TimingOnly(self.timing_only_srs(n)),
+            (true, false) => {
+                // filecoin-proofs aggregates the partitions with the SRS and verifying
+                // key of its own parameter cache: refuse now rather than after every
+                // partition.
+                check_parameter_dir(&self.config.parameter_dir)?;
+                crate::aggregate::check_srs(&self.config.parameter_dir)?;
+                Aggregation::FilecoinProofs
+            }
+        };
         Ok(PreparedPorep {
             spec,
             kind,
             public,
             verify: self.config.verify && !params.timing_only,
             parameter_dir: self.config.parameter_dir.clone(),
+            aggregation,
         })
     }
 
@@ -406,6 +439,22 @@ impl FilecoinProver {
     }
 }
 
+/// The seed of a timing-only SRS for a prover that is not itself timing-only (a
+/// proof type given timing-only parameters by [`FilecoinProver::use_timing_only_params`]).
+const TIMING_ONLY_SRS_SEED: u64 = 7;
+
+/// How a sector's partition proofs become its C2 output.
+#[derive(Clone, Debug)]
+enum Aggregation {
+    /// Interactive PoRep: the partition proofs are the output.
+    None,
+    /// Non-interactive PoRep: filecoin-proofs' `aggregate_seal_commit_proofs`.
+    FilecoinProofs,
+    /// Non-interactive PoRep with timing-only parameters: the same aggregation's
+    /// cost with an SRS made in memory (the aggregate does not verify).
+    TimingOnly(Arc<TimingOnlySrs>),
+}
+
 /// A sector's C2 job, built and ready to submit.
 pub struct PreparedPorep {
     spec: cuzk_scheduler::JobSpec,
@@ -413,6 +462,7 @@ pub struct PreparedPorep {
     public: SealPublic,
     verify: bool,
     parameter_dir: PathBuf,
+    aggregation: Aggregation,
 }
 
 impl std::fmt::Debug for PreparedPorep {
@@ -444,6 +494,7 @@ impl PreparedPorep {
             public: self.public,
             verify: self.verify,
             parameter_dir: self.parameter_dir,
+            aggregation: self.aggregation,
         }
     }
 }
@@ -594,6 +645,7 @@ pub struct PorepJob {
     public: SealPublic,
     verify: bool,
     parameter_dir: PathBuf,
+    aggregation: Aggregation,
 }
 
 /// A finished C2: the proof bytes and what the engine reports about the job.
@@ -608,8 +660,16 @@ pub struct PorepOutput {
     pub partition_proofs: Option<Vec<u8>>,
     /// The engine's output (per-partition stage times, the proofs as points).
     pub job: JobOutput,
-    /// Whether `verify_seal` accepted the proof (false only when verification is off).
+    /// Whether `verify_seal` accepted the proof (false only when verification is off
+    /// or the parameters are timing-only).
     pub verified: bool,
+    /// When the engine's last partition proof came back (where a non-interactive
+    /// sector's aggregation starts).
+    pub proofs_at: Instant,
+    /// Non-interactive PoRep only: how long the SnarkPack aggregation took.
+    pub aggregate_time: Option<Duration>,
+    /// Whether the aggregate was made with a timing-only SRS (it does not verify).
+    pub timing_only_aggregate: bool,
 }
 
 impl PorepJob {
@@ -635,6 +695,7 @@ impl PorepJob {
     /// `verify_seal`. A proof that does not verify is an error, never a result.
     pub fn wait_output(self) -> Result<PorepOutput, FilecoinError> {
         let out = self.handle.wait()?;
+        let proofs_at = Instant::now();
         let mut proof = Vec::with_capacity(out.proofs.len() * PARTITION_PROOF_LEN);
         for p in &out.proofs {
             to_bellperson(p)
@@ -642,14 +703,22 @@ impl PorepJob {
                 .map_err(|e| FilecoinError::io("encoding the proof", "", e))?;
         }
         // Non-interactive PoRep: the aggregate starts as soon as the last partition
-        // proof exists (the engine goes on with the next job meanwhile).
-        let (proof, partition_proofs) = if self.kind.is_non_interactive() {
-            let aggregate =
-                crate::aggregate::aggregate_ni_sector(&self.kind, &self.public, &proof)?;
-            (aggregate, Some(proof))
-        } else {
-            (proof, None)
+        // proof exists (the engine goes on with the next job meanwhile: this runs on
+        // the waiting thread, never on an engine worker).
+        let (proof, partition_proofs, aggregate_time) = match &self.aggregation {
+            Aggregation::None => (proof, None, None),
+            Aggregation::FilecoinProofs => {
+                let aggregate =
+                    crate::aggregate::aggregate_ni_sector(&self.kind, &self.public, &proof)?;
+                (aggregate, Some(proof), Some(proofs_at.elapsed()))
+            }
+            Aggregation::TimingOnly(srs) => {
+                let aggregate = srs.aggregate(&self.kind, &proof)?;
+                (aggregate, Some(proof), Some(proofs_at.elapsed()))
+            }
         };
+        let timing_only_aggregate = matches!(self.aggregation, Aggregation::TimingOnly(_));
+        // (Timing-only parameters, hence a timing-only aggregate, never verify: off.)
         if self.verify {
             verify_bytes(&self.kind, &self.public, &proof, &self.parameter_dir)?;
         }
@@ -658,6 +727,9 @@ impl PorepJob {
             partition_proofs,
             job: out,
             verified: self.verify,
+            proofs_at,
+            aggregate_time,
+            timing_only_aggregate,
         })
     }
 }

@@ -4,7 +4,9 @@
 //! byte-identical to filecoin-proofs' aggregate of bellperson's partition proofs at
 //! the same `r, s`; three interactive sectors' C2 outputs aggregate into what
 //! filecoin-proofs' `aggregate_seal_commit_proofs` makes of them, byte for byte; bad
-//! inputs are typed errors.
+//! inputs are typed errors. A timing-only prover streams a shape-only NI-PoRep sector
+//! through the engine and aggregates it with an SRS of its own, made in memory, that
+//! never lands in the parameter cache.
 //!
 //! Parameters are generated once per build directory (`target/tmp/filecoin-params`,
 //! shared with `c2.rs` and the CLI's tests: NI-PoRep proves the interactive circuit,
@@ -25,7 +27,10 @@ use cuzk_filecoin::{
     PorepKind, PorepRequest, Priority, ProverConfig, RegisteredAggregationProof,
     RegisteredSealProof, SealedSector,
 };
-use cuzk_gpu_backend::{lock::SingleLock, CpuBackend};
+use cuzk_gpu_backend::{
+    lock::SingleLock, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob,
+    PartitionResult,
+};
 use cuzk_scheduler::{PipelineConfig, PipelineEngine, Policies, Unthrottled};
 use cuzk_timeline::Recorder;
 use ff::Field;
@@ -83,6 +88,10 @@ fn engine() -> PipelineEngine {
             .build()
             .unwrap(),
     );
+    engine_with(Arc::new(CpuBackend::new(pool)))
+}
+
+fn engine_with(backend: Arc<dyn GpuBackend>) -> PipelineEngine {
     PipelineEngine::start(
         PipelineConfig {
             synth_jobs: Some(1),
@@ -94,7 +103,7 @@ fn engine() -> PipelineEngine {
             ..PipelineConfig::default()
         },
         Policies {
-            backend: Arc::new(CpuBackend::new(pool)),
+            backend,
             dealloc: Arc::new(InlineDealloc),
             throttle: Arc::new(Unthrottled),
             lock: Arc::new(SingleLock::default()),
@@ -102,6 +111,110 @@ fn engine() -> PipelineEngine {
         Arc::new(Recorder::new(Instant::now())),
     )
     .unwrap()
+}
+
+/// A backend that answers every partition with fixed sums (the generators) at once:
+/// timing-only proofs verify with no backend, so the test of what happens after the
+/// engine (the aggregation) does not wait minutes for the MSMs of 13 partitions.
+struct FixedSums;
+
+impl GpuBackend for FixedSums {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: "fixed-sums (test)".into(),
+            max_log_domain: 30,
+            g2: true,
+            g2_preferred: true,
+            devices: Vec::new(),
+        }
+    }
+    fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        use group::Group;
+        let g1 = blstrs::G1Projective::generator();
+        Ok(PartitionResult {
+            h: g1,
+            l: g1.double(),
+            a: g1 + g1.double(),
+            b_g1: g1.double().double(),
+            b_g2: job.b_g2.map(|_| blstrs::G2Projective::generator()),
+        })
+    }
+}
+
+/// A shape-only NI-PoRep sector (random vanilla proofs, 13 partitions) through a
+/// timing-only prover: the partitions go through the engine, the aggregate is made with
+/// the prover's own SRS (none in the parameter directory, which stays empty: nothing
+/// is ever written under the official name), of SnarkPack's format over 16 proofs, and
+/// nothing is marked verified. The SRS is made once for the prover.
+#[test]
+fn timing_only_ni_porep_aggregates_without_an_srs_file() {
+    param_dir();
+    let shape = cuzk_filecoin::shape_only_c1(NI, 3).unwrap();
+    let input = parse_c1(&serde_json::to_vec(&shape).unwrap()).unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        check_srs(empty.path()),
+        Err(FilecoinError::SrsMissing { .. })
+    ));
+    let prover = FilecoinProver::timing_only(
+        ProverConfig {
+            parameter_dir: empty.path().to_path_buf(),
+            verify: false,
+            check_digest: false,
+        },
+        7,
+    );
+    let engine = engine_with(Arc::new(FixedSums));
+    let t = Instant::now();
+    let jobs: Vec<_> = (0..2)
+        .map(|i| {
+            prover
+                .submit_porep(
+                    &engine,
+                    PorepRequest {
+                        input: input.clone(),
+                        prover_id: prover_id_from_miner(MINER),
+                        sector: Some(40 + i),
+                        blinding: Blinding::Random,
+                    },
+                    Priority::Normal,
+                )
+                .unwrap()
+        })
+        .collect();
+    for job in jobs {
+        let out = job.wait_output().unwrap();
+        assert!(!out.verified && out.timing_only_aggregate);
+        assert!(out.aggregate_time.is_some());
+        assert_eq!(out.partition_proofs.as_ref().map(Vec::len), Some(13 * 192));
+        let aggregate =
+            bellperson::groth16::aggregate::AggregateProof::<blstrs::Bls12>::read(&out.proof[..])
+                .unwrap();
+        assert_eq!(aggregate.tmipp.gipa.nproofs, 16);
+        // SnarkPack's size grows with the log of the count (its GT commitments, 576
+        // bytes each, dominate): 14,164 bytes for 16 proofs, written once, nothing
+        // after it. The slow test above checks that it is exactly the length of
+        // filecoin-proofs' aggregate of the same 13 partitions.
+        assert!(
+            (12_000..16_000).contains(&out.proof.len()),
+            "{} bytes",
+            out.proof.len()
+        );
+        let mut again = Vec::new();
+        aggregate.write(&mut again).unwrap();
+        assert_eq!(again, out.proof);
+    }
+    eprintln!(
+        "two timing-only NI-PoRep 2 KiB sectors (fixed-sum backend): {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    let srs = prover.timing_only_srs(13);
+    assert!(Arc::ptr_eq(&srs, &prover.timing_only_srs(13)), "made once");
+    assert_eq!(srs.max_proofs(), 16);
+    assert!(
+        std::fs::read_dir(empty.path()).unwrap().next().is_none(),
+        "a timing-only prover wrote into its parameter directory"
+    );
 }
 
 fn request(s: &SealedSector, blinding: Blinding) -> PorepRequest {
@@ -178,6 +291,13 @@ fn ni_porep_c2_verifies_and_matches_filecoin_proofs() {
         out.proof, aggregate,
         "cuzk's NI-PoRep C2 differs from filecoin-proofs' aggregate"
     );
+    // A timing-only aggregate of the same partitions is as long as the real one (the
+    // same count, padded the same way): timing-only runs time the same aggregation.
+    let timing_only = cuzk_filecoin::aggregate::TimingOnlySrs::generate(7, 13)
+        .aggregate(&kind, &partitions)
+        .unwrap();
+    assert_eq!(timing_only.len(), aggregate.len());
+    assert_ne!(timing_only, aggregate);
 
     // Checked again; refused for another miner or sector.
     let me = prover_id_from_miner(MINER);
