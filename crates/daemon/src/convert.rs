@@ -64,7 +64,7 @@ pub fn request(r: pb::SubmitProofRequest) -> Result<(ProofKind, ProofRequest), S
     ))
 }
 
-/// The wire's value of a service kind (the inverse of [`request`]'s mapping).
+/// The wire's value of a service kind (the inverse of `request`'s mapping).
 pub fn wire_kind(kind: ProofKind) -> pb::ProofKind {
     match kind {
         ProofKind::PorepSealCommit => pb::ProofKind::PorepSealCommit,
