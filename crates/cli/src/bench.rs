@@ -561,6 +561,7 @@ fn write_manifest(
             "constraints": prep.r1cs.num_constraints(), "jobs": w.jobs,
             "partitions": prep.filecoin.as_ref().map(|f| f.partitions).unwrap_or(w.partitions),
             "c1": w.c1.as_ref().map(|p| p.display().to_string()),
+            "points_dir": w.filecoin.params.points_dir.as_ref().map(|p| p.display().to_string()),
             "parameters": if prep.timing_only { cuzk_params::timing::TIMING_ONLY_LABEL } else { "real (proofs verify)" },
         },
         "machine": {

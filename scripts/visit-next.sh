@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# What the GPU machine has still to run for issues 33 and 34 (staged 2026-12-06,
+# when this session's device time ran out), one device call per step (each fits
+# the 10-minute limit). Stage first (scripts/stage-device.sh; then drop
+# .device/run/pg and, for steps 2-4, .device/run/tests to stay under the carry
+# limit), then through the device tool with carry [".device/run"]:
+#
+#   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
+#                                      # backends, one profiling) and every kernel
+#                                      # against the CPU after the refactor
+#   bash scripts/visit-next.sh OUT 2   # table: 16 and 80 GiB cards, 125 GiB host
+#   bash scripts/visit-next.sh OUT 3   # table: 24, 32 and 48 GiB cards
+#   bash scripts/visit-next.sh OUT 4   # 64 GiB host with mapped parameters
+#                                      # (points files), 16 and 80 GiB cards
+#
+# Record each number in BENCHMARKS.md with the card it ran on (H100 or H200) and
+# the full-card cell of the same visit as its baseline.
+set -u
+out=${1:?usage: visit-next.sh OUT STEP}
+step=${2:?usage: visit-next.sh OUT STEP}
+cd "$(dirname "$0")/.."
+case $step in
+1) SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh "$out/dev" ;;
+2) DEVICE_GIB="16 80" HOST_GIB=125 CORES=16 JOBS=2 CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t2" ;;
+3) DEVICE_GIB="24 32 48" HOST_GIB=125 CORES=16 JOBS=1 CELL_TIMEOUT=180 bash scripts/gpu-table.sh "$out/t3" ;;
+4) POINTS_DIR=/tmp/cuzk-points PLAN_HOST_GIB=96 DEVICE_GIB="80 16" HOST_GIB=64 CORES=16 JOBS=1 \
+    CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t4" ;;
+*) echo "step is 1, 2, 3 or 4" >&2; exit 2 ;;
+esac
