@@ -739,13 +739,15 @@ fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
     let envelope =
         serde_json::to_vec(&cuzk_filecoin::Envelope::wrap(&sealed.c1_json, 7, 2048)).unwrap();
     std::fs::write(path("c1.json"), &envelope).unwrap();
-    // A second sector, so that the two PoRep proofs can be aggregated.
+    // A second sector, so that the two PoRep proofs can be aggregated (sealed in
+    // its own directory: a sealing directory holds one sector's files).
+    let work8 = tempfile::tempdir().unwrap();
     let sealed8 = cuzk_filecoin::seal_test_sector(
         POREP,
         cuzk_filecoin::prover_id_from_miner(miner),
         8,
         12,
-        work.path(),
+        work8.path(),
     )
     .unwrap();
     let envelope8 =
@@ -829,7 +831,10 @@ fn every_filecoin_kind_goes_through_the_queue_to_two_workers_and_verifies() {
     assert_eq!(q.counts().unwrap().iter().sum::<i64>(), 5);
 
     let refs: Vec<&WorkerProc> = workers.iter().collect();
-    let all = wait_all(&mut q, &[porep, snap, window, winning, porep8], &refs);
+    let ids = [porep, snap, window, winning, porep8];
+    let mut all = wait_all(&mut q, &ids, &refs);
+    // In submission order (porep8 was submitted second, for the aggregate).
+    all.sort_by_key(|s| ids.iter().position(|&i| i == s.id));
     for s in &all {
         assert_eq!(
             s.state,
