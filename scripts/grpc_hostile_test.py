@@ -64,6 +64,9 @@ def start(work):
             "[engine]\nsynth_jobs = 2\nsynth_threads = 2\ngpu_threads = 1\nmemory_budget_gib = 4.0\n"
             f'[daemon]\nlisten = "127.0.0.1:0"\nsynthetic = true\nparam_cache = "{PARAMS}"\n'
             f'token_file = "{token}"\nshutdown = "cancel"\nshutdown_timeout_s = {DRAIN_S}\n'
+            # The transport's limit pinned (the default follows the largest kind's
+            # request, 1 GiB since NI-PoRep), so that 200 MiB of junk is over it.
+            "max_message_mib = 193\n"
         )
     env = dict(os.environ, FIL_PROOFS_PARAMETER_CACHE=PARAMS)
     p = subprocess.Popen([CUZK, "serve", "--config", cfg], stdout=subprocess.PIPE, text=True, env=env)
