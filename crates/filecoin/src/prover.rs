@@ -147,11 +147,6 @@ impl FilecoinProver {
         self
     }
 
-    /// Where points files are kept, if parameters are mapped.
-    pub fn points_dir(&self) -> Option<&Path> {
-        self.points_dir.as_deref()
-    }
-
     /// A prover whose every parameter set is timing-only: random points of the
     /// circuit's sizes made in memory from `seed` ([`Self::use_timing_only_params_for`])
     /// whenever [`Self::params`] would load a file, so it needs no parameter file

@@ -134,6 +134,16 @@ impl<G> std::fmt::Debug for MappedQuery<G> {
 }
 
 impl<G: MappedPoint> MappedQuery<G> {
+    /// The query at `(offset, len)` of `map` (checked by `open`).
+    fn new((map, (offset, len)): (Arc<memmap2::Mmap>, (usize, usize))) -> Self {
+        Self {
+            map,
+            offset,
+            len,
+            _point: PhantomData,
+        }
+    }
+
     #[allow(unsafe_code)]
     pub fn as_slice(&self) -> &[G] {
         let bytes = &self.map[self.offset..self.offset + self.len * G::BYTES];
@@ -349,25 +359,15 @@ pub fn open(path: &Path, identity: &Identity) -> Result<Option<MappedParams>, Pa
         }
         *q = (offset as usize, count as usize);
     }
-    let query = |k: usize| MappedQuery {
-        map: Arc::clone(&map),
-        offset: queries[k].0,
-        len: queries[k].1,
-        _point: PhantomData,
-    };
+    let query = |k: usize| (Arc::clone(&map), queries[k]);
     Ok(Some(MappedParams {
         path: path.to_path_buf(),
         vk,
-        h: query(0),
-        l: query(1),
-        a: query(2),
-        b_g1: query(3),
-        b_g2: MappedQuery {
-            map: Arc::clone(&map),
-            offset: queries[4].0,
-            len: queries[4].1,
-            _point: PhantomData,
-        },
+        h: MappedQuery::new(query(0)),
+        l: MappedQuery::new(query(1)),
+        a: MappedQuery::new(query(2)),
+        b_g1: MappedQuery::new(query(3)),
+        b_g2: MappedQuery::new(query(4)),
     }))
 }
 
