@@ -140,6 +140,10 @@ struct Inner {
     /// "register"`), keyed like the resident ones; kept until the set is freed
     /// (`forget_bases`), found stale, or made resident.
     registered: HashMap<BaseKey, HostRegistration>,
+    /// Streamed sets the driver refused to page-lock: copied through the staging
+    /// buffers without asking (and warning) again each partition; forgotten with
+    /// the set.
+    refused: std::collections::HashSet<BaseKey>,
 }
 
 fn dev(e: CudaError) -> BackendError {
@@ -230,6 +234,7 @@ impl CudaBackend {
                 stager: Stager::new(config.copy_threads),
                 splits: split_staging::SplitStaging::new(config.copy_threads),
                 registered: HashMap::new(),
+                refused: Default::default(),
             }),
             caps,
             ntt_kernel: config.ntt_kernel,
@@ -464,6 +469,7 @@ impl Inner {
 
     /// Drops the registrations `gone` says go, after the DMAs that may read them.
     fn unregister(&mut self, gone: impl Fn(&BaseKey) -> bool) {
+        self.refused.retain(|k| !gone(k));
         if self.registered.keys().any(&gone) {
             self.gpu.ctx.record_err(self.gpu.copy.synchronize());
             self.registered.retain(|k, _| !gone(k));
@@ -503,7 +509,7 @@ impl Inner {
         self.unregister(stale);
         let mut ranges = Vec::new();
         for (k, bytes) in streamed {
-            if !self.registered.contains_key(&k) {
+            if !self.registered.contains_key(&k) && !self.refused.contains(&k) {
                 let t = std::time::Instant::now();
                 // SAFETY: the caller's contract.
                 match unsafe { HostRegistration::new(&self.gpu.ctx, bytes) } {
@@ -518,9 +524,12 @@ impl Inner {
                     // Registered by someone else, who may let go: not ours to DMA
                     // from without a copy.
                     Ok(None) => {}
-                    Err(e) => tracing::warn!(
-                        "cuda backend: streamed bases not page-locked ({e}); copying them through the staging buffers"
-                    ),
+                    Err(e) => {
+                        tracing::warn!(
+                            "cuda backend: streamed bases not page-locked ({e}); copying them through the staging buffers"
+                        );
+                        self.refused.insert(k);
+                    }
                 }
             }
             if self.registered.contains_key(&k) {

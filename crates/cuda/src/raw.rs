@@ -201,7 +201,28 @@ impl HostRegistration {
         }
         ctx.bind_to_thread().ctx("cuCtxSetCurrent")?;
         // SAFETY: the caller keeps the range alive; flags 0 = plain page-locking.
-        let r = unsafe { sys::cuMemHostRegister_v2(ptr, bytes.len(), 0) };
+        let mut r = unsafe { sys::cuMemHostRegister_v2(ptr, bytes.len(), 0) };
+        if !matches!(
+            r,
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+        ) {
+            // A read-only mapping (a points file's parameter set) is refused
+            // without the read-only flag on platforms that do not page-lock such
+            // pages otherwise. Every range registered here is only read by the
+            // device (host-to-device copies), so the flag promises nothing we
+            // break; where the driver refuses it too, the first error is reported.
+            // SAFETY: as above.
+            let ro = unsafe {
+                sys::cuMemHostRegister_v2(ptr, bytes.len(), sys::CU_MEMHOSTREGISTER_READ_ONLY)
+            };
+            if ro == sys::CUresult::CUDA_SUCCESS {
+                tracing::debug!(
+                    "cuda: {} bytes page-locked read-only (plain registration answered {r:?})",
+                    bytes.len()
+                );
+                r = ro;
+            }
+        }
         match r {
             sys::CUresult::CUDA_SUCCESS => {
                 live().push(ptr as usize);

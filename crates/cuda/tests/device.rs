@@ -146,3 +146,39 @@ fn whole_partitions_match_the_cpu_backend_resident_and_streamed() {
         checks::check_partition(b, &streamed, log, pool.clone())
     });
 }
+
+/// A parameter set memory-mapped from a points file is a read-only file mapping,
+/// which plain page-locking refuses on platforms without read-only registration
+/// support for such pages; `stream_staging = "register"` then retries with the
+/// read-only flag, so a mapped set is DMA'd from in place like a decoded one.
+#[test]
+fn a_read_only_file_mapping_is_page_locked_in_place() {
+    let Some(backend) = backend() else {
+        let _ = writeln!(std::io::stderr(), "skipped: no CUDA device");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("cuzk-ro-register-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("points");
+    let len = 16usize << 20;
+    std::fs::write(&path, vec![7u8; len]).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    // SAFETY: the file is ours and nobody truncates it while mapped.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let ordinal = 0;
+    let before = cuzk_cuda::testing::raw::registered_bytes(ordinal);
+    with_gpu(backend, |gpu, _| {
+        // SAFETY: `map` outlives the registration, dropped inside this closure.
+        let reg = unsafe { cuzk_cuda::testing::raw::HostRegistration::new(gpu.context(), &map) }
+            .expect("a read-only mapping is page-locked (with the read-only flag)");
+        assert!(reg.is_some(), "the mapping was not registered by us");
+        assert_eq!(
+            cuzk_cuda::testing::raw::registered_bytes(ordinal),
+            before + len as u64
+        );
+        drop(reg);
+    });
+    assert_eq!(cuzk_cuda::testing::raw::registered_bytes(ordinal), before);
+    drop(map);
+    let _ = std::fs::remove_dir_all(&dir);
+}
