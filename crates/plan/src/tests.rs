@@ -331,6 +331,7 @@ fn a_runs_counts_plan_like_the_kind() {
         ],
         nnz: porep.nnz,
         coeffs: porep.coeffs,
+        mapped: false,
     });
     assert_eq!(own.kind, Kind::Porep);
     let hw = machine(80, 128, 16);
