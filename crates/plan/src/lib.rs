@@ -1,11 +1,13 @@
 //! The planner: cuzk's settings for the hardware it finds, as a pure function.
 //!
 //! [`plan`] takes a hardware description ([`Hardware`]: device memory and count,
-//! host memory and cgroup limit, cores), the shape of a kind to serve ([`Shape`])
-//! and the knobs the user gave ([`Given`]), and returns a [`Plan`]: where `a, b,
-//! c` are evaluated, what stays resident on the device, the streamed chunk size,
-//! the NTT kernel, how witnesses are staged, the GPU workers and synthesis jobs,
-//! the engine's memory budget, and the s/proof to expect with its basis.
+//! host memory and cgroup limit, cores, whether the parameters are memory-mapped),
+//! the shape of a kind to serve ([`Shape`]) and the knobs the user gave
+//! ([`Given`]), and returns a [`Plan`]: where `a, b, c` are evaluated, what stays
+//! resident on the device, the streamed chunk size, the NTT kernel, how witnesses
+//! and streamed bases are staged, the GPU workers and synthesis jobs, the engine's
+//! memory budget, where the streamed sets are read from, and the s/proof to expect
+//! with its basis.
 //!
 //! **Central choice: the memory arithmetic is not the planner's own.** What fits
 //! on the device is the CUDA backend's `footprint` module, the functions the

@@ -264,3 +264,38 @@ fn the_copy_stream_meets_its_measurement() {
     let copy = timed(StreamStaging::Copy);
     assert!(within(copy, 0.3793), "copied: {copy}");
 }
+
+/// Over issue 33's table, every kind: mapped parameters never plan a slower
+/// proof than decoded ones (page-locking a mapped set pins no more than the
+/// decoded set holds), run wherever decoded ones do, and a bigger host never
+/// plans them slower; every mapped plan keeps its memory.
+#[test]
+fn mapped_parameters_never_plan_slower() {
+    for kind in Kind::ALL {
+        let shape = Shape::filecoin_32gib(kind);
+        for d in [16, 24, 32, 48, 80, 139] {
+            let mut last: Option<f64> = None;
+            for h in [64, 96, 128, 256] {
+                let cell = format!("{kind:?} {d} GiB card, {h} GiB host");
+                let decoded = plan(&shape, &host(d, h, false), &Given::default());
+                let mapped = plan(&shape, &host(d, h, true), &Given::default());
+                if decoded.runs() {
+                    assert!(mapped.runs(), "{cell}: {:?}", mapped.fails);
+                }
+                let Some(m) = &mapped.expected else { continue };
+                check_memory(&mapped, &cell);
+                if let Some(e) = &decoded.expected {
+                    assert!(m.s_per_proof <= e.s_per_proof * 1.0001, "{cell}");
+                }
+                if let Some(s) = last {
+                    assert!(
+                        m.s_per_proof <= s * 1.0001,
+                        "{cell}: {} after {s}",
+                        m.s_per_proof
+                    );
+                }
+                last = Some(m.s_per_proof);
+            }
+        }
+    }
+}
