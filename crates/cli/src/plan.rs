@@ -570,10 +570,15 @@ pub(crate) fn apply(
         &this_machine(&cfg.config, devices, counts.mapped),
         &given,
     );
-    if let (Some(why), Some(s)) = (&p.fails, p.with_points_dir) {
-        eprintln!(
+    match (&p.fails, &p.expected, p.with_points_dir) {
+        (Some(why), _, Some(s)) => eprintln!(
             "the planner says this run does not fit ({why}); with --points-dir (parameters memory-mapped from points files) it would run at {s:.1} s/proof"
-        );
+        ),
+        (None, Some(e), Some(s)) => eprintln!(
+            "the planner expects {:.1} s/proof here, and {s:.1} with --points-dir (parameters memory-mapped from points files)",
+            e.s_per_proof
+        ),
+        _ => {}
     }
     apply_plan(cfg, &p)
 }
