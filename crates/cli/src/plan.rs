@@ -402,11 +402,16 @@ fn toml_of(p: &Plan) -> String {
         }
     }
     format!(
-        "# cuzk plan --kind {}: {}\n[engine]\n{engine}\n[backend]\nplugin = \"cuda\"\n\n[backend.params]\n{backend}",
+        "# cuzk plan --kind {}: {}\n{}[engine]\n{engine}\n[backend]\nplugin = \"cuda\"\n\n[backend.params]\n{backend}",
         p.kind.name(),
         p.expected
             .as_ref()
-            .map_or(String::new(), |e| format!("{:.1} s/proof expected", e.s_per_proof))
+            .map_or(String::new(), |e| format!("{:.1} s/proof expected", e.s_per_proof)),
+        if p.hardware.mapped {
+            "# planned with the parameters memory-mapped from points files: run with --points-dir\n"
+        } else {
+            ""
+        }
     )
 }
 

@@ -75,6 +75,7 @@ fn a_64_gib_host_runs_porep_on_a_16_gb_card_with_points_dir() {
         text.contains("stream_staging = \"copy\" # planned"),
         "{text}"
     );
+    assert!(text.contains("run with --points-dir"), "{text}");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cuzk.toml");
     std::fs::write(&path, &text).unwrap();
