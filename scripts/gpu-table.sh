@@ -22,10 +22,11 @@
 #   DEVICE_GIB="16 24 32 48 80"  HOST_GIB="64 96 128"  CORES="16 8"  JOBS=3
 #   CELL_TIMEOUT=540 (seconds a cell may run)
 #   POINTS_DIR=/tmp/points: parameters memory-mapped from points files there
-#     (`cuzk bench --points-dir`; the first cell writes the 44 GiB file), and
-#     PLAN_HOST_GIB=N plans each cell as an N GiB host would while the cgroup
-#     stays the cell's (the planner does not model mapped parameters yet: this
-#     is how a 64 GiB cell runs with them)
+#     (`cuzk bench --points-dir`; the first cell writes the 44 GiB file), planned
+#     as such (`cuzk plan --points-dir`: page cache, the streamed sets' staging
+#     and the budget planned with the host)
+#   PLAN_HOST_GIB=N plans each cell as an N GiB host would while the cgroup stays
+#     the cell's (to run a cell the plan refuses)
 set -u
 out=${1:?usage: gpu-table.sh OUT}
 d=.device/run
@@ -87,7 +88,7 @@ for dev in ${DEVICE_GIB:-16 24 32 48 80}; do
             cfg=$work/$cell.toml
             # The plan for the cell, then the reserve that emulates the card.
             if ! $d/cuzk plan --kind porep --device-memory-gib "$dev" --host-memory-gib "${PLAN_HOST_GIB:-$host}" \
-                --cores "$cores" --toml >"$cfg" 2>"$work/$cell-plan.txt"; then
+                --cores "$cores" ${POINTS_DIR:+--points-dir "$POINTS_DIR"} --toml >"$cfg" 2>"$work/$cell-plan.txt"; then
                 say "== $cell: planned not to run: $(tail -1 "$work/$cell-plan.txt")"
                 echo "| $dev | $host | $cores | no (plan: does not fit) | | | | | $(tail -1 "$work/$cell-plan.txt" | cut -c1-120) |" >>"$table"
                 continue

@@ -23,7 +23,7 @@ case $step in
 1) SKIP_TABLE=1 SKIP_DEMO=1 bash scripts/h200-run.sh "$out/dev" ;;
 2) DEVICE_GIB="16 80" HOST_GIB=125 CORES=16 JOBS=2 CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t2" ;;
 3) DEVICE_GIB="24 32 48" HOST_GIB=125 CORES=16 JOBS=1 CELL_TIMEOUT=180 bash scripts/gpu-table.sh "$out/t3" ;;
-4) POINTS_DIR=/tmp/cuzk-points PLAN_HOST_GIB=96 DEVICE_GIB="80 16" HOST_GIB=64 CORES=16 JOBS=1 \
+4) POINTS_DIR=/tmp/cuzk-points DEVICE_GIB="80 16" HOST_GIB=64 CORES=16 JOBS=1 \
     CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t4" ;;
 *) echo "step is 1, 2, 3 or 4" >&2; exit 2 ;;
 esac

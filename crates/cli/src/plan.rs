@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cuzk_config::Config;
-use cuzk_plan::{Given, Hardware, Kind, NttKernel, Plan, Shape, Source, WitnessStaging};
+use cuzk_plan::{
+    Given, Hardware, Kind, NttKernel, Plan, Shape, Source, StreamStaging, StreamedFrom,
+    WitnessStaging,
+};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -35,6 +38,16 @@ pub struct PlanArgs {
     /// Plan for this many cores instead of this host's.
     #[arg(long)]
     pub cores: Option<u32>,
+    /// Plan with the parameters memory-mapped from points files in this
+    /// directory, as `--points-dir` of the proving commands (and `[daemon]
+    /// points_dir` of the --config) map them: page cache, not anonymous memory.
+    /// The directory is not read.
+    #[arg(long)]
+    pub points_dir: Option<PathBuf>,
+    /// How fast the disk under the points files reads back what the page cache
+    /// dropped, in GB/s (default: the planner's assumption, 2).
+    #[arg(long)]
+    pub disk_read_gbps: Option<f64>,
     /// Print the plans as JSON.
     #[arg(long)]
     pub json: bool,
@@ -124,8 +137,27 @@ pub(crate) fn given_of(config: &Config) -> Result<Given> {
             Some("register") => Some(WitnessStaging::Register),
             Some(v) => bail!("backend parameter witness_staging = {v:?}: copy or register"),
         };
+        given.stream_staging = match params.get("stream_staging").map(String::as_str) {
+            None => None,
+            Some(v) => Some(stream_staging_of(v)?),
+        };
     }
     Ok(given)
+}
+
+fn stream_staging_of(v: &str) -> Result<StreamStaging> {
+    match v {
+        "copy" => Ok(StreamStaging::Copy),
+        "register" => Ok(StreamStaging::Register),
+        v => bail!("backend parameter stream_staging = {v:?}: copy or register"),
+    }
+}
+
+fn stream_staging_name(s: StreamStaging) -> &'static str {
+    match s {
+        StreamStaging::Copy => "copy",
+        StreamStaging::Register => "register",
+    }
 }
 
 /// The CUDA backend's `device_memory_gib` in `config` (a smaller card emulated),
@@ -173,6 +205,11 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
             (total, limit)
         }
     };
+    let mapped = args.points_dir.is_some()
+        || config
+            .daemon
+            .as_ref()
+            .is_some_and(|d| d.points_dir.is_some());
     let mut hw = Hardware {
         device_memory: 0,
         device_free: None,
@@ -181,7 +218,22 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
         host_memory,
         cgroup_limit,
         cores,
+        mapped,
+        disk_read_bytes_per_s: args.disk_read_gbps.map(|g| g * 1e9),
     };
+    if mapped {
+        assumed.push(format!(
+            "the points files' disk reads back at {:.1} GB/s{}",
+            hw.disk_read_bytes_per_s
+                .unwrap_or(cuzk_plan::DISK_READ_BYTES_PER_S)
+                / 1e9,
+            if args.disk_read_gbps.is_some() {
+                " (flag)"
+            } else {
+                " (the planner's assumption; --disk-read-gbps)"
+            }
+        ));
+    }
     match args.device_memory_gib {
         Some(g) => {
             hw.device_memory = (g * GIB) as u64;
@@ -255,12 +307,17 @@ fn describe(hw: &Hardware) -> String {
         )
     };
     format!(
-        "planning for {device}, a host of {:.1} GiB{}, {} cores",
+        "planning for {device}, a host of {:.1} GiB{}, {} cores, parameters {}",
         hw.host_memory as f64 / GIB,
         hw.cgroup_limit
             .map(|c| format!(" (cgroup limit {:.1} GiB)", c as f64 / GIB))
             .unwrap_or_default(),
-        hw.cores
+        hw.cores,
+        if hw.mapped {
+            "memory-mapped from points files"
+        } else {
+            "decoded into memory"
+        }
     )
 }
 
@@ -304,6 +361,11 @@ fn knob_rows(p: &Plan) -> Vec<(&'static str, String, Source)> {
             k.witness_staging.source,
         ),
         (
+            "stream_staging",
+            stream_staging_name(k.stream_staging.value).to_string(),
+            k.stream_staging.source,
+        ),
+        (
             "reserve_gib",
             k.reserve_gib.value.to_string(),
             k.reserve_gib.source,
@@ -334,25 +396,29 @@ fn toml_of(p: &Plan) -> String {
     for (name, value, s) in knob_rows(p) {
         let line = format!("{name} = {} # {}\n", quoted(name, &value), source(s));
         match name {
-            "stream_chunk" | "ntt_kernel" | "witness_staging" | "reserve_gib" => {
-                backend.push_str(&line)
-            }
+            "stream_chunk" | "ntt_kernel" | "witness_staging" | "stream_staging"
+            | "reserve_gib" => backend.push_str(&line),
             _ => engine.push_str(&line),
         }
     }
     format!(
-        "# cuzk plan --kind {}: {}\n[engine]\n{engine}\n[backend]\nplugin = \"cuda\"\n\n[backend.params]\n{backend}",
+        "# cuzk plan --kind {}: {}\n{}[engine]\n{engine}\n[backend]\nplugin = \"cuda\"\n\n[backend.params]\n{backend}",
         p.kind.name(),
         p.expected
             .as_ref()
-            .map_or(String::new(), |e| format!("{:.1} s/proof expected", e.s_per_proof))
+            .map_or(String::new(), |e| format!("{:.1} s/proof expected", e.s_per_proof)),
+        if p.hardware.mapped {
+            "# planned with the parameters memory-mapped from points files: run with --points-dir\n"
+        } else {
+            ""
+        }
     )
 }
 
 /// A knob's TOML value: the names are strings, the rest numbers and booleans.
 fn quoted(name: &str, value: &str) -> String {
     match name {
-        "ntt_kernel" | "witness_staging" => format!("\"{value}\""),
+        "ntt_kernel" | "witness_staging" | "stream_staging" => format!("\"{value}\""),
         _ => value.to_string(),
     }
 }
@@ -368,6 +434,12 @@ fn print_plan(p: &Plan) {
     );
     if let Some(why) = &p.fails {
         println!("  does not run: {why}");
+    }
+    if let Some(s) = p.with_points_dir {
+        println!(
+            "  with --points-dir (parameters memory-mapped from points files, {} written once) this host runs at {s:.1} s/proof",
+            gib(p.host.params_bytes)
+        );
     }
     println!("  {:<24} {:<10} source", "knob", "value");
     for (name, value, s) in knob_rows(p) {
@@ -411,12 +483,36 @@ fn print_plan(p: &Plan) {
             "  host: limit {}, budget {}: parameters {}, {} partition(s) of {} in flight, {} page-locked in {} buffer(s)",
             gib(h.limit),
             gib(p.knobs.memory_budget.value),
-            gib(h.params_bytes),
+            if h.mapped {
+                format!("{} mapped (page cache, outside the budget)", gib(h.params_bytes))
+            } else {
+                gib(h.params_bytes)
+            },
             h.partitions_in_flight,
             gib(h.partition_bytes),
             gib(h.pinned_bytes),
             h.pinned_buffers
         );
+        let from = match h.streamed_from {
+            StreamedFrom::Nothing => None,
+            StreamedFrom::Memory => Some("from the decoded parameters".to_string()),
+            StreamedFrom::Pinned => Some(format!(
+                "page-locked in place: {} pinned outside the budget",
+                gib(h.registered_bytes)
+            )),
+            StreamedFrom::PageCache => Some("from the page cache".to_string()),
+            StreamedFrom::Disk => Some(format!(
+                "{} kept in the page cache, {} read back from disk",
+                gib(h.cached_bytes),
+                gib(h.disk_bytes)
+            )),
+        };
+        if let Some(from) = from {
+            println!(
+                "  streamed sets: {} a partition, {from}",
+                gib(h.streamed_bytes)
+            );
+        }
     }
     if let Some(e) = &p.expected {
         println!(
@@ -429,8 +525,13 @@ fn print_plan(p: &Plan) {
     }
 }
 
-/// The machine a run is on: this host and the backend's devices.
-fn this_machine(config: &Config, devices: &[cuzk_gpu_backend::DeviceInfo]) -> Hardware {
+/// The machine a run is on: this host and the backend's devices, its parameters
+/// mapped or not.
+fn this_machine(
+    config: &Config,
+    devices: &[cuzk_gpu_backend::DeviceInfo],
+    mapped: bool,
+) -> Hardware {
     let total = crate::bench::mem_total().unwrap_or(8 << 30);
     let mut hw = Hardware {
         device_memory: devices.first().map_or(0, |d| d.total_memory),
@@ -440,6 +541,8 @@ fn this_machine(config: &Config, devices: &[cuzk_gpu_backend::DeviceInfo]) -> Ha
         host_memory: total,
         cgroup_limit: cuzk_scheduler::machine_limit().filter(|&l| l < total),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        mapped,
+        disk_read_bytes_per_s: None,
     };
     emulate(&mut hw, config);
     hw
@@ -447,10 +550,13 @@ fn this_machine(config: &Config, devices: &[cuzk_gpu_backend::DeviceInfo]) -> Ha
 
 /// The knobs a run takes from the plan where its configuration left them unset:
 /// those that decide whether it fits at all (`abc_on_backend`, GPU workers, and
-/// the CUDA backend's `stream_chunk`, `ntt_kernel`, `witness_staging`). Synthesis
-/// jobs and the memory budget stay the engine's own defaults (the budget's total
-/// is the plan's already). Nothing is applied where the backend drives no device
-/// or the plan does not run (the run then fails or succeeds as configured).
+/// the CUDA backend's `stream_chunk`, `ntt_kernel`, `witness_staging`,
+/// `stream_staging`), and the memory budget where the plan cuts it below the
+/// engine's default (mapped parameters: pages page-locked in place lie outside the
+/// budget, or the page cache is left room for the streamed sets). Synthesis jobs
+/// stay the engine's own default. Nothing is applied where the backend drives no
+/// device or the plan does not run (the run then fails or succeeds as configured;
+/// where mapped parameters would run, it says so).
 /// Returns the knobs applied and whether a backend parameter changed (the
 /// backend must be opened again).
 pub(crate) fn apply(
@@ -466,9 +572,19 @@ pub(crate) fn apply(
     };
     let p = cuzk_plan::plan(
         &Shape::from_counts(counts),
-        &this_machine(&cfg.config, devices),
+        &this_machine(&cfg.config, devices, counts.mapped),
         &given,
     );
+    match (&p.fails, &p.expected, p.with_points_dir) {
+        (Some(why), _, Some(s)) => eprintln!(
+            "the planner says this run does not fit ({why}); with --points-dir (parameters memory-mapped from points files) it would run at {s:.1} s/proof"
+        ),
+        (None, Some(e), Some(s)) => eprintln!(
+            "the planner expects {:.1} s/proof here, and {s:.1} with --points-dir (parameters memory-mapped from points files)",
+            e.s_per_proof
+        ),
+        _ => {}
+    }
     apply_plan(cfg, &p)
 }
 
@@ -520,6 +636,7 @@ pub(crate) fn counts_of(
         ],
         nnz: r1cs.nnz(),
         coeffs: r1cs.num_coefficients(),
+        mapped: srs.mapped_bytes() > 0,
     }
 }
 
@@ -538,6 +655,14 @@ fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static st
     if k.gpu_workers_per_device.source == Source::Planned {
         e.gpu_workers_per_device = Some(k.gpu_workers_per_device.value);
         applied.push("gpu_workers_per_device");
+    }
+    // The budget only where the plan cuts it: else the engine's own default, the
+    // same total for the same limit.
+    let default_budget = cuzk_scheduler::MemoryBudget::total_for_limit(p.hardware.host_limit());
+    if k.memory_budget.source == Source::Planned && k.memory_budget.value < default_budget {
+        // Whole MiB, rounded down: the file's GiB read back to the same bytes.
+        e.memory_budget_gib = Some((k.memory_budget.value >> 20) as f64 / 1024.0);
+        applied.push("memory_budget_gib");
     }
     let mut reopen = false;
     let cuda = cfg
@@ -571,6 +696,14 @@ fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static st
                 copy,
             );
         }
+        if k.stream_staging.source == Source::Planned {
+            let s = k.stream_staging.value;
+            set(
+                "stream_staging",
+                stream_staging_name(s).into(),
+                s == StreamStaging::Register,
+            );
+        }
     }
     cfg.engine = cfg.config.pipeline_config();
     (applied, reopen)
@@ -591,7 +724,7 @@ pub(crate) fn manifest_plan(
     };
     let p = cuzk_plan::plan(
         &Shape::from_counts(counts),
-        &this_machine(&cfg.config, devices),
+        &this_machine(&cfg.config, devices, counts.mapped),
         &given,
     );
     let rows = knob_rows(&p);
@@ -626,14 +759,25 @@ mod tests {
     }
 
     fn porep_on(device_gib: u64, cfg: &crate::runtime::RunConfig) -> Plan {
+        porep_mapped(device_gib, 128, false, cfg)
+    }
+
+    fn porep_mapped(
+        device_gib: u64,
+        host_gib: u64,
+        mapped: bool,
+        cfg: &crate::runtime::RunConfig,
+    ) -> Plan {
         let hw = Hardware {
             device_memory: device_gib << 30,
             device_free: None,
             devices: 1,
             device_speed: None,
-            host_memory: 128 << 30,
+            host_memory: host_gib << 30,
             cgroup_limit: None,
             cores: 16,
+            mapped,
+            disk_read_bytes_per_s: None,
         };
         let given = given_of(&cfg.config).unwrap();
         cuzk_plan::plan(&Shape::filecoin_32gib(Kind::Porep), &hw, &given)
@@ -673,5 +817,72 @@ mod tests {
         assert!(!reopen, "{applied:?}");
         assert_eq!(applied, ["abc_on_backend"]);
         assert_eq!(cfg.engine.abc_on_backend, Some(true));
+    }
+
+    fn backend_params(
+        cfg: &crate::runtime::RunConfig,
+    ) -> std::collections::BTreeMap<String, String> {
+        cfg.config
+            .backend
+            .as_ref()
+            .unwrap()
+            .text_params("backend")
+            .unwrap()
+    }
+
+    /// Mapped parameters on a 64 GiB host with a 16 GB card: the streamed sets go
+    /// up by copy (page-locking them would pin the points file's pages beside
+    /// the partitions), set in the backend's parameters; the budget is the
+    /// engine's own. On 256 GiB they are page-locked in place (the backend's
+    /// default, not set) and the budget is cut by them, set in `[engine]`.
+    #[test]
+    fn mapped_parameters_take_the_planned_staging_and_budget() {
+        let mut cfg = configured("cuda.toml");
+        let p = porep_mapped(16, 64, true, &cfg);
+        assert!(p.runs(), "{:?}", p.fails);
+        let (applied, reopen) = apply_plan(&mut cfg, &p);
+        assert!(reopen);
+        assert!(applied.contains(&"stream_staging"), "{applied:?}");
+        assert_eq!(backend_params(&cfg)["stream_staging"], "copy");
+        let given = given_of(&cfg.config).unwrap();
+        assert_eq!(given.stream_staging, Some(StreamStaging::Copy));
+
+        let mut cfg = configured("cuda.toml");
+        let p = porep_mapped(16, 256, true, &cfg);
+        let (applied, _) = apply_plan(&mut cfg, &p);
+        assert!(!applied.contains(&"stream_staging"), "{applied:?}");
+        assert!(applied.contains(&"memory_budget_gib"), "{applied:?}");
+        assert!(!backend_params(&cfg).contains_key("stream_staging"));
+        let budget = cfg.engine.memory_budget.unwrap();
+        assert!(budget <= p.knobs.memory_budget.value, "{budget}");
+        assert!(budget + (1 << 20) > p.knobs.memory_budget.value, "{budget}");
+        // Planned again with the applied knobs given, the same way still fits
+        // (the budget read back is not a byte over the plan's).
+        let q = porep_mapped(16, 256, true, &cfg);
+        assert!(q.runs(), "{:?}", q.fails);
+        assert_eq!(q.knobs.stream_staging.value, StreamStaging::Register);
+    }
+
+    /// The configuration's `stream_staging` is given, and a value that is not one
+    /// is refused by name.
+    #[test]
+    fn stream_staging_in_the_configuration_is_given() {
+        let mut cfg = configured("cuda.toml");
+        let slot = cfg.config.backend.as_mut().unwrap();
+        slot.params
+            .insert("stream_staging".into(), toml::Value::from("register"));
+        let given = given_of(&cfg.config).unwrap();
+        assert_eq!(given.stream_staging, Some(StreamStaging::Register));
+        let p = porep_mapped(16, 64, true, &cfg);
+        assert_eq!(p.knobs.stream_staging.source, Source::Given);
+        assert!(
+            !p.runs(),
+            "register on 64 GiB pins 44 GB beside the partitions"
+        );
+        let slot = cfg.config.backend.as_mut().unwrap();
+        slot.params
+            .insert("stream_staging".into(), toml::Value::from("pinned"));
+        let err = given_of(&cfg.config).unwrap_err().to_string();
+        assert!(err.contains("stream_staging"), "{err}");
     }
 }

@@ -58,6 +58,13 @@ fn the_manifest_resolves_a_plugins_parameters() {
         plan["applied"].is_array() && plan["given"].is_array(),
         "{manifest}"
     );
+    // How streamed sets go up, and whether the parameters were mapped (this run
+    // decodes them: no --points-dir).
+    assert!(
+        plan["plan"]["knobs"]["stream_staging"]["value"].is_string(),
+        "{manifest}"
+    );
+    assert_eq!(plan["plan"]["hardware"]["mapped"], false, "{manifest}");
     assert!(
         plan["planned"]
             .as_array()

@@ -1,11 +1,13 @@
 //! The planner: cuzk's settings for the hardware it finds, as a pure function.
 //!
 //! [`plan`] takes a hardware description ([`Hardware`]: device memory and count,
-//! host memory and cgroup limit, cores), the shape of a kind to serve ([`Shape`])
-//! and the knobs the user gave ([`Given`]), and returns a [`Plan`]: where `a, b,
-//! c` are evaluated, what stays resident on the device, the streamed chunk size,
-//! the NTT kernel, how witnesses are staged, the GPU workers and synthesis jobs,
-//! the engine's memory budget, and the s/proof to expect with its basis.
+//! host memory and cgroup limit, cores, whether the parameters are memory-mapped),
+//! the shape of a kind to serve ([`Shape`]) and the knobs the user gave
+//! ([`Given`]), and returns a [`Plan`]: where `a, b, c` are evaluated, what stays
+//! resident on the device, the streamed chunk size, the NTT kernel, how witnesses
+//! and streamed bases are staged, the GPU workers and synthesis jobs, the engine's
+//! memory budget, where the streamed sets are read from, and the s/proof to expect
+//! with its basis.
 //!
 //! **Central choice: the memory arithmetic is not the planner's own.** What fits
 //! on the device is the CUDA backend's `footprint` module, the functions the
@@ -26,25 +28,48 @@
 //! `footprint::place`, the backend's own choice (the least-cost subset), so the
 //! plan's resident sets are the ones the backend will keep.
 //!
-//! Host memory: the parameters are counted whole in the budget, as decoded sets
-//! are anonymous memory. Parameters memory-mapped from points files
-//! (`--points-dir`, `[daemon] points_dir`: `cuzk_params::points`) are page cache
-//! instead, which the budget does not charge (`Srs::host_bytes`); the plan does
-//! not model that yet, so where it says a host is short, mapped parameters may
-//! still run (reading back from disk what the kernel dropped).
+//! Host memory: decoded parameters are anonymous memory, counted whole in the
+//! budget. Parameters memory-mapped from points files ([`Hardware::mapped`]:
+//! `--points-dir`, `[daemon] points_dir`, `cuzk_params::points`) are page cache
+//! instead, which the budget does not charge (`Srs::host_bytes`): the sets the
+//! device keeps are read once at upload and may then be dropped, and the sets it
+//! streams are read again every partition, from the page cache where the plan
+//! leaves it room for them (a budget cut by their bytes) or else from disk, at
+//! [`DISK_READ_BYTES_PER_S`] (an assumption; `cuzk plan --disk-read-gbps`), which
+//! the expected s/proof counts. So a 64 GiB host runs a 32 GiB PoRep sector on a
+//! card that keeps the bases, and on a card that streams them pays for the disk.
+//!
+//! How streamed sets go up (`stream_staging`) is planned with the host: `register`
+//! page-locks each streamed set in place and DMAs from it (the faster stream), but
+//! for a mapped set that pins the points file's pages, memory the kernel can no
+//! longer drop and the budget does not see; the plan then cuts the budget by them,
+//! and takes `register` only where what is left still runs at least as fast as
+//! `copy`, which pins only two staging buffers and leaves the sets to the page
+//! cache (or the disk). Decoded sets are anonymous memory already: `register`
+//! costs them nothing. See `host.rs`.
+//!
+//! Where decoded parameters do not fit, or run slower than mapped ones would, the
+//! plan says what mapped ones would give ([`Plan::with_points_dir`]); it does not
+//! map them by itself: a points file is a 44 GiB file written once per set, in a
+//! directory only the operator can choose.
 #![forbid(unsafe_code)]
 
 use cuzk_cuda::footprint;
 use cuzk_cuda::HBuffers;
-use cuzk_scheduler::{partition_bytes_of, Held, MemoryBudget};
+use cuzk_scheduler::MemoryBudget;
 use serde::Serialize;
 
+mod host;
 mod shape;
+mod speed;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_mapped;
 
 /// The backend's knob types the plan sets.
-pub use cuzk_cuda::{NttKernel, WitnessStaging};
+pub use cuzk_cuda::{NttKernel, StreamStaging, WitnessStaging};
+pub use host::{HostPlan, StreamedFrom};
 pub use shape::{Counts, Kind, Measured, Query, Shape};
 
 /// Host-to-device bytes a second: PCIe Gen5 x16 with page-locked buffers
@@ -65,17 +90,27 @@ pub const H100_VS_H200: f64 = 1.10;
 /// 65.5 against 62.0 ms a 2^27 NTT on the H200 (`NttKernel::DEFAULT`'s note), for
 /// the seven transforms of H.
 pub const R2WF_PENALTY_S_2_27: f64 = 7.0 * 0.0035;
-/// Most witness copies (`witness_staging = "copy"`) and split buffers the backend
-/// keeps per GPU worker.
-const COPIES_PER_WORKER: u64 = 1;
-/// The split staging buffer's ceiling (`split_upload = "pinned"`).
-const SPLIT_STAGING_MAX: u64 = 1 << 30;
+/// Bytes a second the backend's copy threads move streamed bases into its
+/// page-locked staging buffers (`stream_staging = "copy"`), the copy stream's
+/// bound: a 2^24 PoRep-shaped partition with every set streamed in 2^22 chunks
+/// took 379.3 ms copied against 282.1 registered (H100 host, 8 copy threads,
+/// BENCHMARKS.md 2026-12-06): ~6.0 GB in the 225 ms left after the chunks' cost,
+/// ~27 GB/s (the config's note says 23-30 on the H200's host); 25 to be safe.
+pub const COPY_STAGING_BYTES_PER_S: f64 = 25e9;
+/// Bytes a second a mapped points file is read back from disk where the page
+/// cache cannot keep the streamed sets: an assumption, not measured here (a
+/// datacenter NVMe drive read through page faults with readahead by the copy
+/// threads; a SATA SSD gives a quarter of it). `cuzk plan --disk-read-gbps`
+/// ([`Hardware::disk_read_bytes_per_s`]) sets another.
+pub const DISK_READ_BYTES_PER_S: f64 = 2e9;
+/// The backend's default `copy_threads`, busy while a chunk is copied.
+pub(crate) const COPY_THREADS: f64 = 8.0;
 const GIB: u64 = 1 << 30;
 /// How a plan that fails for host memory says so.
-const HOST_SHORT: &str = "host memory";
+pub(crate) const HOST_SHORT: &str = "host memory";
 /// How fast a GPU worker stages a partition's host data before the lock (a
 /// witness copy into page-locked memory): 4.17 GB in 402 ms on the H200.
-const STAGING_BYTES_PER_S: f64 = 10.4e9;
+pub(crate) const STAGING_BYTES_PER_S: f64 = 10.4e9;
 
 /// The machine a plan is for.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -94,6 +129,13 @@ pub struct Hardware {
     /// This process's cgroup memory limit, if any.
     pub cgroup_limit: Option<u64>,
     pub cores: u32,
+    /// Whether the parameters are memory-mapped from points files (`--points-dir`,
+    /// `[daemon] points_dir`): page cache the kernel may drop and read back, not
+    /// anonymous memory the budget charges.
+    pub mapped: bool,
+    /// Bytes a second the disk under the points files reads back what the page
+    /// cache dropped; unset: [`DISK_READ_BYTES_PER_S`].
+    pub disk_read_bytes_per_s: Option<f64>,
 }
 
 impl Hardware {
@@ -107,6 +149,12 @@ impl Hardware {
     fn device_free(&self) -> u64 {
         self.device_free
             .unwrap_or(self.device_memory.saturating_sub(DEVICE_CONTEXT_BYTES))
+    }
+
+    fn disk_read_bytes_per_s(&self) -> f64 {
+        self.disk_read_bytes_per_s
+            .filter(|b| *b > 0.0)
+            .unwrap_or(DISK_READ_BYTES_PER_S)
     }
 
     fn device_speed(&self) -> f64 {
@@ -127,6 +175,8 @@ pub struct Given {
     pub stream_chunk: Option<usize>,
     pub ntt_kernel: Option<NttKernel>,
     pub witness_staging: Option<WitnessStaging>,
+    /// The CUDA backend's `stream_staging`.
+    pub stream_staging: Option<StreamStaging>,
     pub reserve_gib: Option<u64>,
     pub synth_jobs: Option<usize>,
     pub gpu_workers_per_device: Option<usize>,
@@ -173,6 +223,9 @@ pub struct Knobs {
     pub stream_chunk: Knob<usize>,
     pub ntt_kernel: Knob<NttKernel>,
     pub witness_staging: Knob<WitnessStaging>,
+    /// How streamed sets go up: `register` where nothing streams (the backend's
+    /// default, which then does nothing).
+    pub stream_staging: Knob<StreamStaging>,
     pub reserve_gib: Knob<u64>,
     pub synth_jobs: Knob<usize>,
     pub gpu_workers_per_device: Knob<usize>,
@@ -221,26 +274,6 @@ impl DevicePlan {
     }
 }
 
-/// What the plan holds in host memory.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HostPlan {
-    /// `MemTotal` or the cgroup limit, the smaller.
-    pub limit: u64,
-    /// The parameter set's points (counted once).
-    pub params_bytes: u64,
-    /// What the budget charges a partition (the scheduler's arithmetic).
-    pub partition_bytes: u64,
-    /// Page-locked buffers the backend keeps (chunk staging, witness copies,
-    /// split staging) and their bytes, all devices.
-    pub pinned_buffers: u32,
-    pub pinned_bytes: u64,
-    /// Partitions the budget admits at once beside the parameters and pinned
-    /// memory.
-    pub partitions_in_flight: u64,
-    /// Parameters + partitions in flight + pinned: at most the budget.
-    pub peak_bytes: u64,
-}
-
 /// What decides the pace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -275,6 +308,10 @@ pub struct Plan {
     /// Why nothing runs, where nothing does (the given knobs leave no way, or the
     /// machine is too small).
     pub fails: Option<String>,
+    /// Where the parameters are decoded: the s/proof this machine would be
+    /// planned at with them memory-mapped from points files (`--points-dir`),
+    /// where that runs and this plan does not, or runs at least 5% faster.
+    pub with_points_dir: Option<f64>,
 }
 
 impl Plan {
@@ -285,12 +322,17 @@ impl Plan {
 
 /// One way to run a kind, before it is checked and timed.
 #[derive(Clone, Copy, Debug)]
-struct Way {
-    abc_on_backend: bool,
+pub(crate) struct Way {
+    pub(crate) abc_on_backend: bool,
     stream_chunk: usize,
     ntt: NttKernel,
-    staging: WitnessStaging,
-    workers: usize,
+    pub(crate) staging: WitnessStaging,
+    pub(crate) workers: usize,
+    pub(crate) stream_staging: StreamStaging,
+    /// Mapped parameters copied through staging: 0, the budget's default total;
+    /// N, the budget cut to N partitions in flight, to leave the page cache room
+    /// for the streamed sets.
+    pub(crate) partitions_cap: u64,
 }
 
 /// A way that fits, with what it needs and its speed.
@@ -317,13 +359,36 @@ const FORCED_CHUNKS: [usize; 7] = [
     1 << 16,
 ];
 
+/// Budgets the planner tries for mapped parameters that stream (partitions in
+/// flight; 0: the budget's default total): fewer partitions leave the page cache
+/// more of the streamed sets.
+const PARTITION_CAPS: [u64; 5] = [0, 1, 2, 3, 4];
+
 /// Plans `shape` on `hw`, the `given` knobs kept as they are.
 pub fn plan(shape: &Shape, hw: &Hardware, given: &Given) -> Plan {
+    let mut p = plan_as_is(shape, hw, given);
+    if !hw.mapped {
+        let mapped = plan_as_is(
+            shape,
+            &Hardware {
+                mapped: true,
+                ..hw.clone()
+            },
+            given,
+        );
+        p.with_points_dir = match (&p.expected, &mapped.expected) {
+            (None, Some(m)) => Some(m.s_per_proof),
+            (Some(e), Some(m)) if m.s_per_proof < e.s_per_proof * 0.95 => Some(m.s_per_proof),
+            _ => None,
+        };
+    }
+    p
+}
+
+/// [`plan`] with the parameters as `hw` has them.
+fn plan_as_is(shape: &Shape, hw: &Hardware, given: &Given) -> Plan {
     let reserve_gib = given.reserve_gib.unwrap_or(DEFAULT_RESERVE_GIB);
     let limit = hw.host_limit();
-    let memory_budget = given
-        .memory_budget
-        .unwrap_or_else(|| MemoryBudget::total_for_limit(limit));
     let has_device = hw.devices > 0 && hw.device_memory > 0;
     let device_budget = hw.device_free().saturating_sub(reserve_gib * GIB);
 
@@ -355,40 +420,74 @@ pub fn plan(shape: &Shape, hw: &Hardware, given: &Given) -> Plan {
 
     let mut best: Option<Fitted> = None;
     let mut shortfall: Option<String> = None;
+    // The first way's reason, unless a later way got past the device and fell
+    // short on the host: that one says what the machine lacks.
+    let mut note = |why: String| match &shortfall {
+        Some(s) if s.starts_with(HOST_SHORT) => {}
+        _ if why.starts_with(HOST_SHORT) || shortfall.is_none() => shortfall = Some(why),
+        _ => {}
+    };
     for &abc_on_backend in &abcs {
         for &stream_chunk in &chunks {
             for &ntt in &ntts {
+                let mut way = Way {
+                    abc_on_backend,
+                    stream_chunk,
+                    ntt,
+                    staging: WitnessStaging::Copy,
+                    workers: 2,
+                    stream_staging: StreamStaging::Register,
+                    partitions_cap: 0,
+                };
+                let device = if has_device {
+                    match fit_device(shape, way, device_budget) {
+                        Ok(d) => Some(d),
+                        Err(why) => {
+                            note(why);
+                            continue;
+                        }
+                    }
+                } else {
+                    None
+                };
+                let streams = host::streamed_bytes(shape, device.as_ref()) > 0;
+                // Register first: where both run alike, the backend's default.
+                let stream_stagings = match given.stream_staging {
+                    Some(s) => vec![s],
+                    None if device.is_some() && streams => {
+                        vec![StreamStaging::Register, StreamStaging::Copy]
+                    }
+                    None => vec![StreamStaging::Register],
+                };
+                let caps = if hw.mapped && streams && given.memory_budget.is_none() {
+                    PARTITION_CAPS.to_vec()
+                } else {
+                    vec![0]
+                };
                 for &staging in &stagings {
                     for &w in &workers {
-                        let way = Way {
-                            abc_on_backend,
-                            stream_chunk,
-                            ntt,
-                            staging,
-                            workers: w,
-                        };
-                        match fit(shape, hw, way, device_budget, memory_budget) {
-                            Ok(f) => {
-                                // Strictly faster only: ties keep the earlier way
-                                // (device spmv, resident, larger chunks, r2wg,
-                                // copy, two workers: the measured defaults).
-                                let better = best.as_ref().is_none_or(|b| {
-                                    f.expected.s_per_proof < b.expected.s_per_proof * 0.999
-                                });
-                                if better {
-                                    best = Some(f);
+                        for &stream_staging in &stream_stagings {
+                            for &partitions_cap in &caps {
+                                way.staging = staging;
+                                way.workers = w;
+                                way.stream_staging = stream_staging;
+                                way.partitions_cap = partitions_cap;
+                                match fit(shape, hw, way, device.as_ref(), given.memory_budget) {
+                                    Ok(f) => {
+                                        // Strictly faster only: ties keep the earlier
+                                        // way (device spmv, resident, larger chunks,
+                                        // r2wg, copy, two workers, register, the
+                                        // budget's default: the measured defaults).
+                                        let better = best.as_ref().is_none_or(|b| {
+                                            f.expected.s_per_proof < b.expected.s_per_proof * 0.999
+                                        });
+                                        if better {
+                                            best = Some(f);
+                                        }
+                                    }
+                                    Err(why) => note(why),
                                 }
                             }
-                            // The first way's reason, unless a later way got past
-                            // the device and fell short on the host: that one
-                            // says what the machine lacks.
-                            Err(why) => match &shortfall {
-                                Some(s) if s.starts_with(HOST_SHORT) => {}
-                                _ if why.starts_with(HOST_SHORT) || shortfall.is_none() => {
-                                    shortfall = Some(why)
-                                }
-                                _ => {}
-                            },
                         }
                     }
                 }
@@ -402,19 +501,25 @@ pub fn plan(shape: &Shape, hw: &Hardware, given: &Given) -> Plan {
         ntt: NttKernel::DEFAULT,
         staging: WitnessStaging::Copy,
         workers: 2,
+        stream_staging: StreamStaging::Register,
+        partitions_cap: 0,
     });
     let synth_planned = best
         .as_ref()
         .map_or(1, |f| synth_jobs(shape, hw, &f.host, f.way));
+    let budget_planned = best
+        .as_ref()
+        .map_or_else(|| MemoryBudget::total_for_limit(limit), |f| f.host.budget);
     let knobs = Knobs {
         abc_on_backend: Knob::of(given.abc_on_backend, planned_way.abc_on_backend),
         stream_chunk: Knob::of(given.stream_chunk, planned_way.stream_chunk),
         ntt_kernel: Knob::of(given.ntt_kernel, planned_way.ntt),
         witness_staging: Knob::of(given.witness_staging, planned_way.staging),
+        stream_staging: Knob::of(given.stream_staging, planned_way.stream_staging),
         reserve_gib: Knob::of(given.reserve_gib, DEFAULT_RESERVE_GIB),
         synth_jobs: Knob::of(given.synth_jobs, synth_planned),
         gpu_workers_per_device: Knob::of(given.gpu_workers_per_device, planned_way.workers),
-        memory_budget: Knob::of(given.memory_budget, memory_budget),
+        memory_budget: Knob::of(given.memory_budget, budget_planned),
     };
     match best {
         Some(f) => Plan {
@@ -425,23 +530,17 @@ pub fn plan(shape: &Shape, hw: &Hardware, given: &Given) -> Plan {
             host: f.host,
             expected: Some(f.expected),
             fails: None,
+            with_points_dir: None,
         },
         None => Plan {
             kind: shape.kind,
             hardware: hw.clone(),
             knobs,
             device: None,
-            host: HostPlan {
-                limit,
-                params_bytes: shape.params_bytes(),
-                partition_bytes: 0,
-                pinned_buffers: 0,
-                pinned_bytes: 0,
-                partitions_in_flight: 0,
-                peak_bytes: 0,
-            },
+            host: HostPlan::nothing(shape, limit, budget_planned, hw.mapped),
             expected: None,
             fails: Some(shortfall.unwrap_or_else(|| "no way to run was tried".into())),
+            with_points_dir: None,
         },
     }
 }
@@ -457,25 +556,19 @@ fn synth_jobs(shape: &Shape, hw: &Hardware, host: &HostPlan, way: Way) -> usize 
         .max(1)
 }
 
-/// Checks `way` against the device and host memory and times it.
+/// Checks `way` against the host memory, `device` placed already, and times it.
 fn fit(
     shape: &Shape,
     hw: &Hardware,
     way: Way,
-    device_budget: u64,
-    memory_budget: u64,
+    device: Option<&DevicePlan>,
+    given_budget: Option<u64>,
 ) -> Result<Fitted, String> {
-    let has_device = hw.devices > 0 && hw.device_memory > 0;
-    let device = if has_device {
-        Some(fit_device(shape, way, device_budget)?)
-    } else {
-        None
-    };
-    let host = fit_host(shape, hw, way, device.as_ref(), memory_budget)?;
-    let expected = expect(shape, hw, way, device.as_ref(), &host);
+    let host = host::fit_host(shape, hw, way, device, given_budget)?;
+    let expected = speed::expect(shape, hw, way, device, &host);
     Ok(Fitted {
         way,
-        device,
+        device: device.cloned(),
         host,
         expected,
     })
@@ -543,165 +636,4 @@ fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String
         chunk: placed.chunk,
         transfer_bytes: placed.streamed_bytes(sets) + abc_upload,
     })
-}
-
-/// The host side, as the budget counts it: the parameters once, each partition
-/// at the scheduler's charge, the backend's page-locked buffers.
-fn fit_host(
-    shape: &Shape,
-    hw: &Hardware,
-    way: Way,
-    device: Option<&DevicePlan>,
-    budget: u64,
-) -> Result<HostPlan, String> {
-    let devices = hw.devices.max(1) as u64;
-    let held = match (device.is_some(), way.abc_on_backend) {
-        (true, true) => Held::Witness,
-        (true, false) => Held::Abc { host_h: false },
-        (false, _) => Held::Abc { host_h: true },
-    };
-    let partition = partition_bytes_of(shape.partition_shape(), held, Some(shape.split_bytes()));
-    let mut buffers = 0u32;
-    let mut pinned = 0u64;
-    if let Some(d) = device {
-        let workers = way.workers as u64 * COPIES_PER_WORKER;
-        // Streamed: two staging buffers of a chunk's bases (G2's 192 bytes, the
-        // largest) and terms (37 bytes a point), per device.
-        if let Some(c) = d.chunk {
-            buffers += 2 * devices as u32;
-            pinned += devices * 2 * c as u64 * (192 + 37);
-        }
-        // A witness copy per GPU worker (`witness_staging = "copy"`).
-        if way.abc_on_backend && way.staging == WitnessStaging::Copy {
-            buffers += (workers * devices) as u32;
-            pinned += workers * devices * shape.witness_bytes();
-        }
-        // Split data staged through pinned buffers where the bases are resident.
-        if d.chunk.is_none() {
-            buffers += (workers * devices) as u32;
-            pinned += workers * devices * shape.split_bytes().min(SPLIT_STAGING_MAX);
-        }
-    }
-    let params = shape.params_bytes();
-    let room = budget.saturating_sub(params).saturating_sub(pinned);
-    let in_flight = room / partition.max(1);
-    // A GPU worker holds its partition while the next is synthesized: two workers
-    // want room for at least two partitions.
-    let wanted = if device.is_some() {
-        way.workers as u64
-    } else {
-        1
-    };
-    if in_flight < wanted {
-        return Err(format!(
-            "{HOST_SHORT}: the parameters ({params} bytes), {wanted} partition(s) of {partition} bytes and {pinned} bytes of page-locked buffers do not fit the memory budget of {budget} bytes"
-        ));
-    }
-    Ok(HostPlan {
-        limit: hw.host_limit(),
-        params_bytes: params,
-        partition_bytes: partition,
-        pinned_buffers: buffers,
-        pinned_bytes: pinned,
-        partitions_in_flight: in_flight,
-        peak_bytes: params + pinned + in_flight * partition,
-    })
-}
-
-/// The speed model: a partition's device time is its measured time on the H200
-/// scaled to the card or its stream (streamed bases and `a, b, c` from the host
-/// over PCIe, each streamed chunk at its own cost), the longer; its host time is its measured core-seconds over the cores. With room for
-/// a partition beyond those the GPU workers hold, the two overlap and the slower
-/// sets the pace; else they take turns.
-fn expect(
-    shape: &Shape,
-    hw: &Hardware,
-    way: Way,
-    device: Option<&DevicePlan>,
-    host: &HostPlan,
-) -> Expected {
-    let m = shape.measured;
-    let mut basis = vec![format!("shape: {}", shape.basis)];
-    let cores = hw.cores.max(1) as f64;
-    let devices = hw.devices.max(1) as f64;
-    let (device_s, host_core_s) = match device {
-        Some(d) => {
-            let speed = hw.device_speed();
-            let ntt = if way.ntt == NttKernel::Radix2WarpFast {
-                R2WF_PENALTY_S_2_27 * shape.constraints as f64 / (1u64 << 27) as f64
-            } else {
-                0.0
-            };
-            let chunks = d.chunks(shape);
-            let compute = m.device_s_h200 * speed + ntt;
-            // The stream as the backend's placement costs it (`Placement::stream_cost`):
-            // its bytes, its chunks, `c`'s upload where two H buffers leave it alone.
-            let unoverlapped_c = match d.h_buffers {
-                HBuffers::Two => shape.constraints as u64 * 32,
-                HBuffers::Three => 0,
-            };
-            let stream = (d.transfer_bytes + chunks * footprint::CHUNK_COST_BYTES + unoverlapped_c)
-                as f64
-                / PCIE_BYTES_PER_S;
-            basis.push(format!(
-                "device: max({:.3} s measured on the H200 x {speed:.2} (the card){}, {:.2} GB over PCIe at {:.0} GB/s{}{})",
-                m.device_s_h200,
-                if ntt > 0.0 { " + r2wf's slower NTT passes" } else { "" },
-                d.transfer_bytes as f64 / 1e9,
-                PCIE_BYTES_PER_S / 1e9,
-                if chunks > 0 {
-                    format!(" + {chunks} streamed chunks x {:.0} ms", STREAM_CHUNK_S * 1e3)
-                } else {
-                    String::new()
-                },
-                if unoverlapped_c > 0 { " + c's upload (two H buffers)" } else { "" }
-            ));
-            let core_s = if way.abc_on_backend {
-                m.host_core_s
-            } else {
-                m.host_core_s_cpu_spmv
-            };
-            (compute.max(stream), core_s)
-        }
-        None => {
-            basis.push("no device: the CPU backend's time is not modelled".into());
-            (0.0, m.host_core_s_cpu_spmv)
-        }
-    };
-    basis.push(format!(
-        "host: {host_core_s:.1} core-s a partition over {} cores",
-        hw.cores
-    ));
-    let host_s = host_core_s / cores;
-    // One GPU worker stages its next partition (the witness copy, page-locking)
-    // only after the device is done with the last: 402 ms p50 for PoRep's 4.2 GB
-    // witness on the H200 (BENCHMARKS.md 2026-12-03, `STAGED`), so ~10 GB/s.
-    let staging_s = match device {
-        Some(_) if way.workers < 2 => {
-            let bytes = if way.abc_on_backend {
-                shape.witness_bytes()
-            } else {
-                shape.abc_bytes()
-            };
-            basis.push("one GPU worker: staging not overlapped with the device".into());
-            bytes as f64 / STAGING_BYTES_PER_S
-        }
-        _ => 0.0,
-    };
-    let device_period = (device_s + staging_s) / devices;
-    let (period, bound) = if host.partitions_in_flight < 2 {
-        // The device waits for each partition's synthesis, the host for the device.
-        (device_period + host_s, Bound::Serial)
-    } else if device_period >= host_s {
-        (device_period, Bound::Device)
-    } else {
-        (host_s, Bound::Host)
-    };
-    Expected {
-        s_per_proof: period * shape.partitions as f64,
-        device_s,
-        host_s,
-        bound,
-        basis,
-    }
 }

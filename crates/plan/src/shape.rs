@@ -358,6 +358,10 @@ pub struct Counts {
     pub bases: [usize; 5],
     pub nnz: [usize; 3],
     pub coeffs: usize,
+    /// Whether the run's parameters are memory-mapped from points files
+    /// (`Srs::mapped_bytes`): not the shape's, the host's ([`crate::Hardware::mapped`]),
+    /// carried here because the loaded set is what knows it.
+    pub mapped: bool,
 }
 
 impl Shape {

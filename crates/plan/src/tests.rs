@@ -17,6 +17,8 @@ fn machine(device_gib: u64, host_gib: u64, cores: u32) -> Hardware {
         host_memory: host_gib * GIB,
         cgroup_limit: None,
         cores,
+        mapped: false,
+        disk_read_bytes_per_s: None,
     }
 }
 
@@ -329,6 +331,7 @@ fn a_runs_counts_plan_like_the_kind() {
         ],
         nnz: porep.nnz,
         coeffs: porep.coeffs,
+        mapped: false,
     });
     assert_eq!(own.kind, Kind::Porep);
     let hw = machine(80, 128, 16);
@@ -357,6 +360,8 @@ fn random_machines_plan_within_their_memory() {
             host_memory: rng.gen_range(32u64..512) << 30,
             cgroup_limit: rng.gen_bool(0.5).then(|| rng.gen_range(32u64..512) << 30),
             cores: rng.gen_range(2..=128),
+            mapped: rng.gen_bool(0.5),
+            disk_read_bytes_per_s: None,
         };
         let given = Given {
             synth_jobs: rng.gen_bool(0.3).then(|| rng.gen_range(1..8)),
@@ -379,6 +384,13 @@ fn random_machines_plan_within_their_memory() {
         assert!(d.resident_bytes + d.partition_bytes <= d.budget, "{cell}");
         assert!(p.host.peak_bytes <= p.knobs.memory_budget.value, "{cell}");
         assert!(p.knobs.memory_budget.value <= hw.host_limit(), "{cell}");
+        // Mapped pages page-locked in place lie outside the budget: with the page
+        // cache the plan counts on, still within the budget's total.
+        assert!(
+            p.host.unevictable_bytes + p.host.cached_bytes
+                <= MemoryBudget::total_for_limit(hw.host_limit()),
+            "{cell}"
+        );
         let bigger = Hardware {
             device_memory: hw.device_memory + (1 << 30),
             ..hw.clone()
