@@ -45,4 +45,10 @@ done
 cp -r .device/run/kernels .device/run/tests/kernels   # beside the test binaries (no links: the device tool drops them)
 # PostgreSQL for scripts/h200-queue.sh: the GPU machine has none and installs nothing.
 bash scripts/stage-postgres.sh .device/run/pg
+# The Vulkan loader for the wgpu backend on the NVIDIA driver (the machine may lack
+# it): Debian's packages, unpacked there by scripts/device-vulkan.sh.
+mkdir -p .device/run/vk
+(cd .device/run/vk && apt-get download -q libvulkan1 libegl1 libglvnd0 libgl1 libglx0 \
+    libx11-6 libx11-data libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 libxext6 2>/dev/null) ||
+    echo "stage-device: the Vulkan loader's packages were not downloaded" >&2
 du -sh .device/run
