@@ -57,9 +57,12 @@ impl Served {
         self.plans.iter().any(Plan::runs)
     }
 
-    /// Whether the knobs place anything on a device (the plans have a device).
+    /// Whether the machine planned for has a device (else the knobs place
+    /// nothing on one, and a process takes none of them, as `cuzk c2` does).
     pub fn has_device(&self) -> bool {
-        self.plans.iter().any(|p| p.device.is_some())
+        self.plans
+            .iter()
+            .any(|p| p.hardware.devices > 0 && p.hardware.device_memory > 0)
     }
 }
 
