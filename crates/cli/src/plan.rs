@@ -17,12 +17,14 @@ const GIB: f64 = (1u64 << 30) as f64;
 #[derive(Args, Debug)]
 pub struct PlanArgs {
     /// The kind to plan for, at the 32 GiB sector size: porep, snap, window or
-    /// winning (default: all four).
+    /// winning (default: all four, then the one set of knobs `cuzk serve` and
+    /// `cuzk worker` run them all with, for `[plan] kinds`).
     #[arg(long, value_parser = parse_kind)]
     pub kind: Option<Kind>,
     /// A `cuzk.toml`: its `[engine]` knobs and the CUDA backend's parameters are
-    /// given (kept as they are, not planned), and its backend is asked for its
-    /// devices.
+    /// given (kept as they are, not planned), its backend is asked for its
+    /// devices (`[daemon] gpus` picks one, as `cuzk serve` does), and its `[plan]`
+    /// table is read under these flags.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Plan for devices of this many GiB instead of asking the backend.
@@ -64,14 +66,27 @@ fn parse_kind(s: &str) -> Result<Kind, String> {
     })
 }
 
-pub fn run(args: PlanArgs) -> Result<()> {
-    let config = match &args.config {
+pub fn run(mut args: PlanArgs) -> Result<()> {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    // `[daemon] gpus` picks the backend's device as `cuzk serve` does.
+    crate::serve::daemon_gpus(&mut config)?;
+    // `[plan]`'s machine, under the flags.
+    if let Some(p) = &config.plan {
+        if args.device_memory_gib.is_none() {
+            args.device_memory_gib = p.device_memory_gib;
+            args.devices = args.devices.or(p.devices);
+        }
+        args.disk_read_gbps = args.disk_read_gbps.or(p.disk_read_gbps);
+    }
     let given = given_of(&config)?;
     let (hw, assumed) = hardware(&args, &config);
-    let kinds = args.kind.map_or(Kind::ALL.to_vec(), |k| vec![k]);
+    // Without --kind, the kinds a daemon with this configuration serves.
+    let kinds = args
+        .kind
+        .map_or_else(|| crate::plan_served::kinds(&config), |k| vec![k]);
     let plans: Vec<Plan> = kinds
         .iter()
         .map(|&k| cuzk_plan::plan(&Shape::filecoin_32gib(k), &hw, &given))
@@ -84,8 +99,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
         print!("{}", toml_of(p));
         return Ok(());
     }
+    let served = args
+        .kind
+        .is_none()
+        .then(|| cuzk_plan::plan_served(&crate::plan_served::shapes(&config), &hw, &given));
     if args.json {
-        let out = serde_json::json!({ "assumed": assumed, "plans": plans });
+        let out = serde_json::json!({ "assumed": assumed, "plans": plans, "served": served });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -96,6 +115,10 @@ pub fn run(args: PlanArgs) -> Result<()> {
     for p in &plans {
         println!();
         print_plan(p);
+    }
+    if let Some(served) = &served {
+        println!();
+        print!("{}", crate::plan_served::served_text(&hw, served));
     }
     Ok(())
 }
@@ -239,7 +262,7 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
             hw.device_memory = (g * GIB) as u64;
             hw.devices = args.devices.unwrap_or(1);
             assumed.push(format!(
-                "{} device(s) of {g} GiB (flag), {:.2} GiB of it taken by the CUDA context",
+                "{} device(s) of {g} GiB (--device-memory-gib or [plan]), {:.2} GiB of it taken by the CUDA context",
                 hw.devices,
                 cuzk_plan::DEVICE_CONTEXT_BYTES as f64 / GIB
             ));
@@ -293,7 +316,7 @@ fn backend_devices(config: &Config) -> Result<Vec<cuzk_gpu_backend::DeviceInfo>>
     Ok(built.policies.backend.capabilities().devices)
 }
 
-fn describe(hw: &Hardware) -> String {
+pub(crate) fn describe(hw: &Hardware) -> String {
     let device = if hw.devices == 0 {
         "no device".to_string()
     } else {
@@ -321,11 +344,11 @@ fn describe(hw: &Hardware) -> String {
     )
 }
 
-fn gib(b: u64) -> String {
+pub(crate) fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / GIB)
 }
 
-fn source(s: Source) -> &'static str {
+pub(crate) fn source(s: Source) -> &'static str {
     match s {
         Source::Planned => "planned",
         Source::Given => "given",
@@ -334,7 +357,11 @@ fn source(s: Source) -> &'static str {
 
 /// The knobs as `(name, value, source)`, in the order the table prints them.
 fn knob_rows(p: &Plan) -> Vec<(&'static str, String, Source)> {
-    let k = &p.knobs;
+    knobs_rows(&p.knobs)
+}
+
+/// [`knob_rows`] of a set of knobs.
+pub(crate) fn knobs_rows(k: &cuzk_plan::Knobs) -> Vec<(&'static str, String, Source)> {
     vec![
         (
             "abc_on_backend",
@@ -527,7 +554,7 @@ fn print_plan(p: &Plan) {
 
 /// The machine a run is on: this host and the backend's devices, its parameters
 /// mapped or not.
-fn this_machine(
+pub(crate) fn this_machine(
     config: &Config,
     devices: &[cuzk_gpu_backend::DeviceInfo],
     mapped: bool,
@@ -544,7 +571,19 @@ fn this_machine(
         mapped,
         disk_read_bytes_per_s: None,
     };
-    emulate(&mut hw, config);
+    let told = config.plan.clone().unwrap_or_default();
+    hw.disk_read_bytes_per_s = told.disk_read_gbps.map(|g| g * 1e9);
+    match told.device_memory_gib {
+        // As `cuzk plan --device-memory-gib`: the card described, not the backend's.
+        Some(g) => {
+            hw.device_memory = (g * GIB) as u64;
+            hw.device_free = None;
+            hw.devices = told.devices.unwrap_or(1);
+        }
+        None => {
+            emulate(&mut hw, config);
+        }
+    }
     hw
 }
 
@@ -564,17 +603,14 @@ pub(crate) fn apply(
     counts: &cuzk_plan::Counts,
     devices: &[cuzk_gpu_backend::DeviceInfo],
 ) -> (Vec<&'static str>, bool) {
-    if devices.is_empty() {
+    let hw = this_machine(&cfg.config, devices, counts.mapped);
+    if hw.devices == 0 {
         return (Vec::new(), false);
     }
     let Ok(given) = given_of(&cfg.config) else {
         return (Vec::new(), false);
     };
-    let p = cuzk_plan::plan(
-        &Shape::from_counts(counts),
-        &this_machine(&cfg.config, devices, counts.mapped),
-        &given,
-    );
+    let p = cuzk_plan::plan(&Shape::from_counts(counts), &hw, &given);
     match (&p.fails, &p.expected, p.with_points_dir) {
         (Some(why), _, Some(s)) => eprintln!(
             "the planner says this run does not fit ({why}); with --points-dir (parameters memory-mapped from points files) it would run at {s:.1} s/proof"
@@ -642,11 +678,20 @@ pub(crate) fn counts_of(
 
 /// [`apply`] with the plan made: its planned knobs set in `cfg`.
 fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static str>, bool) {
-    let mut applied = Vec::new();
     if !p.runs() || p.device.is_none() {
-        return (applied, false);
+        return (Vec::new(), false);
     }
-    let k = &p.knobs;
+    apply_knobs(cfg, &p.knobs, p.hardware.host_limit())
+}
+
+/// The planned knobs of `k` set in `cfg` (those [`apply`] takes), the given ones
+/// left as they are; `host_limit` is the limit the plan was made for.
+pub(crate) fn apply_knobs(
+    cfg: &mut crate::runtime::RunConfig,
+    k: &cuzk_plan::Knobs,
+    host_limit: u64,
+) -> (Vec<&'static str>, bool) {
+    let mut applied = Vec::new();
     let e = &mut cfg.config.engine;
     if k.abc_on_backend.source == Source::Planned {
         e.abc_on_backend = Some(k.abc_on_backend.value);
@@ -658,7 +703,7 @@ fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static st
     }
     // The budget only where the plan cuts it: else the engine's own default, the
     // same total for the same limit.
-    let default_budget = cuzk_scheduler::MemoryBudget::total_for_limit(p.hardware.host_limit());
+    let default_budget = cuzk_scheduler::MemoryBudget::total_for_limit(host_limit);
     if k.memory_budget.source == Source::Planned && k.memory_budget.value < default_budget {
         // Whole MiB, rounded down: the file's GiB read back to the same bytes.
         e.memory_budget_gib = Some((k.memory_budget.value >> 20) as f64 / 1024.0);
