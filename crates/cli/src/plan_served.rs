@@ -67,7 +67,10 @@ pub(crate) fn served_text(hw: &Hardware, s: &Served) -> String {
             (None, Some(why)) => format!("does not run with these knobs: {why}"),
             (None, None) => "not planned".to_string(),
         };
-        out.push_str(&format!("  {:<8} {line}\n", p.kind.name()));
+        let mapped = p.with_points_dir.map_or(String::new(), |s| {
+            format!("; with points_dir (parameters memory-mapped) {s:.1} s/proof")
+        });
+        out.push_str(&format!("  {:<8} {line}{mapped}\n", p.kind.name()));
     }
     if !s.has_device() {
         out.push_str(
