@@ -35,9 +35,15 @@ fn write_config(dir: &Path, name: &str, engine: &str) -> PathBuf {
 
 /// `cuzk plan --config cfg`'s served block (from its heading to the end).
 fn planned_block(cfg: &Path) -> String {
+    planned_block_with(cfg, &[])
+}
+
+/// [`planned_block`] with more flags.
+fn planned_block_with(cfg: &Path, flags: &[&str]) -> String {
     let out = Command::new(EXE)
         .args(["plan", "--config"])
         .arg(cfg)
+        .args(flags)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -165,25 +171,49 @@ fn an_explicit_knob_wins_over_the_daemons_plan() {
     assert!(log.contains("gpu_workers_per_device: 3,"), "{log}");
 }
 
+/// A daemon whose `[daemon] points_dir` maps its parameters plans them mapped
+/// (page cache, not anonymous memory), as `cuzk plan --config` does.
+#[test]
+fn a_daemon_with_points_dir_plans_its_parameters_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let points = dir.path().join("points");
+    let cfg = write_config(dir.path(), "mapped", "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "[daemon]\n",
+        &format!("[daemon]\npoints_dir = \"{}\"\n", points.display()),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let block = planned_block(&cfg);
+    assert!(block.contains("memory-mapped from points files"), "{block}");
+    let log = logged_plan(&["serve"], &cfg, &dir.path().join("no-params"), false);
+    assert!(log.contains(&block), "the daemon's plan differs:\n{log}");
+}
+
 /// A queue worker plans as the daemon does, before it reaches its queue (here one
-/// that does not answer).
+/// that does not answer): with `--points-dir`, mapped, as `cuzk plan --points-dir`.
 #[test]
 fn the_worker_logs_the_same_plan() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), "worker", "");
-    let block = planned_block(&cfg);
     let params = dir.path().join("no-params");
-    let log = logged_plan(
-        &[
+    let points = dir.path().join("points");
+    let points = points.to_str().unwrap();
+    for flags in [&[][..], &["--points-dir", points][..]] {
+        let block = planned_block_with(&cfg, flags);
+        assert_eq!(
+            block.contains("memory-mapped from points files"),
+            !flags.is_empty(),
+            "{block}"
+        );
+        let mut args = vec![
             "worker",
             "--queue",
             "postgres://cuzk@127.0.0.1:1/none",
             "--param-cache",
             params.to_str().unwrap(),
-        ],
-        &cfg,
-        &params,
-        false,
-    );
-    assert!(log.contains(&block), "the worker's plan differs:\n{log}");
+        ];
+        args.extend_from_slice(flags);
+        let log = logged_plan(&args, &cfg, &params, false);
+        assert!(log.contains(&block), "the worker's plan differs:\n{log}");
+    }
 }
