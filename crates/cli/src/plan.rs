@@ -1,6 +1,7 @@
 //! `cuzk plan`: the planner's settings and expected s/proof for this machine (or
-//! one described by flags), before anything runs; and the plan a run records in
-//! its manifest.
+//! one described by flags), before anything runs; without `--kind`, also the one
+//! set of knobs a daemon or worker with the `--config` runs every kind with
+//! (`plan_served.rs`); and the plan a run records in its manifest.
 
 use std::path::PathBuf;
 
@@ -593,8 +594,9 @@ pub(crate) fn this_machine(
 /// `stream_staging`), and the memory budget where the plan cuts it below the
 /// engine's default (mapped parameters: pages page-locked in place lie outside the
 /// budget, or the page cache is left room for the streamed sets). Synthesis jobs
-/// stay the engine's own default. Nothing is applied where the backend drives no
-/// device or the plan does not run (the run then fails or succeeds as configured;
+/// stay the engine's own default. Nothing is applied where the machine planned
+/// for has no device (the backend drives none and `[plan]` describes none) or the
+/// plan does not run (the run then fails or succeeds as configured;
 /// where mapped parameters would run, it says so).
 /// Returns the knobs applied and whether a backend parameter changed (the
 /// backend must be opened again).
