@@ -81,7 +81,8 @@ pub fn plan_served(shapes: &[Shape], hw: &Hardware, given: &Given) -> Served {
         .max_by_key(|(s, _)| s.constraints)
         .map(|(_, p)| p)
     else {
-        // Nothing runs: the first shape's knobs, applied nowhere.
+        // Nothing runs: the first shape's knobs, applied nowhere (`runs` is
+        // false); with no shape at all, the smallest kind's, for the same reason.
         let knobs = alone.first().map_or_else(
             || plan(&Shape::filecoin_32gib(Kind::Winning), hw, given).knobs,
             |p| p.knobs.clone(),
