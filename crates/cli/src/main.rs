@@ -16,6 +16,7 @@ mod filecoin;
 mod kinds;
 mod one_proof;
 mod plan;
+mod plan_served;
 mod progress;
 mod prove;
 mod queue_cmd;

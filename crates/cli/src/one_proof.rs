@@ -30,7 +30,7 @@ use cuzk_timeline::{Event, EventKind, Subscriber};
 use crate::{
     progress,
     runtime::{RunArgs, RunConfig},
-    serve::{service_kinds, start_service, KindsSetup, ServiceKinds, Started},
+    serve::{service_kinds, start_service, KindsSetup, Planning, ServiceKinds, Started},
     table,
 };
 
@@ -204,7 +204,7 @@ impl Setup<'_> {
                 ..ServiceConfig::default()
             },
             kinds.kinds,
-            Some(&counts),
+            Planning::Shape(&counts),
             vec![watch],
         )?;
         Ok(OneService {

@@ -1,6 +1,7 @@
 //! `cuzk plan`: the planner's settings and expected s/proof for this machine (or
-//! one described by flags), before anything runs; and the plan a run records in
-//! its manifest.
+//! one described by flags), before anything runs; without `--kind`, also the one
+//! set of knobs a daemon or worker with the `--config` runs every kind with
+//! (`plan_served.rs`); and the plan a run records in its manifest.
 
 use std::path::PathBuf;
 
@@ -17,12 +18,14 @@ const GIB: f64 = (1u64 << 30) as f64;
 #[derive(Args, Debug)]
 pub struct PlanArgs {
     /// The kind to plan for, at the 32 GiB sector size: porep, snap, window or
-    /// winning (default: all four).
+    /// winning (default: all four, then the one set of knobs `cuzk serve` and
+    /// `cuzk worker` run them all with, for `[plan] kinds`).
     #[arg(long, value_parser = parse_kind)]
     pub kind: Option<Kind>,
     /// A `cuzk.toml`: its `[engine]` knobs and the CUDA backend's parameters are
-    /// given (kept as they are, not planned), and its backend is asked for its
-    /// devices.
+    /// given (kept as they are, not planned), its backend is asked for its
+    /// devices (`[daemon] gpus` picks one, as `cuzk serve` does), and its `[plan]`
+    /// table is read under these flags.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Plan for devices of this many GiB instead of asking the backend.
@@ -64,14 +67,27 @@ fn parse_kind(s: &str) -> Result<Kind, String> {
     })
 }
 
-pub fn run(args: PlanArgs) -> Result<()> {
-    let config = match &args.config {
+pub fn run(mut args: PlanArgs) -> Result<()> {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    // `[daemon] gpus` picks the backend's device as `cuzk serve` does.
+    crate::serve::daemon_gpus(&mut config)?;
+    // `[plan]`'s machine, under the flags.
+    if let Some(p) = &config.plan {
+        if args.device_memory_gib.is_none() {
+            args.device_memory_gib = p.device_memory_gib;
+            args.devices = args.devices.or(p.devices);
+        }
+        args.disk_read_gbps = args.disk_read_gbps.or(p.disk_read_gbps);
+    }
     let given = given_of(&config)?;
     let (hw, assumed) = hardware(&args, &config);
-    let kinds = args.kind.map_or(Kind::ALL.to_vec(), |k| vec![k]);
+    // Without --kind, the kinds a daemon with this configuration serves.
+    let kinds = args
+        .kind
+        .map_or_else(|| crate::plan_served::kinds(&config), |k| vec![k]);
     let plans: Vec<Plan> = kinds
         .iter()
         .map(|&k| cuzk_plan::plan(&Shape::filecoin_32gib(k), &hw, &given))
@@ -84,8 +100,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
         print!("{}", toml_of(p));
         return Ok(());
     }
+    let served = args
+        .kind
+        .is_none()
+        .then(|| cuzk_plan::plan_served(&crate::plan_served::shapes(&config), &hw, &given));
     if args.json {
-        let out = serde_json::json!({ "assumed": assumed, "plans": plans });
+        let out = serde_json::json!({ "assumed": assumed, "plans": plans, "served": served });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -96,6 +116,10 @@ pub fn run(args: PlanArgs) -> Result<()> {
     for p in &plans {
         println!();
         print_plan(p);
+    }
+    if let Some(served) = &served {
+        println!();
+        print!("{}", crate::plan_served::served_text(&hw, served));
     }
     Ok(())
 }
@@ -239,7 +263,7 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
             hw.device_memory = (g * GIB) as u64;
             hw.devices = args.devices.unwrap_or(1);
             assumed.push(format!(
-                "{} device(s) of {g} GiB (flag), {:.2} GiB of it taken by the CUDA context",
+                "{} device(s) of {g} GiB (--device-memory-gib or [plan]), {:.2} GiB of it taken by the CUDA context",
                 hw.devices,
                 cuzk_plan::DEVICE_CONTEXT_BYTES as f64 / GIB
             ));
@@ -293,7 +317,7 @@ fn backend_devices(config: &Config) -> Result<Vec<cuzk_gpu_backend::DeviceInfo>>
     Ok(built.policies.backend.capabilities().devices)
 }
 
-fn describe(hw: &Hardware) -> String {
+pub(crate) fn describe(hw: &Hardware) -> String {
     let device = if hw.devices == 0 {
         "no device".to_string()
     } else {
@@ -321,11 +345,11 @@ fn describe(hw: &Hardware) -> String {
     )
 }
 
-fn gib(b: u64) -> String {
+pub(crate) fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / GIB)
 }
 
-fn source(s: Source) -> &'static str {
+pub(crate) fn source(s: Source) -> &'static str {
     match s {
         Source::Planned => "planned",
         Source::Given => "given",
@@ -334,7 +358,11 @@ fn source(s: Source) -> &'static str {
 
 /// The knobs as `(name, value, source)`, in the order the table prints them.
 fn knob_rows(p: &Plan) -> Vec<(&'static str, String, Source)> {
-    let k = &p.knobs;
+    knobs_rows(&p.knobs)
+}
+
+/// [`knob_rows`] of a set of knobs.
+pub(crate) fn knobs_rows(k: &cuzk_plan::Knobs) -> Vec<(&'static str, String, Source)> {
     vec![
         (
             "abc_on_backend",
@@ -527,7 +555,7 @@ fn print_plan(p: &Plan) {
 
 /// The machine a run is on: this host and the backend's devices, its parameters
 /// mapped or not.
-fn this_machine(
+pub(crate) fn this_machine(
     config: &Config,
     devices: &[cuzk_gpu_backend::DeviceInfo],
     mapped: bool,
@@ -544,7 +572,19 @@ fn this_machine(
         mapped,
         disk_read_bytes_per_s: None,
     };
-    emulate(&mut hw, config);
+    let told = config.plan.clone().unwrap_or_default();
+    hw.disk_read_bytes_per_s = told.disk_read_gbps.map(|g| g * 1e9);
+    match told.device_memory_gib {
+        // As `cuzk plan --device-memory-gib`: the card described, not the backend's.
+        Some(g) => {
+            hw.device_memory = (g * GIB) as u64;
+            hw.device_free = None;
+            hw.devices = told.devices.unwrap_or(1);
+        }
+        None => {
+            emulate(&mut hw, config);
+        }
+    }
     hw
 }
 
@@ -554,8 +594,9 @@ fn this_machine(
 /// `stream_staging`), and the memory budget where the plan cuts it below the
 /// engine's default (mapped parameters: pages page-locked in place lie outside the
 /// budget, or the page cache is left room for the streamed sets). Synthesis jobs
-/// stay the engine's own default. Nothing is applied where the backend drives no
-/// device or the plan does not run (the run then fails or succeeds as configured;
+/// stay the engine's own default. Nothing is applied where the machine planned
+/// for has no device (the backend drives none and `[plan]` describes none) or the
+/// plan does not run (the run then fails or succeeds as configured;
 /// where mapped parameters would run, it says so).
 /// Returns the knobs applied and whether a backend parameter changed (the
 /// backend must be opened again).
@@ -564,17 +605,14 @@ pub(crate) fn apply(
     counts: &cuzk_plan::Counts,
     devices: &[cuzk_gpu_backend::DeviceInfo],
 ) -> (Vec<&'static str>, bool) {
-    if devices.is_empty() {
+    let hw = this_machine(&cfg.config, devices, counts.mapped);
+    if hw.devices == 0 {
         return (Vec::new(), false);
     }
     let Ok(given) = given_of(&cfg.config) else {
         return (Vec::new(), false);
     };
-    let p = cuzk_plan::plan(
-        &Shape::from_counts(counts),
-        &this_machine(&cfg.config, devices, counts.mapped),
-        &given,
-    );
+    let p = cuzk_plan::plan(&Shape::from_counts(counts), &hw, &given);
     match (&p.fails, &p.expected, p.with_points_dir) {
         (Some(why), _, Some(s)) => eprintln!(
             "the planner says this run does not fit ({why}); with --points-dir (parameters memory-mapped from points files) it would run at {s:.1} s/proof"
@@ -642,11 +680,20 @@ pub(crate) fn counts_of(
 
 /// [`apply`] with the plan made: its planned knobs set in `cfg`.
 fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static str>, bool) {
-    let mut applied = Vec::new();
     if !p.runs() || p.device.is_none() {
-        return (applied, false);
+        return (Vec::new(), false);
     }
-    let k = &p.knobs;
+    apply_knobs(cfg, &p.knobs, p.hardware.host_limit())
+}
+
+/// The planned knobs of `k` set in `cfg` (those [`apply`] takes), the given ones
+/// left as they are; `host_limit` is the limit the plan was made for.
+pub(crate) fn apply_knobs(
+    cfg: &mut crate::runtime::RunConfig,
+    k: &cuzk_plan::Knobs,
+    host_limit: u64,
+) -> (Vec<&'static str>, bool) {
+    let mut applied = Vec::new();
     let e = &mut cfg.config.engine;
     if k.abc_on_backend.source == Source::Planned {
         e.abc_on_backend = Some(k.abc_on_backend.value);
@@ -658,7 +705,7 @@ fn apply_plan(cfg: &mut crate::runtime::RunConfig, p: &Plan) -> (Vec<&'static st
     }
     // The budget only where the plan cuts it: else the engine's own default, the
     // same total for the same limit.
-    let default_budget = cuzk_scheduler::MemoryBudget::total_for_limit(p.hardware.host_limit());
+    let default_budget = cuzk_scheduler::MemoryBudget::total_for_limit(host_limit);
     if k.memory_budget.source == Source::Planned && k.memory_budget.value < default_budget {
         // Whole MiB, rounded down: the file's GiB read back to the same bytes.
         e.memory_budget_gib = Some((k.memory_budget.value >> 20) as f64 / 1024.0);
@@ -744,145 +791,4 @@ pub(crate) fn manifest_plan(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::runtime::RunArgs;
-
-    fn configured(file: &str) -> crate::runtime::RunConfig {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
-        RunArgs {
-            config: Some(dir.join(file)),
-            ..RunArgs::default()
-        }
-        .resolve()
-        .unwrap()
-    }
-
-    fn porep_on(device_gib: u64, cfg: &crate::runtime::RunConfig) -> Plan {
-        porep_mapped(device_gib, 128, false, cfg)
-    }
-
-    fn porep_mapped(
-        device_gib: u64,
-        host_gib: u64,
-        mapped: bool,
-        cfg: &crate::runtime::RunConfig,
-    ) -> Plan {
-        let hw = Hardware {
-            device_memory: device_gib << 30,
-            device_free: None,
-            devices: 1,
-            device_speed: None,
-            host_memory: host_gib << 30,
-            cgroup_limit: None,
-            cores: 16,
-            mapped,
-            disk_read_bytes_per_s: None,
-        };
-        let given = given_of(&cfg.config).unwrap();
-        cuzk_plan::plan(&Shape::filecoin_32gib(Kind::Porep), &hw, &given)
-    }
-
-    /// On a 16 GiB card the unset knobs that decide whether a PoRep partition
-    /// fits come from the plan (the CPU spmv, the NTT kernel without a table);
-    /// the file's own knobs stay.
-    #[test]
-    fn a_small_card_takes_the_plans_knobs_where_the_file_is_silent() {
-        let mut cfg = configured("cuda.toml");
-        let p = porep_on(16, &cfg);
-        let (applied, reopen) = apply_plan(&mut cfg, &p);
-        assert!(reopen);
-        assert_eq!(applied, ["abc_on_backend", "ntt_kernel"]);
-        assert_eq!(cfg.engine.abc_on_backend, Some(false));
-        assert_eq!(cfg.engine.synth_jobs, Some(6), "the file's value stays");
-        let params = cfg
-            .config
-            .backend
-            .as_ref()
-            .unwrap()
-            .text_params("backend")
-            .unwrap();
-        assert_eq!(params["ntt_kernel"], "r2wf");
-        // Given now: the plan made again keeps them.
-        assert_eq!(given_of(&cfg.config).unwrap().abc_on_backend, Some(false));
-    }
-
-    /// On the H200 the plan is what the defaults already do: the backend is not
-    /// opened again.
-    #[test]
-    fn a_large_card_changes_no_backend_parameter() {
-        let mut cfg = configured("cuda.toml");
-        let p = porep_on(139, &cfg);
-        let (applied, reopen) = apply_plan(&mut cfg, &p);
-        assert!(!reopen, "{applied:?}");
-        assert_eq!(applied, ["abc_on_backend"]);
-        assert_eq!(cfg.engine.abc_on_backend, Some(true));
-    }
-
-    fn backend_params(
-        cfg: &crate::runtime::RunConfig,
-    ) -> std::collections::BTreeMap<String, String> {
-        cfg.config
-            .backend
-            .as_ref()
-            .unwrap()
-            .text_params("backend")
-            .unwrap()
-    }
-
-    /// Mapped parameters on a 64 GiB host with a 16 GB card: the streamed sets go
-    /// up by copy (page-locking them would pin the points file's pages beside
-    /// the partitions), set in the backend's parameters; the budget is the
-    /// engine's own. On 256 GiB they are page-locked in place (the backend's
-    /// default, not set) and the budget is cut by them, set in `[engine]`.
-    #[test]
-    fn mapped_parameters_take_the_planned_staging_and_budget() {
-        let mut cfg = configured("cuda.toml");
-        let p = porep_mapped(16, 64, true, &cfg);
-        assert!(p.runs(), "{:?}", p.fails);
-        let (applied, reopen) = apply_plan(&mut cfg, &p);
-        assert!(reopen);
-        assert!(applied.contains(&"stream_staging"), "{applied:?}");
-        assert_eq!(backend_params(&cfg)["stream_staging"], "copy");
-        let given = given_of(&cfg.config).unwrap();
-        assert_eq!(given.stream_staging, Some(StreamStaging::Copy));
-
-        let mut cfg = configured("cuda.toml");
-        let p = porep_mapped(16, 256, true, &cfg);
-        let (applied, _) = apply_plan(&mut cfg, &p);
-        assert!(!applied.contains(&"stream_staging"), "{applied:?}");
-        assert!(applied.contains(&"memory_budget_gib"), "{applied:?}");
-        assert!(!backend_params(&cfg).contains_key("stream_staging"));
-        let budget = cfg.engine.memory_budget.unwrap();
-        assert!(budget <= p.knobs.memory_budget.value, "{budget}");
-        assert!(budget + (1 << 20) > p.knobs.memory_budget.value, "{budget}");
-        // Planned again with the applied knobs given, the same way still fits
-        // (the budget read back is not a byte over the plan's).
-        let q = porep_mapped(16, 256, true, &cfg);
-        assert!(q.runs(), "{:?}", q.fails);
-        assert_eq!(q.knobs.stream_staging.value, StreamStaging::Register);
-    }
-
-    /// The configuration's `stream_staging` is given, and a value that is not one
-    /// is refused by name.
-    #[test]
-    fn stream_staging_in_the_configuration_is_given() {
-        let mut cfg = configured("cuda.toml");
-        let slot = cfg.config.backend.as_mut().unwrap();
-        slot.params
-            .insert("stream_staging".into(), toml::Value::from("register"));
-        let given = given_of(&cfg.config).unwrap();
-        assert_eq!(given.stream_staging, Some(StreamStaging::Register));
-        let p = porep_mapped(16, 64, true, &cfg);
-        assert_eq!(p.knobs.stream_staging.source, Source::Given);
-        assert!(
-            !p.runs(),
-            "register on 64 GiB pins 44 GB beside the partitions"
-        );
-        let slot = cfg.config.backend.as_mut().unwrap();
-        slot.params
-            .insert("stream_staging".into(), toml::Value::from("pinned"));
-        let err = given_of(&cfg.config).unwrap_err().to_string();
-        assert!(err.contains("stream_staging"), "{err}");
-    }
-}
+mod tests;

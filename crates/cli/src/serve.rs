@@ -10,7 +10,7 @@ use cuzk_daemon::{Bound, DaemonConfig, Shutdown};
 use cuzk_filecoin::service_kind::ServiceProvers;
 use cuzk_service::{synthetic::SyntheticKind, KindProver, Service, ServiceConfig};
 
-use crate::runtime::{load_policies, RunArgs, RunConfig};
+use crate::runtime::{RunArgs, RunConfig};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -136,30 +136,45 @@ pub struct Started {
     pub sources: Vec<cuzk_config::PolicySource>,
     /// The engine's backend (to let it settle between timed runs).
     pub backend: Arc<dyn cuzk_gpu_backend::GpuBackend>,
+    /// A daemon's or worker's plan ([`Planning::Served`]).
+    pub plan: Option<crate::plan_served::StartPlan>,
+}
+
+/// What [`start_service`] plans for.
+pub enum Planning<'a> {
+    /// The one shape a command proves (`cuzk c2`, `snap`, `post`): its counts.
+    Shape(&'a cuzk_plan::Counts),
+    /// Every shape a daemon or worker serves (`[plan] kinds`), its parameters
+    /// memory-mapped from points files or not.
+    Served { mapped: bool },
 }
 
 /// Starts the proving service every entry proves through (`cuzk serve`, `cuzk
 /// worker`, `cuzk c2`, `cuzk snap`, `cuzk post`): the configured strategies
 /// opened, every real proof verified (the engine's `verify` on), serving `kinds`.
-/// With `plan`, the counts of the one shape the process proves, the planner's
-/// knobs are taken where the configuration leaves them unset
-/// ([`crate::plan::load_planned`]); a daemon or a worker serves every shape and
-/// plans nothing yet. `subscribers` see every TIMELINE event.
+/// The planner's knobs are taken where the configuration leaves them unset: for
+/// the one shape a command proves ([`crate::plan::load_planned`]), or for every
+/// shape a daemon or worker serves, one set of knobs for all
+/// ([`crate::plan_served::load_served`]). `subscribers` see every TIMELINE event.
 pub fn start_service(
     run: &mut RunConfig,
     cfg: ServiceConfig,
     kinds: Vec<Arc<dyn KindProver>>,
-    plan: Option<&cuzk_plan::Counts>,
+    planning: Planning,
     subscribers: Vec<Arc<dyn cuzk_timeline::Subscriber>>,
 ) -> Result<Started> {
     run.engine.verify = true;
-    let built = match plan {
-        Some(counts) => {
+    let (built, plan) = match planning {
+        Planning::Shape(counts) => {
             let log = counts.constraints.next_power_of_two().trailing_zeros();
             let needs = run.config.backend_needs(Some(log));
-            crate::plan::load_planned(run, &needs, counts)?
+            (crate::plan::load_planned(run, &needs, counts)?, None)
         }
-        None => load_policies(run, &run.config.backend_needs(None))?,
+        Planning::Served { mapped } => {
+            let needs = run.config.backend_needs(None);
+            let (built, plan) = crate::plan_served::load_served(run, &needs, mapped)?;
+            (built, Some(plan))
+        }
     };
     let backend = built.policies.backend.clone();
     let service = Service::start_with_subscribers(
@@ -174,7 +189,38 @@ pub fn start_service(
         service,
         sources: built.sources,
         backend,
+        plan,
     })
+}
+
+/// `[daemon] gpus` made the backend's `device` parameter (one GPU per daemon),
+/// refused where the backend names its device too. `cuzk serve` opens its backend
+/// so, and `cuzk plan --config` plans for the same device.
+pub fn daemon_gpus(config: &mut cuzk_config::Config) -> Result<()> {
+    let gpus = config.daemon.as_ref().and_then(|d| d.gpus.clone());
+    if let (Some(gpus), Some(backend)) = (gpus, config.backend.as_mut()) {
+        if let Some(g) = gpus.first() {
+            if backend.params.contains_key("device") {
+                anyhow::bail!("set the GPU either in [daemon] gpus or in the backend's `device` parameter, not both");
+            }
+            *backend = backend.clone().with_param("device", i64::from(*g));
+        }
+    }
+    Ok(())
+}
+
+/// Logs a daemon's or worker's plan at start: the block `cuzk plan --config`
+/// prints, and the knobs taken from it.
+pub fn log_plan(who: &str, plan: &crate::plan_served::StartPlan) {
+    eprint!("{who}: plan\n{}", plan.text);
+    eprintln!(
+        "{who}: planned for this machine (unset in the configuration): {}",
+        if plan.applied.is_empty() {
+            "none".to_string()
+        } else {
+            plan.applied.join(", ")
+        }
+    );
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -186,18 +232,11 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     if let Some(ids) = &args.timing_only_circuits {
         section.timing_only_circuits = Some(ids.clone());
     }
-    let cfg = DaemonConfig::from_section(&section)?;
+    let mut cfg = DaemonConfig::from_section(&section)?;
     // The daemon returns only verified proofs, whatever [engine] says (except for
     // the circuits a benchmark configured timing-only, below): `start_service`
     // turns verification on.
-    if let (Some(gpus), Some(backend)) = (&cfg.gpus, run.config.backend.as_mut()) {
-        if let Some(g) = gpus.first() {
-            if backend.params.contains_key("device") {
-                anyhow::bail!("set the GPU either in [daemon] gpus or in the backend's `device` parameter, not both");
-            }
-            *backend = backend.clone().with_param("device", i64::from(*g));
-        }
-    }
+    daemon_gpus(&mut run.config)?;
     let kinds = service_kinds(&KindsSetup {
         who: "cuzk serve",
         param_cache_key: "[daemon] param_cache",
@@ -210,8 +249,24 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         check_digest: false,
         points_dir: cfg.points_dir.as_deref(),
     })?;
-    let service =
-        start_service(&mut run, cfg.service.clone(), kinds.kinds, None, Vec::new())?.service;
+    let started = start_service(
+        &mut run,
+        cfg.service.clone(),
+        kinds.kinds,
+        Planning::Served {
+            mapped: cfg.points_dir.is_some(),
+        },
+        Vec::new(),
+    )?;
+    let service = started.service;
+    if let Some(plan) = &started.plan {
+        log_plan("cuzk serve", plan);
+        // Reported by GetStatus (`cuzk client status`) for as long as it runs.
+        cfg.plan = Some(cuzk_daemon::config::StartupPlan {
+            text: plan.text.clone(),
+            json: plan.json.to_string(),
+        });
+    }
     eprintln!(
         "cuzk serve: kinds {:?}, parameters from {}, timing-only circuits {:?}, engine {:?}",
         service.kinds(),

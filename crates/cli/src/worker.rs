@@ -30,7 +30,9 @@ use cuzk_service::{Service, ServiceConfig, ShutdownMode};
 use crate::{
     queue_runner::ServiceRunner,
     runtime::RunArgs,
-    serve::{service_kinds, start_service, KindsSetup, Started, SyntheticSetup},
+    serve::{
+        log_plan, service_kinds, start_service, KindsSetup, Planning, Started, SyntheticSetup,
+    },
 };
 
 /// Flags of the queue's knobs; each overrides the same key of `[queue]`.
@@ -168,7 +170,10 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     // As many service slots as the worker holds jobs: each claimed job is
     // admitted at once, and the queue, not the service, decides what waits.
     let Started {
-        service, sources, ..
+        service,
+        sources,
+        plan,
+        ..
     } = start_service(
         &mut run,
         ServiceConfig {
@@ -176,9 +181,14 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
             ..ServiceConfig::default()
         },
         kinds.kinds,
-        None,
+        Planning::Served {
+            mapped: args.points_dir.is_some(),
+        },
         Vec::new(),
     )?;
+    if let Some(plan) = &plan {
+        log_plan(&who, plan);
+    }
     let runners: Vec<Arc<dyn JobRunner>> = ServiceRunner::all(&service)
         .into_iter()
         .map(|r| Arc::new(r) as Arc<dyn JobRunner>)

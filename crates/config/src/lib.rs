@@ -66,12 +66,14 @@ use serde::{Deserialize, Serialize};
 pub mod builtin;
 pub mod daemon;
 mod engine;
+mod plan;
 mod queue;
 mod slot;
 
 pub use cuzk_plugin_host::{BackendNeeds, PluginError, PluginSpec, SearchPath};
 pub use cuzk_scheduler::{PipelineConfig, Policies};
 pub use engine::EngineSection;
+pub use plan::{PlanKind, PlanSection};
 pub use queue::{Age, QueueSection};
 pub use slot::{Built, PolicySource, Slot};
 
@@ -107,6 +109,12 @@ pub enum ConfigError {
         name: String,
         reason: String,
     },
+    /// A section's value the types cannot refuse (`[plan] devices = 0`).
+    #[error("[{section}] {reason}")]
+    Section {
+        section: &'static str,
+        reason: String,
+    },
     #[error(transparent)]
     Plugin(#[from] PluginError),
 }
@@ -140,6 +148,10 @@ pub struct Config {
     /// The gRPC daemon (`cuzk serve`, crate `cuzk-daemon`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon: Option<daemon::DaemonSection>,
+    /// What the planner is told rather than finds (`cuzk plan`, and every
+    /// command that plans its knobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSection>,
 }
 
 impl Config {
@@ -176,6 +188,12 @@ impl Config {
             if let Some(slot) = slot {
                 slot.validate(name)?;
             }
+        }
+        if let Some(plan) = &self.plan {
+            plan.validate().map_err(|reason| ConfigError::Section {
+                section: "plan",
+                reason,
+            })?;
         }
         Ok(())
     }

@@ -299,3 +299,32 @@ fn the_queue_section_parses_when_present_and_is_absent_otherwise() {
     assert_eq!(q.poll_ms, None);
     assert!(Config::from_toml("", "cuzk.toml").unwrap().queue.is_none());
 }
+
+/// `[plan]` is typed: its kinds are the planner's names, a key it does not know or
+/// a value the planner cannot use is refused by name.
+#[test]
+fn the_plan_section_is_typed_and_checked() {
+    let c = Config::from_toml(
+        "[plan]\nkinds = [\"porep\", \"winning\"]\ndevice_memory_gib = 16\ndevices = 2\n",
+        "t",
+    )
+    .unwrap();
+    let p = c.plan.unwrap();
+    assert_eq!(p.kinds, Some(vec![PlanKind::Porep, PlanKind::Winning]));
+    assert_eq!((p.device_memory_gib, p.devices), (Some(16.0), Some(2)));
+    for (text, named) in [
+        ("[plan]\nkinds = [\"c2\"]\n", "c2"),
+        ("[plan]\nkind = [\"porep\"]\n", "kind"),
+        ("[plan]\nkinds = []\n", "kinds"),
+        ("[plan]\nkinds = [\"snap\", \"snap\"]\n", "snap twice"),
+        ("[plan]\ndevices = 1\n", "devices needs device_memory_gib"),
+        (
+            "[plan]\ndevice_memory_gib = 16\ndevices = 0\n",
+            "devices = 0",
+        ),
+        ("[plan]\ndisk_read_gbps = -1\n", "disk_read_gbps"),
+    ] {
+        let err = Config::from_toml(text, "t").unwrap_err().to_string();
+        assert!(err.contains(named), "{text}: {err}");
+    }
+}

@@ -148,6 +148,9 @@ pub fn format_status(s: &pb::GetStatusResponse) -> String {
     if s.gpus.is_empty() {
         let _ = writeln!(out, "GPUs: none seen by the CUDA driver");
     }
+    if !s.plan.is_empty() {
+        let _ = write!(out, "plan at start:\n{}", s.plan);
+    }
     for g in &s.gpus {
         let _ = writeln!(
             out,

@@ -109,6 +109,17 @@ pub struct DaemonConfig {
     pub access: Access,
     /// Concurrent calls one connection may have open.
     pub max_streams_per_connection: u32,
+    /// The plan the process made at start, which `GetStatus` reports (not read
+    /// from the file: the command that planned sets it).
+    pub plan: Option<StartupPlan>,
+}
+
+/// A daemon's plan at start, as text and as JSON (`GetStatusResponse.plan`,
+/// `plan_json`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StartupPlan {
+    pub text: String,
+    pub json: String,
 }
 
 /// Who may call the daemon (ARCHITECTURE.md, "Threat model").
@@ -326,6 +337,7 @@ impl DaemonConfig {
             }
         }
         Ok(DaemonConfig {
+            plan: None,
             timing_only_circuits,
             listen,
             metrics_listen: s.metrics_listen.clone(),

@@ -188,5 +188,8 @@ pub fn status(s: ServiceStatus) -> pb::GetStatusResponse {
         pinned_memory_bytes: s.budget_used_bytes,
         pinned_memory_limit_bytes: s.budget_total_bytes,
         timing_only_circuits: s.timing_only_circuits,
+        // The process's plan, which the service does not know: the API adds it.
+        plan: String::new(),
+        plan_json: String::new(),
     }
 }

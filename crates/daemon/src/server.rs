@@ -22,11 +22,21 @@ use crate::{
 #[derive(Clone)]
 pub struct Api {
     service: Service,
+    plan: Option<crate::config::StartupPlan>,
 }
 
 impl Api {
     pub fn new(service: Service) -> Self {
-        Self { service }
+        Self {
+            service,
+            plan: None,
+        }
+    }
+
+    /// The same API reporting `plan` in `GetStatus`.
+    pub fn with_plan(mut self, plan: Option<crate::config::StartupPlan>) -> Self {
+        self.plan = plan;
+        self
     }
 
     async fn blocking<T: Send + 'static>(
@@ -139,7 +149,12 @@ impl pb::proving_engine_server::ProvingEngine for Api {
         _request: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let s = self.blocking(|svc| svc.status()).await?;
-        Ok(Response::new(convert::status(s)))
+        let mut status = convert::status(s);
+        if let Some(p) = &self.plan {
+            status.plan = p.text.clone();
+            status.plan_json = p.json.clone();
+        }
+        Ok(Response::new(status))
     }
 
     async fn get_metrics(
@@ -380,7 +395,7 @@ pub async fn serve(
     let token = RequireToken::from_access(&cfg.access).map_err(ServeError::Access)?;
     // The token is checked on the call's headers, before its message is read.
     let api = InterceptedService::new(
-        ProvingEngineServer::new(Api::new(service.clone()))
+        ProvingEngineServer::new(Api::new(service.clone()).with_plan(cfg.plan.clone()))
             .max_decoding_message_size(cfg.max_message_bytes)
             .max_encoding_message_size(cfg.max_message_bytes),
         token,

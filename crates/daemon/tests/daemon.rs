@@ -755,3 +755,33 @@ fn status_shows_each_engine_device_and_the_job_on_it() {
     assert_eq!(st.gpus.len(), 2);
     assert_eq!(st.total_proofs_completed, 2);
 }
+
+/// The plan the process made at start is reported by `GetStatus` as it was handed
+/// over (text and JSON), and `cuzk client status` prints it; a daemon that made
+/// none reports none.
+#[test]
+fn status_reports_the_plan_made_at_start() {
+    let plan = cuzk_daemon::config::StartupPlan {
+        text: "served together by cuzk serve and cuzk worker (porep at 32 GiB)\n".into(),
+        json: r#"{"applied":["gpu_workers_per_device"]}"#.into(),
+    };
+    let d = start(Opts {
+        plan: Some(plan.clone()),
+        ..Opts::default()
+    });
+    let st = d.wait_idle();
+    assert_eq!(
+        (st.plan.as_str(), st.plan_json.as_str()),
+        (plan.text.as_str(), plan.json.as_str())
+    );
+    let shown = cuzk_daemon::client::format_status(&st);
+    assert!(
+        shown.contains(&format!("plan at start:\n{}", plan.text)),
+        "{shown}"
+    );
+
+    let d = start(Opts::default());
+    let st = d.wait_idle();
+    assert!(st.plan.is_empty() && st.plan_json.is_empty());
+    assert!(!cuzk_daemon::client::format_status(&st).contains("plan at start"));
+}

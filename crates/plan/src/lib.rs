@@ -48,6 +48,11 @@
 //! cache (or the disk). Decoded sets are anonymous memory already: `register`
 //! costs them nothing. See `host.rs`.
 //!
+//! A process that serves several shapes (the daemon, the queue worker) has one set
+//! of knobs for all: [`plan_served`] plans each shape, combines the knobs towards
+//! the choice safe for every one and plans each again with them (`served.rs` gives
+//! the rule, knob by knob).
+//!
 //! Where decoded parameters do not fit, or run slower than mapped ones would, the
 //! plan says what mapped ones would give ([`Plan::with_points_dir`]); it does not
 //! map them by itself: a points file is a 44 GiB file written once per set, in a
@@ -60,16 +65,20 @@ use cuzk_scheduler::MemoryBudget;
 use serde::Serialize;
 
 mod host;
+mod served;
 mod shape;
 mod speed;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_mapped;
+#[cfg(test)]
+mod tests_served;
 
 /// The backend's knob types the plan sets.
 pub use cuzk_cuda::{NttKernel, StreamStaging, WitnessStaging};
 pub use host::{HostPlan, StreamedFrom};
+pub use served::{plan_served, Served};
 pub use shape::{Counts, Kind, Measured, Query, Shape};
 
 /// Host-to-device bytes a second: PCIe Gen5 x16 with page-locked buffers

@@ -93,6 +93,8 @@ pub struct Opts {
     /// 0..n, as `[engine] devices = [0, 1, ..]` builds with the builtin CPU
     /// backend). One gate holds them all.
     pub devices: u32,
+    /// The plan the daemon reports in `GetStatus` (`DaemonConfig::plan`).
+    pub plan: Option<cuzk_daemon::config::StartupPlan>,
 }
 
 pub fn start(opts: Opts) -> Daemon {
@@ -107,7 +109,8 @@ pub fn start(opts: Opts) -> Daemon {
         param_dir().display(),
         opts.daemon_toml
     );
-    let cfg = DaemonConfig::from_toml(&toml, "test").unwrap();
+    let mut cfg = DaemonConfig::from_toml(&toml, "test").unwrap();
+    cfg.plan = opts.plan;
     let gate = Arc::new(Gate::default());
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
