@@ -110,7 +110,7 @@ pub const COPY_STAGING_BYTES_PER_S: f64 = 25e9;
 /// cache cannot keep the streamed sets: an assumption, not measured here (a
 /// datacenter NVMe drive read through page faults with readahead by the copy
 /// threads; a SATA SSD gives a quarter of it). `cuzk plan --disk-read-gbps`
-/// ([`Hardware::disk_read_bytes_per_s`]) sets another.
+/// (`Hardware::disk_read_bytes_per_s`) sets another.
 pub const DISK_READ_BYTES_PER_S: f64 = 2e9;
 /// The backend's default `copy_threads`, busy while a chunk is copied.
 pub(crate) const COPY_THREADS: f64 = 8.0;
