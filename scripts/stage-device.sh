@@ -51,4 +51,23 @@ mkdir -p .device/run/vk
 (cd .device/run/vk && apt-get download -q libvulkan1 libegl1 libglvnd0 libgl1 libglx0 \
     libx11-6 libx11-data libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 libxext6 2>/dev/null) ||
     echo "stage-device: the Vulkan loader's packages were not downloaded" >&2
-du -sh .device/run
+# The wgpu backend's tests and benches (issue 36), for scripts/wgpu-device.sh: on
+# the NVIDIA driver's Vulkan there, beside the CUDA kernel table of the same visit.
+mkdir -p .device/run/wgpu
+{
+    cargo test --release -p cuzk-wgpu --no-run --message-format=json 2>/dev/null
+    cargo bench -p cuzk-wgpu --no-run --message-format=json 2>/dev/null
+} | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    kind = m["target"]["kind"][0]
+    if kind in ("test", "bench"):
+        print(kind + "-" + m["target"]["name"], m["executable"])
+' | while read -r name exe; do
+    cp "$exe" ".device/run/wgpu/$name" && strip ".device/run/wgpu/$name"
+done
+ls .device/run/wgpu
+du -sh .device/run .device/run/*
