@@ -238,7 +238,7 @@ pub(crate) enum Part<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> {
     Challenge {
         head: Arc<Head>,
         bits: Vec<bool>,
-        proof: ChallengeProof<Tree>,
+        proof: Box<ChallengeProof<Tree>>,
     },
 }
 
@@ -300,7 +300,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> cuzk_synth::SplitCir
             parts.push(Part::Challenge {
                 head: head.clone(),
                 bits,
-                proof,
+                proof: Box::new(proof),
             });
         }
         Ok((Prefix(head), parts))
@@ -465,7 +465,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Circuit<Scalar> for 
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         match self {
             Part::Apex(head) => apex(cs, &head),
-            Part::Challenge { head, bits, proof } => challenge::<Tree, _>(cs, &head, &bits, proof),
+            Part::Challenge { head, bits, proof } => challenge::<Tree, _>(cs, &head, &bits, &proof),
         }
     }
 }
@@ -522,7 +522,7 @@ fn challenge<Tree: MerkleTreeTrait<Hasher = TreeRHasher>, CS: ConstraintSystem<S
     cs: &mut CS,
     head: &Head,
     random_bits: &[bool],
-    proof: ChallengeProof<Tree>,
+    proof: &ChallengeProof<Tree>,
 ) -> Result<(), SynthesisError> {
     let v = head.alloc(cs)?;
     let p = &head.params;
