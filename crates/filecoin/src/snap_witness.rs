@@ -17,7 +17,8 @@
 //! part per challenge (`get_challenge_high_bits`, `rho`, the encoding
 //! `leaf_r_new = leaf_r_old + leaf_d_new · rho`, the two TreeR paths, the apex leaf's
 //! selection and the TreeD path up to it). Each part begins with the head, as the
-//! split contract asks; the head is a few hundred variables.
+//! split contract asks; the head is about a thousand variables (its three Poseidon
+//! hashes and the apex leaves).
 //!
 //! Each step allocates what storage-proofs-update's code allocates, in its order:
 //! the cheap public gadgets of bellperson and storage-proofs-core are called as that
