@@ -151,3 +151,22 @@ fn challenges_that_disagree_on_the_partition_path_are_an_error() {
     path[top][0] = path[top][0].map(|s| s + Scalar::ONE);
     assert!(cuzk_synth::synthesize_witness_split(&shape, c, &pool()).is_err());
 }
+
+/// The parts are told their sizes (so the engine writes each into its window of the
+/// witness, copying none): one apex part, then challenges of one size, together the
+/// shape's aux variables less the head's.
+#[test]
+fn the_parts_are_told_their_sizes() {
+    use cuzk_synth::SplitCircuit;
+    let c = real_circuit();
+    let shape = cuzk_synth::compile_shape(c.clone()).expect("shape");
+    let (prefix, parts) = c.split().expect("split");
+    let mut head = Detached::default();
+    prefix.synthesize(&mut head).expect("head");
+    let own = shape.num_aux() - head.aux;
+    let sizes = SnapCircuit::part_sizes(&parts, own).expect("sizes");
+    assert_eq!(sizes.len(), parts.len());
+    assert_eq!(sizes.iter().sum::<usize>(), own);
+    assert!(sizes[1..].iter().all(|s| *s == sizes[1]));
+    assert!(sizes[0] > sizes[1], "the apex part is the larger");
+}
