@@ -7,8 +7,8 @@
 //! The circuit is the real 32 GiB structure (a shape-only update, random values), its
 //! first partition cut to BENCH_CHALLENGES challenges (default 8; a partition has 86).
 //! With BENCH_ONCE set, each witness is timed once instead (a whole partition's
-//! gadget witness is ~30 s, too long for criterion's ten samples), and the native one
-//! also on BENCH_THREADS threads (default: the machine's).
+//! gadget witness is ~30-40 s, too long for criterion's ten samples), checked equal,
+//! and the native one also on BENCH_THREADS threads (default: the machine's).
 //!
 //! Run: `cargo bench --release -p cuzk-filecoin --bench snap_witness`
 //! or:  `BENCH_ONCE=1 BENCH_CHALLENGES=86 cargo bench --release -p cuzk-filecoin --bench snap_witness`
@@ -38,11 +38,12 @@ fn once(pair: &WitnessPair) {
     let t = Instant::now();
     let g = pair.gadget().expect("gadget");
     let gadget = t.elapsed().as_secs_f64();
-    drop(g);
     let t = Instant::now();
     let n = pair.native(&one).expect("native");
     let native = t.elapsed().as_secs_f64();
-    drop(n);
+    // The two witnesses are the same, value for value (as `common::compare` checks).
+    assert!(g.aux == n.aux && g.input == n.input, "witnesses differ");
+    drop((g, n));
     let t = Instant::now();
     let n = pair.native(&many).expect("native");
     let parallel = t.elapsed().as_secs_f64();

@@ -37,9 +37,9 @@
 //! value for value and the counts of inputs, variables and constraints with the
 //! compiled shape; the tests compare the whole witness with filecoin-proofs' circuit's
 //! on a real 2 KiB update, a whole 8 MiB partition and the 32 GiB and 64 GiB shapes;
-//! and the checks that the circuit
-//! makes with `assert!` (a partition's challenges share one partition path, each
-//! `leaf_r_new` is the encoding of its old leaf and new data) are errors here.
+//! and the checks that the circuit makes with `assert!` (a partition's challenges
+//! share one partition path, each `leaf_r_new` is the encoding of its old leaf and
+//! new data) are errors here.
 //!
 //! The apex part is larger than a challenge's, so the parts are not uniform; their
 //! sizes are told in advance (`SplitCircuit::part_sizes`: a challenge's counted once,
@@ -47,8 +47,9 @@
 //! window of the witness, as PoRep's and PoSt's uniform parts do.
 //!
 //! Measured (dev machine, one thread, the whole 32 GiB partition, BENCHMARKS.md):
-//! 43.05 s through the gadgets, 8.33 s native (5.2×); about half of the native time
-//! is the kernel's work on fresh memory, not hashing (perf, 8 challenges).
+//! 27.9-30.5 s through the gadgets, 2.3-3.5 s native (8.7-12.3×); before the parts
+//! were told their sizes, each part's system was copied and the native witness took
+//! 8.3 s, about half of it the kernel's work on fresh memory (perf).
 
 use std::sync::Arc;
 
