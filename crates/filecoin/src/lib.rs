@@ -56,6 +56,7 @@ pub mod service_kind;
 pub mod service_kinds;
 mod shape_only;
 mod snap;
+mod snap_witness;
 
 pub use aggregate::{check_aggregate_request, AggregateRequest, AggregateSector, CheckedAggregate};
 pub use cuzk_scheduler::Priority;

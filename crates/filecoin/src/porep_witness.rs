@@ -239,7 +239,7 @@ fn label<CS: ConstraintSystem<Scalar>>(
 /// computed natively, then the digest's bits, least significant first within each
 /// byte, packed up to the field's capacity, i.e. the digest read little-endian with
 /// its top two bits dropped (one variable, one constraint).
-fn packed_sha256<CS: ConstraintSystem<Scalar>>(
+pub(crate) fn packed_sha256<CS: ConstraintSystem<Scalar>>(
     cs: &mut CS,
     input: &[Boolean],
 ) -> Result<AllocatedNum<Scalar>, SynthesisError> {

@@ -203,6 +203,41 @@ impl WitnessPair {
         )
     }
 
+    /// Partition `partition` of a shape-only SnapDeals update of `proof` (see
+    /// [`crate::shape_only_snap`]), cut to its first `challenges` challenges (a
+    /// 32 GiB partition has 86; the cut circuit is one of that many challenges, and
+    /// only partition 0 keeps its challenges' values when cut: the circuit checks
+    /// each new leaf's encoding, which the challenges' digests decide).
+    pub fn snap_partition(
+        proof: filecoin_proofs_api::RegisteredUpdateProof,
+        partition: usize,
+        challenges: usize,
+    ) -> Result<Self, FilecoinError> {
+        let request = crate::shape_only_snap(proof, 11)?;
+        Self::snap_request_partition(&request, partition, challenges)
+    }
+
+    /// Partition `partition` of the update `request`, cut to its first `challenges`
+    /// challenges (all of them where `challenges` is at least the partition's; see
+    /// [`WitnessPair::snap_partition`] for partitions past the first).
+    pub fn snap_request_partition(
+        request: &crate::SnapRequest,
+        partition: usize,
+        challenges: usize,
+    ) -> Result<Self, FilecoinError> {
+        let kind = crate::UpdateKind::new(request.proof)?;
+        let public = crate::snap::UpdatePublic::new(request)?;
+        with_sector_shape!(
+            u64::from(kind.config.sector_size),
+            kind.name.clone(),
+            snap_pair,
+            &kind,
+            &public,
+            &request.vanilla_proofs,
+            (partition, challenges)
+        )
+    }
+
     /// filecoin-proofs' circuit through bellperson's gadgets, on this thread.
     pub fn gadget(&self) -> Result<cuzk_synth::Witness, cuzk_synth::SynthError> {
         (self.gadget)()
@@ -233,6 +268,29 @@ fn post_pair<Tree: 'static + storage_proofs_core::merkle::MerkleTreeTrait>(
         proof: kind.name.clone(),
         message: e.to_string(),
     })
+}
+
+fn snap_pair<
+    Tree: 'static
+        + storage_proofs_core::merkle::MerkleTreeTrait<
+            Hasher = storage_proofs_update::constants::TreeRHasher,
+        >,
+>(
+    kind: &crate::UpdateKind,
+    public: &crate::snap::UpdatePublic,
+    vanilla: &[Vec<u8>],
+    (partition, challenges): (usize, usize),
+) -> Result<WitnessPair, FilecoinError> {
+    let fail = |message: String| FilecoinError::Circuit {
+        proof: kind.name.clone(),
+        message,
+    };
+    let mut all = crate::snap::snap_circuits::<Tree>(kind, public, vanilla)?;
+    if partition >= all.len() {
+        return Err(fail(format!("no partition {partition} of {}", all.len())));
+    }
+    let circuit = all.swap_remove(partition).circuit.cut(challenges);
+    WitnessPair::of(circuit).map_err(|e| fail(e.to_string()))
 }
 
 /// `c1` with each partition cut to its first `challenges` challenges (at least one),

@@ -31,6 +31,7 @@ use storage_proofs_update::{
 
 use crate::kind::{bytes32, CircuitKind, KindJob, Priority};
 use crate::shape::{BlankUser, Partition};
+use crate::snap_witness::SnapCircuit;
 use crate::{Blinding, FilecoinError, FilecoinProver};
 
 /// Every registered update proof, numbered as filecoin-proofs-api and Filecoin's Go
@@ -215,15 +216,12 @@ pub(crate) trait KindCircuit: bellpepper_core::Circuit<Scalar> + Send + 'static 
     fn into_witness(self) -> Self::Witness;
 }
 
-/// An update's witness is its circuit's, on the synthesis worker's thread: its
-/// challenges all follow one monolithic prefix in storage-proofs-update's own
-/// `synthesize`, which no public part of it lets cuzk cut.
-impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> KindCircuit
-    for EmptySectorUpdateCircuit<Tree>
-{
-    type Witness = Self;
-    fn into_witness(self) -> Self {
-        self
+/// An update's witness: its challenges in parallel on the synthesis pool, with their
+/// SHA-256 and Poseidon computed natively (`snap_witness`).
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> KindCircuit for SnapCircuit<Tree> {
+    type Witness = cuzk::pipeline::SplitWitness<Self>;
+    fn into_witness(self) -> Self::Witness {
+        cuzk::pipeline::SplitWitness(self)
     }
 }
 
@@ -293,6 +291,16 @@ fn partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, U: SnapPart
     vanilla: &[Vec<u8>],
     user: U,
 ) -> Result<U::Out, FilecoinError> {
+    Ok(user.with(snap_circuits::<Tree>(kind, public, vanilla)?))
+}
+
+/// The circuits `generate_empty_sector_update_proof_with_vanilla` proves, with their
+/// public inputs.
+pub(crate) fn snap_circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    kind: &UpdateKind,
+    public: &UpdatePublic,
+    vanilla: &[Vec<u8>],
+) -> Result<Vec<Partition<SnapCircuit<Tree>>>, FilecoinError> {
     let config = SectorUpdateConfig::from_porep_config(&kind.config);
     let n = usize::from(config.update_partitions);
     let proofs = decode_all::<Tree>(kind, vanilla)?;
@@ -341,11 +349,11 @@ fn partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, U: SnapPart
         )
         .map_err(&fail)?;
         out.push(Partition {
-            circuit,
+            circuit: SnapCircuit { whole: circuit },
             public_inputs: inputs,
         });
     }
-    Ok(user.with(out))
+    Ok(out)
 }
 
 /// A partition proof decoded as this size's type can still be another size's (the

@@ -38,6 +38,17 @@ pub trait SplitCircuit {
     const UNIFORM_PARTS: bool = false;
     /// The prefix alone, and the parts, in synthesis order.
     fn split(self) -> Result<(Self::Prefix, Vec<Self::Part>), SynthesisError>;
+    /// Where the parts are not uniform but their sizes can be told before they are
+    /// synthesized (a SnapDeals partition: one apex part, then challenges of one
+    /// shape): each part's count of aux variables after its copy of the prefix, in
+    /// order, given `own`, the aux variables of all the parts together (the compiled
+    /// shape's less the prefix's). Each part then writes into a window of its own size,
+    /// as uniform parts do, and a part that does not fill it exactly fails the witness
+    /// with a shape mismatch. `None` (the default): each part in a system of its own,
+    /// copied.
+    fn part_sizes(_parts: &[Self::Part], _own: usize) -> Option<Vec<usize>> {
+        None
+    }
 }
 
 /// What a part's synthesis left, less its values: its inputs, its count of aux
@@ -54,7 +65,8 @@ struct PartCounts {
 /// value for value, and is checked against the shape the same way (inputs, aux
 /// variables, constraints).
 ///
-/// Memory: with [`SplitCircuit::UNIFORM_PARTS`], the witness alone. Otherwise, while
+/// Memory: with [`SplitCircuit::UNIFORM_PARTS`] or [`SplitCircuit::part_sizes`], the
+/// witness alone. Otherwise, while
 /// the parts are appended, each part's values exist twice (its own system and its
 /// window of the result); a part's system is freed once it is copied.
 #[tracing::instrument(name = "synthesis", skip_all, fields(split = true))]
@@ -70,10 +82,15 @@ pub fn synthesize_witness_split<C: SplitCircuit>(
     if let Some(e) = cs.error {
         return Err(e.into());
     }
-    if C::UNIFORM_PARTS {
-        uniform(r1cs, cs, parts, pool)
+    let own = r1cs.num_aux().saturating_sub(cs.aux.len());
+    let sizes = if C::UNIFORM_PARTS {
+        Some(vec![own / parts.len().max(1); parts.len()])
     } else {
-        copied(r1cs, cs, parts, pool)
+        C::part_sizes(&parts, own)
+    };
+    match sizes {
+        Some(sizes) => windowed(r1cs, cs, parts, &sizes, pool),
+        None => copied(r1cs, cs, parts, pool),
     }
 }
 
@@ -123,27 +140,35 @@ fn copied<P: Circuit<Scalar> + Send>(
     Ok(witness)
 }
 
-/// The parts each writing into its window of the witness, which the compiled shape
-/// sizes: `(aux variables − prefix's) / parts` each.
-fn uniform<P: Circuit<Scalar> + Send>(
+/// The parts each writing into its window of the witness, of `sizes[i]` aux values
+/// (uniform parts: `(aux variables − prefix's) / parts` each, as the compiled shape
+/// sizes them).
+fn windowed<P: Circuit<Scalar> + Send>(
     r1cs: &R1cs,
     mut cs: WitnessCs,
     parts: Vec<P>,
+    sizes: &[usize],
     pool: &ThreadPool,
 ) -> Result<Witness, SynthError> {
     let (prefix_inputs, prefix_aux) = (cs.input.len(), cs.aux.len());
-    let per = r1cs.num_aux().saturating_sub(prefix_aux) / parts.len().max(1);
+    if sizes.len() != parts.len() {
+        return Err(SynthError::ShapeMismatch {
+            what: "window sizes of the parts",
+            compiled: parts.len(),
+            actual: sizes.len(),
+        });
+    }
     let mut aux = std::mem::take(&mut cs.aux);
     // The windows are first written with zeros by a parallel fill, so that none is
     // ever uninitialised (this crate has no `unsafe`); the fill faults the pages in on
     // every thread of the pool.
-    let own = per * parts.len();
+    let own: usize = sizes.iter().sum();
     aux.reserve_exact(own);
     pool.install(|| aux.par_extend(rayon::iter::repeat_n(Scalar::ZERO, own)));
     let (prefix_values, mut rest) = aux.split_at_mut(prefix_aux);
     let mut windows = Vec::with_capacity(parts.len());
-    for _ in 0..parts.len() {
-        let (w, r) = std::mem::take(&mut rest).split_at_mut(per);
+    for &size in sizes {
+        let (w, r) = std::mem::take(&mut rest).split_at_mut(size);
         windows.push(w);
         rest = r;
     }
@@ -168,10 +193,14 @@ fn uniform<P: Circuit<Scalar> + Send>(
     })?;
     check_parts(r1cs, &cs, prefix_aux, &counts)?;
     // The counts add up to the shape's; each part must also have filled its window.
-    if let Some(p) = counts.iter().find(|p| p.aux - prefix_aux != per) {
+    if let Some((p, &size)) = counts
+        .iter()
+        .zip(sizes)
+        .find(|(p, &size)| p.aux - prefix_aux != size)
+    {
         return Err(SynthError::ShapeMismatch {
             what: "aux variables of a part",
-            compiled: per,
+            compiled: size,
             actual: p.aux - prefix_aux,
         });
     }
@@ -440,6 +469,63 @@ mod tests {
             Err(SynthError::ShapeMismatch {
                 what: "aux variables of a part",
                 compiled: 51,
+                actual: 52,
+            }) => {}
+            other => panic!("expected a part-size mismatch, got {other:?}"),
+        }
+    }
+
+    /// Parts of two sizes, each in a window of its declared size: the sequential
+    /// witness; declared with the sizes swapped, refused.
+    #[test]
+    fn uneven_parts_in_windows_of_their_sizes_are_the_sequential_witness() {
+        let shape = crate::compile_shape(Chain {
+            x: 0,
+            parts: 2,
+            len: 50,
+        })
+        .expect("compile");
+        let sequential = crate::synthesize_witness_for(
+            &shape,
+            Chain {
+                x: 5,
+                parts: 2,
+                len: 50,
+            },
+        )
+        .expect("sequential");
+        // A part of `len` squarings allocates its start and `len` squares.
+        struct Declared;
+        impl SplitCircuit for Declared {
+            type Prefix = Prefix;
+            type Part = Part;
+            fn split(self) -> Result<(Prefix, Vec<Part>), SynthesisError> {
+                let part = |i, len| Part { x: 5, i, len };
+                Ok((Prefix(5), vec![part(0, 50), part(1, 50)]))
+            }
+            fn part_sizes(parts: &[Part], _own: usize) -> Option<Vec<usize>> {
+                Some(parts.iter().map(|p| p.len + 1).collect())
+            }
+        }
+        let w = synthesize_witness_split(&shape, Declared, &pool()).expect("windows");
+        assert_eq!(w, sequential);
+
+        struct Wrong;
+        impl SplitCircuit for Wrong {
+            type Prefix = Prefix;
+            type Part = Part;
+            fn split(self) -> Result<(Prefix, Vec<Part>), SynthesisError> {
+                let part = |i, len| Part { x: 5, i, len };
+                Ok((Prefix(5), vec![part(0, 51), part(1, 49)]))
+            }
+            fn part_sizes(parts: &[Part], _own: usize) -> Option<Vec<usize>> {
+                Some(parts.iter().rev().map(|p| p.len + 1).collect())
+            }
+        }
+        match synthesize_witness_split(&shape, Wrong, &pool()) {
+            Err(SynthError::ShapeMismatch {
+                what: "aux variables of a part",
+                compiled: 50,
                 actual: 52,
             }) => {}
             other => panic!("expected a part-size mismatch, got {other:?}"),
