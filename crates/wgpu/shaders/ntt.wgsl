@@ -1,0 +1,149 @@
+// The NTT's kernels over Fr (fr.wgsl is prepended): radix-2 butterfly stages, a
+// power scaling for coset shifts and 1/n, and the pointwise step of H.
+//
+// A vector of the domain lives in chunks of C = 2^c elements, each its own storage
+// buffer and binding (one binding may not hold 2^27 scalars: 4 GiB). A stage whose
+// half-span h is below C pairs elements inside one chunk (`*_in_chunk`, one dispatch
+// per chunk); a stage with h >= C pairs element o of chunk k with element o of
+// chunk k + h/C (`*_cross`, one dispatch per chunk pair, two bindings).
+//
+// Twiddles and coset powers come from two-level tables: g^e = lo[e & mask] *
+// hi[e >> lo_bits], so a 2^27 domain needs 2 x 2^14 entries, not 2^26.
+
+struct Params {
+    // log2 of the stage's half-span h.
+    log_half: u32,
+    // A pair at offset t in its 2h-block takes w^(t << tw_shift) (w the domain's root).
+    tw_shift: u32,
+    // Global index of element 0 of the bound (first) chunk.
+    base: u32,
+    // Invocations that do work.
+    count: u32,
+    lo_bits: u32,
+    lo_mask: u32,
+    // scale: 1 when positions hold bit-reversed indices (e = rev(position)).
+    bitrev: u32,
+    log_n: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+// Twiddle or power table, low and high halves (pointwise: lo[0] is 1/Z).
+@group(0) @binding(1) var<storage, read> lo: array<Fr>;
+@group(0) @binding(2) var<storage, read> hi: array<Fr>;
+// The chunk (in-chunk stages, scale, pointwise: a), the partner chunk (cross
+// stages; pointwise: b), and pointwise's c.
+@group(0) @binding(3) var<storage, read_write> x: array<Fr>;
+@group(0) @binding(4) var<storage, read_write> y: array<Fr>;
+@group(0) @binding(5) var<storage, read_write> z: array<Fr>;
+
+const WG: u32 = 64u;
+
+fn invocation(wg: vec3<u32>, nwg: vec3<u32>, li: u32) -> u32 {
+    return (wg.y * nwg.x + wg.x) * WG + li;
+}
+
+fn power(e: u32) -> Fr {
+    return fr_mul(lo[e & p.lo_mask], hi[e >> p.lo_bits]);
+}
+
+// Local index of the low element of butterfly i in a chunk.
+fn low_index(i: u32) -> u32 {
+    let t = i & ((1u << p.log_half) - 1u);
+    return ((i >> p.log_half) << (p.log_half + 1u)) + t;
+}
+
+// (l, h) <- (l + h, (l - h) w): decimation in frequency.
+@compute @workgroup_size(64)
+fn dif_in_chunk(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    let l = low_index(i);
+    let h = l + (1u << p.log_half);
+    let t = i & ((1u << p.log_half) - 1u);
+    let u = x[l];
+    let v = x[h];
+    x[l] = fr_add(u, v);
+    x[h] = fr_mul(fr_sub(u, v), power(t << p.tw_shift));
+}
+
+// (l, h) <- (l + h w, l - h w): decimation in time.
+@compute @workgroup_size(64)
+fn dit_in_chunk(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    let l = low_index(i);
+    let h = l + (1u << p.log_half);
+    let t = i & ((1u << p.log_half) - 1u);
+    let u = x[l];
+    let v = fr_mul(x[h], power(t << p.tw_shift));
+    x[l] = fr_add(u, v);
+    x[h] = fr_sub(u, v);
+}
+
+@compute @workgroup_size(64)
+fn dif_cross(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    let t = (p.base + i) & ((1u << p.log_half) - 1u);
+    let u = x[i];
+    let v = y[i];
+    x[i] = fr_add(u, v);
+    y[i] = fr_mul(fr_sub(u, v), power(t << p.tw_shift));
+}
+
+@compute @workgroup_size(64)
+fn dit_cross(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    let t = (p.base + i) & ((1u << p.log_half) - 1u);
+    let u = x[i];
+    let v = fr_mul(y[i], power(t << p.tw_shift));
+    x[i] = fr_add(u, v);
+    y[i] = fr_sub(u, v);
+}
+
+// x[i] *= table power of e, e the global index or its log_n-bit reversal.
+@compute @workgroup_size(64)
+fn scale(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    var e = p.base + i;
+    if (p.bitrev != 0u) {
+        e = select(0u, reverseBits(e) >> (32u - p.log_n), p.log_n > 0u);
+    }
+    x[i] = fr_mul(x[i], power(e));
+}
+
+// a <- (a b - c) / Z, with 1/Z in lo[0].
+@compute @workgroup_size(64)
+fn pointwise(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    x[i] = fr_mul(fr_sub(fr_mul(x[i], y[i]), z[i]), lo[0]);
+}
+
+// Field checks: out = [a b, a + b, a - b] for every pair (a, b) = (x[i], y[i]).
+@compute @workgroup_size(64)
+fn fr_ops(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    let a = x[i];
+    let b = y[i];
+    z[3u * i] = fr_mul(a, b);
+    z[3u * i + 1u] = fr_add(a, b);
+    z[3u * i + 2u] = fr_sub(a, b);
+}
