@@ -222,7 +222,7 @@ impl Ntt {
                     Dir::Dit => Kernel::DitCross,
                 };
                 let apart = half / c;
-                for k in (0..v.chunks.len()).filter(|k| (k / apart) % 2 == 0) {
+                for k in (0..v.chunks.len()).filter(|k| (k / apart).is_multiple_of(2)) {
                     ops.push(Op {
                         kernel,
                         params: Params {
