@@ -147,3 +147,64 @@ fn fr_ops(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: ve
     z[3u * i + 1u] = fr_add(a, b);
     z[3u * i + 2u] = fr_sub(a, b);
 }
+
+// The bottom nine stages (half-spans 256 down to 1, or up for DIT) of a block of
+// 512 scalars in workgroup memory: one read and one write of the vector instead
+// of nine. 512 scalars are 16 KiB, WebGPU's minimum workgroup storage. One
+// workgroup a block (p.count blocks); each of its 256 invocations runs one
+// butterfly a stage.
+const BLOCK: u32 = 512u;
+var<workgroup> sh: array<Fr, 512>;
+
+fn block_index(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wg.y * nwg.x + wg.x;
+}
+
+@compute @workgroup_size(256)
+fn dif_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let blk = block_index(wg, nwg);
+    if (blk >= p.count) {
+        return;
+    }
+    let off = blk * BLOCK;
+    sh[li] = x[off + li];
+    sh[li + 256u] = x[off + li + 256u];
+    workgroupBarrier();
+    for (var s = 0u; s < 9u; s++) {
+        let lh = 8u - s;
+        let h = 1u << lh;
+        let t = li & (h - 1u);
+        let l = ((li >> lh) << (lh + 1u)) + t;
+        let u = sh[l];
+        let v = sh[l + h];
+        sh[l] = fr_add(u, v);
+        sh[l + h] = fr_mul(fr_sub(u, v), power(t << (p.log_n - 1u - lh)));
+        workgroupBarrier();
+    }
+    x[off + li] = sh[li];
+    x[off + li + 256u] = sh[li + 256u];
+}
+
+@compute @workgroup_size(256)
+fn dit_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let blk = block_index(wg, nwg);
+    if (blk >= p.count) {
+        return;
+    }
+    let off = blk * BLOCK;
+    sh[li] = x[off + li];
+    sh[li + 256u] = x[off + li + 256u];
+    workgroupBarrier();
+    for (var lh = 0u; lh < 9u; lh++) {
+        let h = 1u << lh;
+        let t = li & (h - 1u);
+        let l = ((li >> lh) << (lh + 1u)) + t;
+        let u = sh[l];
+        let v = fr_mul(sh[l + h], power(t << (p.log_n - 1u - lh)));
+        sh[l] = fr_add(u, v);
+        sh[l + h] = fr_sub(u, v);
+        workgroupBarrier();
+    }
+    x[off + li] = sh[li];
+    x[off + li + 256u] = sh[li + 256u];
+}

@@ -27,10 +27,12 @@ pub(crate) enum Kernel {
     Scale,
     Pointwise,
     FrOps,
+    DifBlock,
+    DitBlock,
 }
 
 impl Kernel {
-    const ALL: [Kernel; 7] = [
+    const ALL: [Kernel; 9] = [
         Kernel::DifInChunk,
         Kernel::DitInChunk,
         Kernel::DifCross,
@@ -38,6 +40,8 @@ impl Kernel {
         Kernel::Scale,
         Kernel::Pointwise,
         Kernel::FrOps,
+        Kernel::DifBlock,
+        Kernel::DitBlock,
     ];
 
     fn entry(self) -> &'static str {
@@ -49,6 +53,8 @@ impl Kernel {
             Kernel::Scale => "scale",
             Kernel::Pointwise => "pointwise",
             Kernel::FrOps => "fr_ops",
+            Kernel::DifBlock => "dif_block",
+            Kernel::DitBlock => "dit_block",
         }
     }
 
@@ -56,13 +62,29 @@ impl Kernel {
     /// in order: its bind group has exactly these.
     fn bindings(self) -> &'static [u32] {
         match self {
-            Kernel::DifInChunk | Kernel::DitInChunk | Kernel::Scale => &[1, 2, 3],
+            Kernel::DifInChunk
+            | Kernel::DitInChunk
+            | Kernel::Scale
+            | Kernel::DifBlock
+            | Kernel::DitBlock => &[1, 2, 3],
             Kernel::DifCross | Kernel::DitCross => &[1, 2, 3, 4],
             Kernel::Pointwise => &[1, 3, 4, 5],
             Kernel::FrOps => &[3, 4, 5],
         }
     }
+
+    /// What `Params::count` counts per workgroup: invocations (64 a group), or
+    /// for the block kernels whole blocks (one a group).
+    fn per_group(self) -> u32 {
+        match self {
+            Kernel::DifBlock | Kernel::DitBlock => 1,
+            _ => WORKGROUP,
+        }
+    }
 }
+
+/// Scalars of one block kernel's block (`BLOCK` in `ntt.wgsl`), and its stages.
+pub(crate) const BLOCK_LOG: u32 = 9;
 
 /// `Params` of `ntt.wgsl`, in its field order.
 #[derive(Clone, Copy, Debug, Default)]
@@ -206,7 +228,7 @@ impl Kernels {
                     layout: &pipeline.get_bind_group_layout(0),
                     entries: &entries,
                 });
-                let groups = op.params.count.div_ceil(WORKGROUP);
+                let groups = op.params.count.div_ceil(op.kernel.per_group());
                 if groups == 0 {
                     continue;
                 }

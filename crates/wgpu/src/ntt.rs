@@ -7,11 +7,14 @@
 //! out), as in `cuzk_gpu_backend::ntt`; H chains inverse DIF, coset shift, forward
 //! DIT, `(a·b − c)/Z`, inverse DIF and the shift back, so no permutation runs on the
 //! device at all, and the one the chain needs (bit-reversed coefficients to natural
-//! order) is the host's gather when `h` is read back. Each stage is a dispatch per
-//! chunk (or chunk pair, see `buffers.rs`) reading and writing the vector once:
-//! `log n` passes per transform. That is the simple, portable shape, correct on any
-//! adapter; fusing the bottom stages into workgroup memory (as the CPU's block
-//! pass and the CUDA kernels do) is where its speed would come from next.
+//! order) is the host's gather when `h` is read back. The bottom nine stages run
+//! in workgroup memory, a block of 512 scalars (16 KiB, WebGPU's guaranteed
+//! minimum) per workgroup, one read and one write of the vector (`dif_block`,
+//! `dit_block`); every stage above is a dispatch per chunk (or chunk pair, see
+//! `buffers.rs`) reading and writing the vector once: `log n − 8` passes per
+//! transform. That is a simple, portable shape, correct on any adapter; fusing
+//! more of the top stages per pass (as the CPU's column passes and the CUDA
+//! kernels do) is where more speed would come from.
 //!
 //! Every result is Fr arithmetic, exact, so the device's H equals the CPU
 //! backend's bit for bit whatever the order of the passes (checked in
@@ -27,7 +30,7 @@ use rayon::prelude::*;
 
 use crate::buffers::{chunk_len, FrVec, FR_BYTES};
 use crate::context::{Context, WgpuConfig};
-use crate::kernels::{Kernel, Kernels, Op, Params};
+use crate::kernels::{Kernel, Kernels, Op, Params, BLOCK_LOG};
 use crate::WgpuError;
 
 /// Largest domain, log2: indices are 32-bit on the device.
@@ -187,11 +190,37 @@ impl Ntt {
         dir: Dir,
     ) {
         let log_n = dom.log_n;
-        let order: Vec<u32> = match dir {
-            Dir::Dif => (0..log_n).rev().collect(),
-            Dir::Dit => (0..log_n).collect(),
-        };
         let c = v.chunk;
+        // The bottom BLOCK_LOG stages in workgroup memory where a chunk holds a
+        // block; the rest one dispatch a stage.
+        let fused = c >= 1 << BLOCK_LOG;
+        let first = if fused { BLOCK_LOG } else { 0 };
+        let block = |ops: &mut Vec<Op<'a>>| {
+            if !fused {
+                return;
+            }
+            for chunk in &v.chunks {
+                ops.push(Op {
+                    kernel: match dir {
+                        Dir::Dif => Kernel::DifBlock,
+                        Dir::Dit => Kernel::DitBlock,
+                    },
+                    params: Params {
+                        count: (c >> BLOCK_LOG) as u32,
+                        log_n,
+                        ..roots.params()
+                    },
+                    buffers: vec![&roots.lo, &roots.hi, chunk],
+                });
+            }
+        };
+        let order: Vec<u32> = match dir {
+            Dir::Dif => (first..log_n).rev().collect(),
+            Dir::Dit => {
+                block(ops);
+                (first..log_n).collect()
+            }
+        };
         for log_half in order {
             let half = 1usize << log_half;
             let base = Params {
@@ -234,6 +263,9 @@ impl Ntt {
                     });
                 }
             }
+        }
+        if dir == Dir::Dif {
+            block(ops);
         }
     }
 

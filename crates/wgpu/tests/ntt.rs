@@ -98,6 +98,19 @@ fn transforms_split_across_bindings_match_the_cpu() {
     check_transforms(&ntt, 3, 6);
 }
 
+/// 2^12 scalars in chunks of 2^10 (32 KiB bindings): the bottom nine stages in
+/// workgroup memory inside each chunk, the top two across chunks.
+#[test]
+fn transforms_in_blocks_and_across_bindings_match_the_cpu() {
+    let Some(ntt) = common::ntt(32 << 10) else {
+        return;
+    };
+    assert_eq!(ntt.chunk_len(1 << 12).unwrap(), 1 << 10);
+    check_transforms(&ntt, 12, 7);
+    check_transforms(&ntt, 10, 8);
+    check_transforms(&ntt, 9, 9);
+}
+
 #[test]
 fn small_transforms_match_the_cpu() {
     let Some(ntt) = common::ntt(0) else { return };
@@ -120,11 +133,18 @@ fn h_matches_the_cpu() {
 
 #[test]
 fn h_split_across_bindings_matches_the_cpu() {
+    // Chunks of 128 scalars (no block kernel), then of 512 (one block each).
     let Some(ntt) = common::ntt(4 << 10) else {
         return;
     };
     for (i, len) in [129usize, 3000, 4096].into_iter().enumerate() {
         check_h(&ntt, len, 200 + i as u64);
+    }
+    let Some(ntt) = common::ntt(16 << 10) else {
+        return;
+    };
+    for (i, len) in [513usize, 4096].into_iter().enumerate() {
+        check_h(&ntt, len, 210 + i as u64);
     }
 }
 
