@@ -150,6 +150,11 @@ fn reports_its_device_and_refuses_bad_jobs() {
         "{dev:?}"
     );
     assert!(gpu.device_count() >= 1);
+    // On Vulkan the figure is the device's own heaps, not an estimate.
+    let ctx = gpu.context();
+    if ctx.info.backend == wgpu::Backend::Vulkan {
+        assert_ne!(ctx.memory.source, cuzk_wgpu::MemorySource::Estimate);
+    }
 
     let mut rng = ChaCha8Rng::seed_from_u64(37);
     let p = partition(&mut rng, 20, 2, 10);
