@@ -23,6 +23,9 @@ pub const FR_BYTES: u64 = 32;
 /// small enough not to double a vector's host memory.
 const BLOCK: usize = 1 << 16;
 
+/// Host bytes of uploads staged at most before they are flushed to the device.
+const STAGED_MAX: u64 = 256 << 20;
+
 /// Scalars per chunk for a vector of `n` (a power of two) under a binding limit of
 /// `max_binding` bytes; an error where the device binds less than one scalar.
 pub fn chunk_len(n: usize, max_binding: u64) -> Result<usize, WgpuError> {
@@ -93,6 +96,7 @@ impl FrVec {
         }
         let v = Self::zeroed(ctx, len, chunk)?;
         let mut bytes = Vec::with_capacity(BLOCK * FR_BYTES as usize);
+        let mut staged = 0u64;
         for (k, part) in data.chunks(v.chunk).enumerate() {
             for (j, block) in part.chunks(BLOCK).enumerate() {
                 bytes.clear();
@@ -101,6 +105,14 @@ impl FrVec {
                 }
                 let offset = (j * BLOCK) as u64 * FR_BYTES;
                 ctx.queue.write_buffer(&v.chunks[k], offset, &bytes);
+                staged += bytes.len() as u64;
+                // Each write is staged in host memory until a submission copies it:
+                // flush every STAGED_MAX so that 12 GiB of a, b, c never sit there twice.
+                if staged >= STAGED_MAX {
+                    ctx.queue.submit([]);
+                    ctx.sync()?;
+                    staged = 0;
+                }
             }
         }
         Ok(v)
