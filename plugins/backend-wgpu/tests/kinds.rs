@@ -153,6 +153,12 @@ fn porep_c2_through_the_wgpu_plugin_verifies_and_equals_the_cpu_backends() {
         blinding,
     };
     let prover = FilecoinProver::new(ProverConfig::default());
+    let t = Instant::now();
+    prover.preload(PROOF).unwrap();
+    eprintln!(
+        "preload (compile + load) {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let prove = |engine: &PipelineEngine| {
         let t = Instant::now();
         let proof = prover
