@@ -7,8 +7,10 @@
 // per chunk); a stage with h >= C pairs element o of chunk k with element o of
 // chunk k + h/C (`*_cross`, one dispatch per chunk pair, two bindings).
 //
-// Twiddles and coset powers come from two-level tables: g^e = lo[e & mask] *
-// hi[e >> lo_bits], so a 2^27 domain needs 2 x 2^14 entries, not 2^26.
+// Twiddles of the stages of half-span below 2^16 come from one table of those
+// roots (`small`); above, and for coset powers, from two-level tables: g^e =
+// lo[e & mask] * hi[e >> lo_bits], so a 2^27 domain needs 2 x 2^14 entries, not
+// 2^26.
 
 struct Params {
     // log2 of the stage's half-span h.
@@ -35,6 +37,12 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> x: array<Fr>;
 @group(0) @binding(4) var<storage, read_write> y: array<Fr>;
 @group(0) @binding(5) var<storage, read_write> z: array<Fr>;
+// Roots of every small stage: small[h + t] = w_2h^t for h < 2^SMALL_LOG, t < h
+// (w_2h the primitive 2h-th root of unity, or its inverse): one load instead of
+// the two-level table's product. The roots of unity of a size are the same for
+// every domain (each w is ROOT_OF_UNITY squared down), so one table serves all.
+@group(0) @binding(6) var<storage, read> small: array<Fr>;
+const SMALL_LOG: u32 = 16u;
 
 const WG: u32 = 64u;
 
@@ -44,6 +52,15 @@ fn invocation(wg: vec3<u32>, nwg: vec3<u32>, li: u32) -> u32 {
 
 fn power(e: u32) -> Fr {
     return fr_mul(lo[e & p.lo_mask], hi[e >> p.lo_bits]);
+}
+
+// The twiddle of pair offset t in this dispatch's stage (half-span 2^log_half,
+// p.log_half): w_2h^t = w^(t << tw_shift).
+fn twiddle(log_half: u32, t: u32) -> Fr {
+    if (log_half < SMALL_LOG) {
+        return small[(1u << log_half) + t];
+    }
+    return power(t << p.tw_shift);
 }
 
 // Local index of the low element of butterfly i in a chunk.
@@ -65,7 +82,7 @@ fn dif_in_chunk(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
     let u = x[l];
     let v = x[h];
     x[l] = fr_add(u, v);
-    x[h] = fr_mul(fr_sub(u, v), power(t << p.tw_shift));
+    x[h] = fr_mul(fr_sub(u, v), twiddle(p.log_half, t));
 }
 
 // (l, h) <- (l + h w, l - h w): decimation in time.
@@ -79,7 +96,7 @@ fn dit_in_chunk(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
     let h = l + (1u << p.log_half);
     let t = i & ((1u << p.log_half) - 1u);
     let u = x[l];
-    let v = fr_mul(x[h], power(t << p.tw_shift));
+    let v = fr_mul(x[h], twiddle(p.log_half, t));
     x[l] = fr_add(u, v);
     x[h] = fr_sub(u, v);
 }
@@ -94,7 +111,7 @@ fn dif_cross(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg:
     let u = x[i];
     let v = y[i];
     x[i] = fr_add(u, v);
-    y[i] = fr_mul(fr_sub(u, v), power(t << p.tw_shift));
+    y[i] = fr_mul(fr_sub(u, v), twiddle(p.log_half, t));
 }
 
 @compute @workgroup_size(64)
@@ -105,7 +122,7 @@ fn dit_cross(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg:
     }
     let t = (p.base + i) & ((1u << p.log_half) - 1u);
     let u = x[i];
-    let v = fr_mul(y[i], power(t << p.tw_shift));
+    let v = fr_mul(y[i], twiddle(p.log_half, t));
     x[i] = fr_add(u, v);
     y[i] = fr_sub(u, v);
 }
@@ -178,7 +195,7 @@ fn dif_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg:
         let u = sh[l];
         let v = sh[l + h];
         sh[l] = fr_add(u, v);
-        sh[l + h] = fr_mul(fr_sub(u, v), power(t << (p.log_n - 1u - lh)));
+        sh[l + h] = fr_mul(fr_sub(u, v), small[h + t]);
         workgroupBarrier();
     }
     x[off + li] = sh[li];
@@ -200,7 +217,7 @@ fn dit_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg:
         let t = li & (h - 1u);
         let l = ((li >> lh) << (lh + 1u)) + t;
         let u = sh[l];
-        let v = fr_mul(sh[l + h], power(t << (p.log_n - 1u - lh)));
+        let v = fr_mul(sh[l + h], small[h + t]);
         sh[l] = fr_add(u, v);
         sh[l + h] = fr_sub(u, v);
         workgroupBarrier();

@@ -62,12 +62,10 @@ impl Kernel {
     /// in order: its bind group has exactly these.
     fn bindings(self) -> &'static [u32] {
         match self {
-            Kernel::DifInChunk
-            | Kernel::DitInChunk
-            | Kernel::Scale
-            | Kernel::DifBlock
-            | Kernel::DitBlock => &[1, 2, 3],
-            Kernel::DifCross | Kernel::DitCross => &[1, 2, 3, 4],
+            Kernel::DifInChunk | Kernel::DitInChunk => &[1, 2, 3, 6],
+            Kernel::Scale => &[1, 2, 3],
+            Kernel::DifBlock | Kernel::DitBlock => &[3, 6],
+            Kernel::DifCross | Kernel::DitCross => &[1, 2, 3, 4, 6],
             Kernel::Pointwise => &[1, 3, 4, 5],
             Kernel::FrOps => &[3, 4, 5],
         }

@@ -12,7 +12,10 @@
 //! minimum) per workgroup, one read and one write of the vector (`dif_block`,
 //! `dit_block`); every stage above is a dispatch per chunk (or chunk pair, see
 //! `buffers.rs`) reading and writing the vector once: `log n − 8` passes per
-//! transform. That is a simple, portable shape, correct on any adapter; fusing
+//! transform. A butterfly of a stage with half-span below 2^16 loads its root
+//! from one table of those roots (the same for every domain, 2 MiB a direction);
+//! above, it multiplies two entries of a two-level table (2 × 2^14 at 2^27), so no
+//! `n/2` table is ever built. That is a simple, portable shape, correct on any adapter; fusing
 //! more of the top stages per pass (as the CPU's column passes and the CUDA
 //! kernels do) is where more speed would come from.
 //!
@@ -127,10 +130,60 @@ enum Dir {
     Dit,
 }
 
+/// Which roots a transform's butterflies take: ω (forward) or ω⁻¹ (inverse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Roots {
+    Fwd,
+    Inv,
+}
+
+/// The public transforms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transform {
+    Fft,
+    Ifft,
+    CosetFft,
+    IcosetIfft,
+}
+
+/// Log2 of the small-stage root tables' size (`SMALL_LOG` in `ntt.wgsl`).
+const SMALL_LOG: u32 = 16;
+
+/// `small[h + t] = w_2h^t` for every power of two `h < 2^SMALL_LOG` and `t < h`,
+/// `w_2h` the primitive 2h-th root of unity (`inverse`: its inverse), the same
+/// for every domain; `small[0]` is unused.
+fn small_roots(ctx: &Context, inverse: bool) -> Result<wgpu::Buffer, WgpuError> {
+    let size = 1usize << SMALL_LOG;
+    let mut v = vec![Scalar::ONE; size];
+    let mut half = 1usize;
+    let mut k = 0u32;
+    while half < size {
+        // w_2h: ROOT_OF_UNITY (order 2^S) squared S − (k + 1) times.
+        let mut w = Scalar::ROOT_OF_UNITY;
+        for _ in (k + 1)..Scalar::S {
+            w = w.square();
+        }
+        if inverse {
+            w = w.invert().unwrap_or(Scalar::ONE);
+        }
+        let mut x = Scalar::ONE;
+        for t in 0..half {
+            v[half + t] = x;
+            x *= w;
+        }
+        half *= 2;
+        k += 1;
+    }
+    Ok(FrVec::upload(ctx, &v, size, size)?.chunks.swap_remove(0))
+}
+
 /// The NTT and H on one device: its kernels, the binding plan and a table cache.
 pub struct Ntt {
     ctx: Arc<Context>,
     kernels: Kernels,
+    /// Roots of the small stages, forward and inverse.
+    small_fwd: wgpu::Buffer,
+    small_inv: wgpu::Buffer,
     max_binding: u64,
     domains: Mutex<HashMap<u32, Arc<DomainTables>>>,
 }
@@ -149,6 +202,8 @@ impl Ntt {
         let kernels = Kernels::new(&ctx)?;
         let max_binding = ctx.max_binding_bytes(config);
         Ok(Self {
+            small_fwd: small_roots(&ctx, false)?,
+            small_inv: small_roots(&ctx, true)?,
             ctx,
             kernels,
             max_binding,
@@ -183,12 +238,17 @@ impl Ntt {
 
     /// Every stage of one transform of `v` in direction `dir` with `roots`.
     fn stages<'a>(
+        &'a self,
         ops: &mut Vec<Op<'a>>,
         v: &'a FrVec,
-        dom: &DomainTables,
-        roots: &'a PowerTable,
+        dom: &'a DomainTables,
+        which: Roots,
         dir: Dir,
     ) {
+        let (roots, small) = match which {
+            Roots::Fwd => (&dom.fwd, &self.small_fwd),
+            Roots::Inv => (&dom.inv, &self.small_inv),
+        };
         let log_n = dom.log_n;
         let c = v.chunk;
         // The bottom BLOCK_LOG stages in workgroup memory where a chunk holds a
@@ -210,7 +270,7 @@ impl Ntt {
                         log_n,
                         ..roots.params()
                     },
-                    buffers: vec![&roots.lo, &roots.hi, chunk],
+                    buffers: vec![chunk, small],
                 });
             }
         };
@@ -242,7 +302,7 @@ impl Ntt {
                             count: (c / 2) as u32,
                             ..base
                         },
-                        buffers: vec![&roots.lo, &roots.hi, chunk],
+                        buffers: vec![&roots.lo, &roots.hi, chunk, small],
                     });
                 }
             } else {
@@ -259,7 +319,13 @@ impl Ntt {
                             count: c as u32,
                             ..base
                         },
-                        buffers: vec![&roots.lo, &roots.hi, &v.chunks[k], &v.chunks[k + apart]],
+                        buffers: vec![
+                            &roots.lo,
+                            &roots.hi,
+                            &v.chunks[k],
+                            &v.chunks[k + apart],
+                            small,
+                        ],
                     });
                 }
             }
@@ -292,12 +358,8 @@ impl Ntt {
         }
     }
 
-    /// Runs `build` on `v` uploaded, and reads it back into `v`.
-    fn transform(
-        &self,
-        v: &mut [Scalar],
-        build: impl for<'a> Fn(&mut Vec<Op<'a>>, &'a FrVec, &'a DomainTables),
-    ) -> Result<(), WgpuError> {
+    /// Runs transform `kind` on `v` uploaded, and reads it back into `v`.
+    fn transform(&self, v: &mut [Scalar], kind: Transform) -> Result<(), WgpuError> {
         let n = v.len();
         if !n.is_power_of_two() {
             return Err(WgpuError::NttLength {
@@ -307,8 +369,23 @@ impl Ntt {
         }
         let dom = self.domain(n.trailing_zeros())?;
         let dev = FrVec::upload(&self.ctx, v, n, self.chunk_len(n)?)?;
+        let log_n = dom.log_n;
         let mut ops = Vec::new();
-        build(&mut ops, &dev, &dom);
+        match kind {
+            Transform::Fft => self.stages(&mut ops, &dev, &dom, Roots::Fwd, Dir::Dif),
+            Transform::Ifft => {
+                self.stages(&mut ops, &dev, &dom, Roots::Inv, Dir::Dit);
+                Self::scale(&mut ops, &dev, &dom.unit_n, log_n, false);
+            }
+            Transform::CosetFft => {
+                Self::scale(&mut ops, &dev, &dom.coset, log_n, false);
+                self.stages(&mut ops, &dev, &dom, Roots::Fwd, Dir::Dif);
+            }
+            Transform::IcosetIfft => {
+                self.stages(&mut ops, &dev, &dom, Roots::Inv, Dir::Dit);
+                Self::scale(&mut ops, &dev, &dom.uncoset_n, log_n, false);
+            }
+        }
         self.kernels.submit(&self.ctx, &ops)?;
         drop(ops);
         let out = dev.download(&self.ctx, n)?;
@@ -319,35 +396,24 @@ impl Ntt {
     /// Forward transform, natural order in, bit-reversed out (as
     /// `cuzk_gpu_backend::ntt::Domain::fft_to_bitrev`).
     pub fn fft_to_bitrev(&self, v: &mut [Scalar]) -> Result<(), WgpuError> {
-        self.transform(v, |ops, dev, dom| {
-            Self::stages(ops, dev, dom, &dom.fwd, Dir::Dif)
-        })
+        self.transform(v, Transform::Fft)
     }
 
     /// Inverse transform, bit-reversed in, natural out, scaled by 1/n.
     pub fn ifft_from_bitrev(&self, v: &mut [Scalar]) -> Result<(), WgpuError> {
-        self.transform(v, |ops, dev, dom| {
-            Self::stages(ops, dev, dom, &dom.inv, Dir::Dit);
-            Self::scale(ops, dev, &dom.unit_n, dom.log_n, false);
-        })
+        self.transform(v, Transform::Ifft)
     }
 
     /// The evaluations on the coset `g·⟨ω⟩` (g = 7) of the polynomial with
     /// coefficients `v`, bit-reversed out.
     pub fn coset_fft_to_bitrev(&self, v: &mut [Scalar]) -> Result<(), WgpuError> {
-        self.transform(v, |ops, dev, dom| {
-            Self::scale(ops, dev, &dom.coset, dom.log_n, false);
-            Self::stages(ops, dev, dom, &dom.fwd, Dir::Dif);
-        })
+        self.transform(v, Transform::CosetFft)
     }
 
     /// Undoes [`Ntt::coset_fft_to_bitrev`]: coefficients, natural order, from
     /// bit-reversed evaluations on the coset.
     pub fn icoset_ifft_from_bitrev(&self, v: &mut [Scalar]) -> Result<(), WgpuError> {
-        self.transform(v, |ops, dev, dom| {
-            Self::stages(ops, dev, dom, &dom.inv, Dir::Dit);
-            Self::scale(ops, dev, &dom.uncoset_n, dom.log_n, false);
-        })
+        self.transform(v, Transform::IcosetIfft)
     }
 
     /// The `n − 1` coefficients of H = (A·B − C)/Z from the evaluations `a, b, c`,
@@ -387,9 +453,9 @@ impl Ntt {
         for v in [&a, &b, &c] {
             // Coefficients (bit-reversed, times n), shifted to the coset (times
             // g^k/n), evaluated there (natural order).
-            Self::stages(&mut ops, v, &dom, &dom.inv, Dir::Dif);
+            self.stages(&mut ops, v, &dom, Roots::Inv, Dir::Dif);
             Self::scale(&mut ops, v, &dom.coset_n, log_n, true);
-            Self::stages(&mut ops, v, &dom, &dom.fwd, Dir::Dit);
+            self.stages(&mut ops, v, &dom, Roots::Fwd, Dir::Dit);
         }
         for k in 0..a.chunks.len() {
             ops.push(Op {
@@ -402,7 +468,7 @@ impl Ntt {
             });
         }
         // Back to coefficients: bit-reversed, times g^−k/n.
-        Self::stages(&mut ops, &a, &dom, &dom.inv, Dir::Dif);
+        self.stages(&mut ops, &a, &dom, Roots::Inv, Dir::Dif);
         Self::scale(&mut ops, &a, &dom.uncoset_n, log_n, true);
         self.kernels.submit(&self.ctx, &ops)?;
         drop(ops);

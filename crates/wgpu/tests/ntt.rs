@@ -129,6 +129,9 @@ fn h_matches_the_cpu() {
         check_h(&ntt, len, 100 + i as u64);
     }
     check_h(&ntt, (1 << 16) - 3, 120);
+    // 2^17: the top stage's half-span, 2^16, takes its roots from the two-level
+    // table (below it, from the small-stage table).
+    check_h(&ntt, (1 << 16) + 1, 121);
 }
 
 #[test]
