@@ -1,0 +1,348 @@
+//! The G1 multi-scalar multiplication `sum_i s_i P_i` on a wgpu device, in WGSL.
+//!
+//! # Algorithm
+//!
+//! Pippenger with signed digits, every step but the last few additions on the GPU:
+//!
+//! 1. **Digits** (`msm_digits.wgsl`): each scalar is cut into `W = ceil(256 / c)`
+//!    windows of `c` bits, each digit moved into `[-2^(c-1), 2^(c-1)]` with a carry
+//!    into the next window, so a window needs only `2^(c-1)` buckets and a
+//!    negative digit adds the negated base (`(x, -y)`, free in affine). `c` is
+//!    chosen from the number of terms ([`MsmConfig::window_bits`] overrides it).
+//! 2. **Sort** (`msm_digits.wgsl`, `msm_scan.wgsl`): a counting sort of the (bucket,
+//!    base) entries by bucket: a histogram (one atomic add an entry, spread over
+//!    all buckets of the windows in flight), a scan of the counts, and a scatter.
+//! 3. **Bucket sums** (`msm_segments.wgsl`): every thread adds up a fixed run of
+//!    64 sorted entries (affine bases into an XYZZ accumulator, mixed addition),
+//!    whatever the digits look like: one bucket holding all the entries (all
+//!    scalars equal, or the ones of a split) costs the same as an even spread.
+//!    Runs inside a thread's range are whole buckets and go straight to the
+//!    bucket; the first and last runs of every range are written out as partial
+//!    sums, a list again sorted by bucket, reduced the same way (32 a thread)
+//!    until one range is left. No atomics on points.
+//! 4. **Window sums** (`msm_reduce.wgsl`): `sum_d d S_d` per window, each thread
+//!    taking 16 buckets (running sums plus one double-and-add by its offset), then
+//!    sums of 16 partials at a time until one point a window is left.
+//! 5. **Host**: the `W` window sums are read back and combined by Horner's rule
+//!    (`c` doublings a window) with blstrs.
+//!
+//! A split MSM ([`G1Msm::split_msm`]) runs the same passes: the tail's scalars
+//! index their bases, and each set bit of the ones bitmap becomes an entry in
+//! window 0's bucket for digit 1 (step 3 keeps that large bucket balanced).
+//!
+//! # Layout
+//!
+//! Fp (`fp.wgsl`) is 12 little-endian u32 limbs in Montgomery form with
+//! `R = 2^384`: the same integers as blst's six u64 limbs, so bases upload as
+//! blst holds them, and results read back without conversion. Multiplication is
+//! CIOS with the spare-bit shortcut; WGSL has no 64-bit integers or mul-hi, so a
+//! 32x32-bit product is assembled from four 16x16-bit ones. Points are affine
+//! `(x, y)` (24 words; blst's infinity `(0, 0)`) for bases and XYZZ
+//! `(X, Y, ZZ, ZZZ)` (48 words; infinity when `ZZ = 0`) for sums (`g1.wgsl`);
+//! every addition handles infinity, `P + P` and `P + (-P)`. Scalars are
+//! canonical little-endian `[u64; 4]`, read as eight u32 words.
+//!
+//! # Device limits
+//!
+//! Every buffer stays within `min(max_buffer_size,
+//! max_storage_buffer_binding_size)` (and [`MsmConfig::max_buffer_bytes`]):
+//!
+//! - [`G1Msm::upload`] splits the bases into chunks of at most that many bytes
+//!   (a multiple of 64 bases each); an MSM runs its passes chunk by chunk into
+//!   the same buckets (a sum is linear in its terms).
+//! - The windows are processed in groups, as many at a time as let the sorted
+//!   entries, the partial sums and the buckets fit; the groups share buffers.
+//! - Dispatches larger than `max_compute_workgroups_per_dimension` workgroups
+//!   are laid out in two dimensions.
+//! - A base index is 31 bits (the top bit is the digit's sign): at most 2^31
+//!   bases per chunk.
+//!
+//! A buffer that cannot be made small enough is [`MsmError::BufferTooBig`];
+//! allocation failures, validation failures and a lost device are errors too,
+//! caught with wgpu error scopes, never panics. Devices should be created with
+//! the adapter's limits (`required_limits: adapter.limits()`): wgpu's defaults
+//! cap bindings at 128 MiB.
+
+mod host;
+mod pipelines;
+mod plan;
+mod run;
+
+use blstrs::{G1Affine, G1Projective};
+use cuzk_alloc::SplitRef;
+
+#[cfg(target_endian = "big")]
+compile_error!("scalars and bases are uploaded as little-endian words");
+
+/// Why an MSM did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum MsmError {
+    #[error("{what} need a {bytes}-byte buffer, over the limit of {limit} bytes")]
+    BufferTooBig {
+        what: &'static str,
+        bytes: u64,
+        limit: u64,
+    },
+    #[error("the GPU ran out of memory: {0}")]
+    OutOfMemory(String),
+    #[error("the GPU device was lost or failed: {0}")]
+    DeviceLost(String),
+    #[error("wgpu refused a call: {0}")]
+    Device(String),
+    #[error("{scalars} scalars for {bases} bases")]
+    LengthMismatch { scalars: usize, bases: usize },
+    #[error("the split indexes {split} bases, but {bases} bases are uploaded")]
+    SplitMismatch { split: usize, bases: usize },
+}
+
+/// Settings of one [`G1Msm`].
+#[derive(Clone, Debug, Default)]
+pub struct MsmConfig {
+    /// Window width in bits (2..=20); `None` picks it from the number of terms.
+    pub window_bits: Option<u32>,
+    /// A cap on every buffer below the device's limits (tests use it to force
+    /// chunked bases and window groups on small inputs).
+    pub max_buffer_bytes: Option<u64>,
+}
+
+/// The MSM pipelines of one device.
+pub struct G1Msm {
+    pipelines: pipelines::Pipelines,
+    config: MsmConfig,
+}
+
+impl std::fmt::Debug for G1Msm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("G1Msm")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// One chunk of uploaded bases.
+pub(crate) struct BaseChunk {
+    buffer: wgpu::Buffer,
+    /// Index of the chunk's first base (a multiple of 64).
+    first: usize,
+    len: usize,
+}
+
+/// Bases resident on the device, in the device layout, in one or more buffers.
+pub struct DeviceBases {
+    chunks: Vec<BaseChunk>,
+    len: usize,
+}
+
+impl std::fmt::Debug for DeviceBases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBases")
+            .field("len", &self.len)
+            .field("chunks", &self.chunks.len())
+            .finish()
+    }
+}
+
+impl DeviceBases {
+    /// How many bases.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many buffers hold them.
+    pub fn chunks(&self) -> usize {
+        self.chunks.len()
+    }
+}
+
+/// Bases converted and written a piece at a time.
+const UPLOAD_PIECE: usize = 1 << 16;
+
+impl G1Msm {
+    /// The pipelines for `device`, with the default [`MsmConfig`].
+    pub fn new(device: &wgpu::Device) -> Result<Self, MsmError> {
+        Self::with_config(device, MsmConfig::default())
+    }
+
+    /// The pipelines for `device`, with `config`.
+    pub fn with_config(device: &wgpu::Device, config: MsmConfig) -> Result<Self, MsmError> {
+        let pipelines = run::scoped(device, || Ok(pipelines::Pipelines::new(device)))?;
+        Ok(Self { pipelines, config })
+    }
+
+    /// The same pipelines (no compilation) with another `config`.
+    pub fn configured(&self, config: MsmConfig) -> Self {
+        Self {
+            pipelines: self.pipelines.clone(),
+            config,
+        }
+    }
+
+    /// The largest buffer this MSM makes on `device`.
+    fn limit(&self, device: &wgpu::Device) -> u64 {
+        let l = device.limits();
+        let mut limit = l.max_buffer_size.min(l.max_storage_buffer_binding_size);
+        if let Some(cap) = self.config.max_buffer_bytes {
+            limit = limit.min(cap);
+        }
+        limit
+    }
+
+    /// Uploads `bases` once, converted to the device layout; they stay resident
+    /// until the returned value is dropped.
+    pub fn upload(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        bases: &[G1Affine],
+    ) -> Result<DeviceBases, MsmError> {
+        let _span = tracing::info_span!("wgpu_upload_bases", n = bases.len()).entered();
+        let bytes = (host::AFFINE_WORDS * 4) as u64;
+        let limit = self.limit(device);
+        // A multiple of 64 bases (the ones bitmap's words), and 31-bit indices.
+        let per_chunk = ((limit / bytes) as usize / 64 * 64).min(1 << 31);
+        if per_chunk == 0 && !bases.is_empty() {
+            return Err(MsmError::BufferTooBig {
+                what: "64 bases",
+                bytes: 64 * bytes,
+                limit,
+            });
+        }
+        run::scoped(device, || {
+            let mut chunks = Vec::new();
+            let mut words = Vec::new();
+            for (k, chunk) in bases.chunks(per_chunk.max(1)).enumerate() {
+                let buffer = run::storage(device, "msm bases", chunk.len() as u64 * bytes);
+                for (j, piece) in chunk.chunks(UPLOAD_PIECE).enumerate() {
+                    words.clear();
+                    host::affine_words(piece, &mut words);
+                    let at = (j * UPLOAD_PIECE) as u64 * bytes;
+                    queue.write_buffer(&buffer, at, bytemuck::cast_slice(&words));
+                }
+                chunks.push(BaseChunk {
+                    buffer,
+                    first: k * per_chunk,
+                    len: chunk.len(),
+                });
+            }
+            queue.submit([]);
+            Ok(DeviceBases {
+                chunks,
+                len: bases.len(),
+            })
+        })
+    }
+
+    /// `sum_i scalars[i] bases[i]`; scalars are canonical little-endian limbs.
+    pub fn msm(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        bases: &DeviceBases,
+        scalars: &[[u64; 4]],
+    ) -> Result<G1Projective, MsmError> {
+        if scalars.len() != bases.len {
+            return Err(MsmError::LengthMismatch {
+                scalars: scalars.len(),
+                bases: bases.len,
+            });
+        }
+        let _span = tracing::info_span!("wgpu_g1_msm", n = scalars.len()).entered();
+        let terms: Vec<run::ChunkTerms<'_>> = bases
+            .chunks
+            .iter()
+            .map(|c| run::ChunkTerms {
+                chunk: c,
+                scalars: &scalars[c.first..c.first + c.len],
+                indices: None,
+                ones: None,
+            })
+            .collect();
+        let most = bases.chunks.iter().map(|c| c.len).max().unwrap_or(0) as u64;
+        let plan = plan::Plan::new(
+            scalars.len() as u64,
+            most,
+            0,
+            self.config.window_bits,
+            self.limit(device),
+        )?;
+        run::run(device, queue, &self.pipelines, &plan, &terms)
+    }
+
+    /// The engine's split form: the bases whose bit is set in the ones bitmap
+    /// summed, plus `sum_k tail_scalars[k] bases[tail_indices[k]]`.
+    pub fn split_msm(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        bases: &DeviceBases,
+        split: SplitRef<'_>,
+    ) -> Result<G1Projective, MsmError> {
+        if split.num_bases() != bases.len {
+            return Err(MsmError::SplitMismatch {
+                split: split.num_bases(),
+                bases: bases.len,
+            });
+        }
+        let _span = tracing::info_span!(
+            "wgpu_g1_split_msm",
+            n = split.num_bases(),
+            tail = split.tail_indices().len()
+        )
+        .entered();
+        let (idx, sc, ones) = (
+            split.tail_indices(),
+            split.tail_scalars(),
+            split.ones_words(),
+        );
+        let mut terms = Vec::with_capacity(bases.chunks.len());
+        let (mut most_tail, mut most_ones) = (0u64, 0u64);
+        for c in &bases.chunks {
+            let lo = idx.partition_point(|&i| (i as usize) < c.first);
+            let hi = idx.partition_point(|&i| (i as usize) < c.first + c.len);
+            let words = &ones[c.first / 64..(c.first + c.len).div_ceil(64)];
+            let set: u64 = words.iter().map(|w| u64::from(w.count_ones())).sum();
+            most_tail = most_tail.max((hi - lo) as u64);
+            most_ones = most_ones.max(set);
+            terms.push(run::ChunkTerms {
+                chunk: c,
+                scalars: &sc[lo..hi],
+                indices: Some(&idx[lo..hi]),
+                ones: Some((words, set)),
+            });
+        }
+        let plan = plan::Plan::new(
+            idx.len() as u64,
+            most_tail,
+            most_ones,
+            self.config.window_bits,
+            self.limit(device),
+        )?;
+        run::run(device, queue, &self.pipelines, &plan, &terms)
+    }
+}
+
+/// The WGSL of Fp and G1 arithmetic and the host conversions, for tests that
+/// check them with small kernels of their own. Not part of the API.
+#[doc(hidden)]
+pub mod testing {
+    pub const FP_WGSL: &str = super::pipelines::FP_WGSL;
+    pub const G1_WGSL: &str = super::pipelines::G1_WGSL;
+
+    /// Bases in the device layout: 24 words each.
+    pub fn affine_words(bases: &[blstrs::G1Affine]) -> Vec<u32> {
+        let mut out = Vec::new();
+        super::host::affine_words(bases, &mut out);
+        out
+    }
+
+    /// The point 48 words of XYZZ stand for (`None`: not a point).
+    pub fn xyzz_to_projective(words: &[u32]) -> Option<blstrs::G1Projective> {
+        super::host::xyzz_to_projective(words)
+    }
+
+    pub use super::run::block_on;
+}
