@@ -173,7 +173,7 @@ fn mul_wide_is_the_full_product() {
         b.push(rng.next_u32());
     }
     let src = format!("{FP_WGSL}{FP_KERNEL}");
-    let out = run_kernel(&g, &src, "wide", &[&a, &b], 2 * a.len(), a.len() as u32);
+    let out = run_kernel(g, &src, "wide", &[&a, &b], 2 * a.len(), a.len() as u32);
     for i in 0..a.len() {
         let want = u64::from(a[i]) * u64::from(b[i]);
         let got = u64::from(out[2 * i]) | (u64::from(out[2 * i + 1]) << 32);
@@ -210,7 +210,7 @@ fn fp_arithmetic_matches_blst() {
     }
     let src = format!("{FP_WGSL}{FP_KERNEL}");
     let n = xs.len();
-    let out = run_kernel(&g, &src, "fp_ops", &[&a, &b], 6 * 12 * n, n as u32);
+    let out = run_kernel(g, &src, "fp_ops", &[&a, &b], 6 * 12 * n, n as u32);
     for i in 0..n {
         let (x, y): (&Fp, &Fp) = (&xs[i], &ys[i]);
         let mut want = [Fp::default(); 5];
@@ -323,7 +323,7 @@ fn g1_additions_handle_every_special_case() {
     let src = format!("{FP_WGSL}{G1_WGSL}{G1_KERNEL}");
     let n = pairs.len();
     let out = run_kernel(
-        &g,
+        g,
         &src,
         "g1_ops",
         &[&affine_words(&ps), &affine_words(&qs), &[0]],
@@ -452,7 +452,7 @@ fn msm_2_12_matches_blstrs() {
     let scalars = random_scalars(n, &mut rng);
     let msm = shared_msm(g);
     let t = std::time::Instant::now();
-    let got = gpu_msm(&g, &msm, &bases, &scalars);
+    let got = gpu_msm(g, msm, &bases, &scalars);
     eprintln!("2^12 MSM (upload included): {:?}", t.elapsed());
     assert_eq!(got, multi_exp(&bases, &scalars));
 }

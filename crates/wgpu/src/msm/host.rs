@@ -73,5 +73,5 @@ pub(crate) fn xyzz_to_projective(w: &[u32]) -> Option<G1Projective> {
         blst::blst_p1_affine_serialize(bytes.as_mut_ptr(), &a);
     }
     let affine: Option<G1Affine> = G1Affine::from_uncompressed_unchecked(&bytes).into();
-    affine.map(|a| G1Projective::from(a))
+    affine.map(|a| -> G1Projective { a.into() })
 }
