@@ -20,8 +20,9 @@ struct Params {
     // Windows emitted: [w_lo, w_hi).
     w_lo: u32,
     w_hi: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // 1: the scalars are blst's Montgomery form (a R mod r), converted here.
+    montgomery: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -32,6 +33,117 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> sorted: array<vec2<u32>>;
 
 const WG: u32 = 64u;
+
+// The scalar field's modulus r, little-endian, and -r^-1 mod 2^32 (r = 1 mod 2^32).
+const FR_R = array<u32, 8>(
+    0x00000001u, 0xffffffffu, 0xfffe5bfeu, 0x53bda402u,
+    0x09a1d805u, 0x3339d808u, 0x299d7d48u, 0x73eda753u);
+const FR_INV: u32 = 0xffffffffu;
+
+// a R^-1 mod r for a < r: Montgomery reduction, one 32-bit word a step,
+// written out (constant indices only, as fp_mul in fp.wgsl).
+fn fr_from_montgomery(a: array<u32, 8>) -> array<u32, 8> {
+    var t = a;
+    var q: vec2<u32>;
+    var c: u32;
+    var m: u32;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    m = t[0] * FR_INV;
+    c = mac(t[0], m, FR_R[0], 0u).y;
+    q = mac(t[1], m, FR_R[1], c); t[0] = q.x; c = q.y;
+    q = mac(t[2], m, FR_R[2], c); t[1] = q.x; c = q.y;
+    q = mac(t[3], m, FR_R[3], c); t[2] = q.x; c = q.y;
+    q = mac(t[4], m, FR_R[4], c); t[3] = q.x; c = q.y;
+    q = mac(t[5], m, FR_R[5], c); t[4] = q.x; c = q.y;
+    q = mac(t[6], m, FR_R[6], c); t[5] = q.x; c = q.y;
+    q = mac(t[7], m, FR_R[7], c); t[6] = q.x; c = q.y;
+    t[7] = c;
+    // t <= r: subtract r once if t >= r.
+    var d: array<u32, 8>;
+    var borrow = 0u;
+    q.x = t[0] - FR_R[0]; d[0] = q.x - borrow; borrow = select(0u, 1u, t[0] < FR_R[0]) | select(0u, 1u, q.x < borrow);
+    q.x = t[1] - FR_R[1]; d[1] = q.x - borrow; borrow = select(0u, 1u, t[1] < FR_R[1]) | select(0u, 1u, q.x < borrow);
+    q.x = t[2] - FR_R[2]; d[2] = q.x - borrow; borrow = select(0u, 1u, t[2] < FR_R[2]) | select(0u, 1u, q.x < borrow);
+    q.x = t[3] - FR_R[3]; d[3] = q.x - borrow; borrow = select(0u, 1u, t[3] < FR_R[3]) | select(0u, 1u, q.x < borrow);
+    q.x = t[4] - FR_R[4]; d[4] = q.x - borrow; borrow = select(0u, 1u, t[4] < FR_R[4]) | select(0u, 1u, q.x < borrow);
+    q.x = t[5] - FR_R[5]; d[5] = q.x - borrow; borrow = select(0u, 1u, t[5] < FR_R[5]) | select(0u, 1u, q.x < borrow);
+    q.x = t[6] - FR_R[6]; d[6] = q.x - borrow; borrow = select(0u, 1u, t[6] < FR_R[6]) | select(0u, 1u, q.x < borrow);
+    q.x = t[7] - FR_R[7]; d[7] = q.x - borrow; borrow = select(0u, 1u, t[7] < FR_R[7]) | select(0u, 1u, q.x < borrow);
+    if borrow != 0u {
+        return t;
+    }
+    return d;
+}
+
 
 fn emit(key: u32, value: u32, scatter: bool) {
     if scatter {
@@ -52,6 +164,9 @@ fn visit(i: u32, scatter: bool) {
     var s: array<u32, 8>;
     for (var k = 0u; k < 8u; k++) {
         s[k] = scalars[i * 8u + k];
+    }
+    if params.montgomery != 0u {
+        s = fr_from_montgomery(s);
     }
     var point = i;
     if params.mode == 1u {

@@ -1,7 +1,7 @@
 // Pippenger, step 2: the key counts become exclusive offsets, in three passes:
-// each thread sums a block of `block` counts, one thread scans the block sums
-// (a few thousand at most) and writes the total to level_counts[0], then each thread
-// rewrites its block's counts as offsets.
+// each thread sums a block of `block` counts, one workgroup scans the block sums
+// and writes the total to level_counts[0], then each thread rewrites its block's
+// counts as offsets.
 
 struct Params {
     n_keys: u32,
@@ -33,15 +33,46 @@ fn block_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     blocks[b] = sum;
 }
 
-@compute @workgroup_size(1)
-fn scan_blocks() {
+const SCAN_THREADS: u32 = 256u;
+var<workgroup> totals: array<u32, 256>;
+
+// One workgroup: each of 256 threads scans a contiguous share of the block sums
+// (at c = 20 a group of 13 windows has 26,624 blocks: ~100 a thread, where one
+// thread walking them all took ~50x longer), the shares' totals are scanned in
+// workgroup memory, and each thread offsets its share.
+@compute @workgroup_size(256)
+fn scan_blocks(@builtin(local_invocation_index) lid: u32) {
+    let share = (params.n_blocks + SCAN_THREADS - 1u) / SCAN_THREADS;
+    let lo = min(lid * share, params.n_blocks);
+    let hi = min(lo + share, params.n_blocks);
     var running = 0u;
-    for (var b = 0u; b < params.n_blocks; b++) {
+    for (var b = lo; b < hi; b++) {
         let c = blocks[b];
         blocks[b] = running;
         running += c;
     }
-    level_counts[0] = running;
+    totals[lid] = running;
+    workgroupBarrier();
+    // Hillis-Steele inclusive scan of the 256 totals.
+    for (var d = 1u; d < SCAN_THREADS; d <<= 1u) {
+        var v = totals[lid];
+        if lid >= d {
+            v += totals[lid - d];
+        }
+        workgroupBarrier();
+        totals[lid] = v;
+        workgroupBarrier();
+    }
+    var before = 0u;
+    if lid > 0u {
+        before = totals[lid - 1u];
+    }
+    for (var b = lo; b < hi; b++) {
+        blocks[b] += before;
+    }
+    if lid == SCAN_THREADS - 1u {
+        level_counts[0] = totals[lid];
+    }
 }
 
 @compute @workgroup_size(64)

@@ -17,7 +17,11 @@ struct Params {
     seg: u32,
     // Always 0: opaque_zero() (g1.wgsl).
     zero: u32,
-    _pad: u32,
+    // 0 for the first chunk of bases of a window group: a bucket is written,
+    // not added to (it is at infinity, and this pass writes it once), so the
+    // threads of a warp that finish a bucket do not hold the others up for a
+    // full addition. 1 for later chunks.
+    accumulate: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -48,7 +52,10 @@ fn add_to_bucket(key: u32, s: Xyzz) {
     if xyzz_is_infinity(s) {
         return;
     }
-    let p = xyzz_add(load_bucket(key), s);
+    var p = s;
+    if params.accumulate != 0u {
+        p = xyzz_add(load_bucket(key), s);
+    }
     let i = key * 48u;
     for (var k = 0u; k < 12u; k++) {
         buckets[i + k] = p.x[k];

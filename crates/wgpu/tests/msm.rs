@@ -472,6 +472,25 @@ fn msm_2_16_matches_blstrs() {
     assert_eq!(got, multi_exp(&bases, &scalars));
 }
 
+/// blstrs scalars in Montgomery form, converted on the device.
+#[test]
+fn msm_of_blstrs_scalars_matches() {
+    let Some(g) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let n = 1000;
+    let bases = points(n, &mut rng);
+    let mut scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+    scalars[0] = Scalar::ZERO;
+    scalars[1] = Scalar::ONE;
+    scalars[2] = -Scalar::ONE;
+    scalars[3] = Scalar::from(u64::MAX);
+    let msm = shared_msm(g);
+    let d = msm.upload(&g.device, &g.queue, &bases).unwrap();
+    let got = msm.msm_scalars(&g.device, &g.queue, &d, &scalars).unwrap();
+    let proj: Vec<G1Projective> = bases.iter().map(G1Projective::from).collect();
+    assert_eq!(got, G1Projective::multi_exp(&proj, &scalars));
+}
+
 /// A buffer cap far below the device's: the bases in several buffers and the
 /// windows in several groups, the answer unchanged.
 #[test]
@@ -491,6 +510,9 @@ fn msm_in_chunks_and_window_groups_matches() {
     assert!(d.chunks() >= 4, "{} chunks", d.chunks());
     let got = msm.msm(&g.device, &g.queue, &d, &scalars).unwrap();
     assert_eq!(got, multi_exp(&bases, &scalars));
+    // A prefix ending inside the third chunk.
+    let got = msm.msm(&g.device, &g.queue, &d, &scalars[..700]).unwrap();
+    assert_eq!(got, multi_exp(&bases[..700], &scalars[..700]));
 }
 
 fn split_of(scalars: &[[u64; 4]]) -> SplitScalars {
@@ -566,12 +588,17 @@ fn bad_inputs_are_errors() {
     let msm = shared_msm(g);
     let d = msm.upload(&g.device, &g.queue, &bases).unwrap();
     assert!(matches!(
-        msm.msm(&g.device, &g.queue, &d, &random_scalars(99, &mut rng)),
+        msm.msm(&g.device, &g.queue, &d, &random_scalars(101, &mut rng)),
         Err(MsmError::LengthMismatch {
-            scalars: 99,
+            scalars: 101,
             bases: 100
         })
     ));
+    // Fewer scalars than bases: the first bases (the H MSM's shape).
+    let fewer = random_scalars(99, &mut rng);
+    let got = msm.msm(&g.device, &g.queue, &d, &fewer).unwrap();
+    assert_eq!(got, naive(&bases[..99], &fewer));
+    assert!(d.bytes() >= 100 * 96);
     let split = split_of(&random_scalars(101, &mut rng));
     assert!(matches!(
         msm.split_msm(&g.device, &g.queue, &d, split.as_ref()),

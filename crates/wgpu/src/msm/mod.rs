@@ -17,9 +17,10 @@
 //!    whatever the digits look like: one bucket holding all the entries (all
 //!    scalars equal, or the ones of a split) costs the same as an even spread.
 //!    Runs inside a thread's range are whole buckets and go straight to the
-//!    bucket; the first and last runs of every range are written out as partial
-//!    sums, a list again sorted by bucket, reduced the same way (32 a thread)
-//!    until one range is left. No atomics on points.
+//!    bucket (a store for the first chunk of bases, an addition for later ones);
+//!    the first and last runs of every range are written out as partial sums, a
+//!    list again sorted by bucket, reduced the same way (32 a thread) until one
+//!    range is left. No atomics on points, and no thread waits on a long bucket.
 //! 4. **Window sums** (`msm_reduce.wgsl`): `sum_d d S_d` per window, each thread
 //!    taking 16 buckets (running sums plus one double-and-add by its offset), then
 //!    sums of 16 partials at a time until one point a window is left.
@@ -29,6 +30,24 @@
 //! A split MSM ([`G1Msm::split_msm`]) runs the same passes: the tail's scalars
 //! index their bases, and each set bit of the ones bitmap becomes an entry in
 //! window 0's bucket for digit 1 (step 3 keeps that large bucket balanced).
+//!
+//! # API
+//!
+//! Everything takes the caller's `&wgpu::Device` and `&wgpu::Queue`; there is no
+//! device context here.
+//!
+//! - [`G1Msm::new`] / [`G1Msm::with_config`] build the pipelines of one device
+//!   (lavapipe takes tens of seconds; build once), [`G1Msm::configured`] the
+//!   same pipelines with other settings.
+//! - [`G1Msm::upload`] converts and uploads bases once: [`DeviceBases`], resident
+//!   until dropped ([`DeviceBases::bytes`] says how much device memory).
+//! - [`G1Msm::msm`]: canonical little-endian `[u64; 4]` scalars over the first
+//!   `scalars.len()` bases; [`G1Msm::msm_scalars`]: blstrs `Scalar`s, converted
+//!   from Montgomery form on the device; [`G1Msm::split_msm`]: a
+//!   [`SplitRef`].
+//!
+//! Calls block until the result is read back; they do not synchronise with
+//! other work the caller submits to the same queue beyond queue order.
 //!
 //! # Layout
 //!
@@ -54,8 +73,9 @@
 //!   entries, the partial sums and the buckets fit; the groups share buffers.
 //! - Dispatches larger than `max_compute_workgroups_per_dimension` workgroups
 //!   are laid out in two dimensions.
-//! - A base index is 31 bits (the top bit is the digit's sign): at most 2^31
-//!   bases per chunk.
+//! - No buffer passes 4 GiB (WGSL indexes words with u32), so a chunk holds
+//!   at most ~44 M bases and a base index fits 31 bits (the top bit of an entry
+//!   is the digit's sign).
 //!
 //! A buffer that cannot be made small enough is [`MsmError::BufferTooBig`];
 //! allocation failures, validation failures and a lost device are errors too,
@@ -68,7 +88,7 @@ mod pipelines;
 mod plan;
 mod run;
 
-use blstrs::{G1Affine, G1Projective};
+use blstrs::{G1Affine, G1Projective, Scalar};
 use cuzk_alloc::SplitRef;
 
 #[cfg(target_endian = "big")]
@@ -128,6 +148,7 @@ pub(crate) struct BaseChunk {
 }
 
 /// Bases resident on the device, in the device layout, in one or more buffers.
+/// Valid with the device (and any [`G1Msm`] on it) that uploaded them.
 pub struct DeviceBases {
     chunks: Vec<BaseChunk>,
     len: usize,
@@ -155,6 +176,11 @@ impl DeviceBases {
     /// How many buffers hold them.
     pub fn chunks(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// Device memory they hold, in bytes (freed when they are dropped).
+    pub fn bytes(&self) -> u64 {
+        self.chunks.iter().map(|c| c.buffer.size()).sum()
     }
 }
 
@@ -184,7 +210,12 @@ impl G1Msm {
     /// The largest buffer this MSM makes on `device`.
     fn limit(&self, device: &wgpu::Device) -> u64 {
         let l = device.limits();
-        let mut limit = l.max_buffer_size.min(l.max_storage_buffer_binding_size);
+        // WGSL indexes u32 words with u32 and the kernels scale indices (a base
+        // is 24 words): no binding past 4 GiB whatever the device allows.
+        let mut limit = l
+            .max_buffer_size
+            .min(l.max_storage_buffer_binding_size)
+            .min(u64::from(u32::MAX) & !3);
         if let Some(cap) = self.config.max_buffer_bytes {
             limit = limit.min(cap);
         }
@@ -236,7 +267,9 @@ impl G1Msm {
         })
     }
 
-    /// `sum_i scalars[i] bases[i]`; scalars are canonical little-endian limbs.
+    /// `sum_i scalars[i] bases[i]` over the first `scalars.len()` bases (the H
+    /// MSM has one base more than scalars); scalars are canonical little-endian
+    /// limbs. More scalars than bases is an error.
     pub fn msm(
         &self,
         device: &wgpu::Device,
@@ -244,24 +277,58 @@ impl G1Msm {
         bases: &DeviceBases,
         scalars: &[[u64; 4]],
     ) -> Result<G1Projective, MsmError> {
-        if scalars.len() != bases.len {
+        if scalars.len() > bases.len {
             return Err(MsmError::LengthMismatch {
                 scalars: scalars.len(),
                 bases: bases.len,
             });
         }
         let _span = tracing::info_span!("wgpu_g1_msm", n = scalars.len()).entered();
+        self.dense(device, queue, bases, scalars, false)
+    }
+
+    /// [`G1Msm::msm`] for blstrs scalars: their Montgomery limbs are uploaded as
+    /// they are and converted on the device (on the host, `to_bytes_le` costs
+    /// ~30 ns a scalar: half a second of one core at 2^24).
+    pub fn msm_scalars(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        bases: &DeviceBases,
+        scalars: &[Scalar],
+    ) -> Result<G1Projective, MsmError> {
+        if scalars.len() > bases.len {
+            return Err(MsmError::LengthMismatch {
+                scalars: scalars.len(),
+                bases: bases.len,
+            });
+        }
+        let _span = tracing::info_span!("wgpu_g1_msm", n = scalars.len()).entered();
+        let raw: Vec<[u64; 4]> = scalars.iter().map(|s| blst::blst_fr::from(*s).l).collect();
+        self.dense(device, queue, bases, &raw, true)
+    }
+
+    fn dense(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        bases: &DeviceBases,
+        scalars: &[[u64; 4]],
+        montgomery: bool,
+    ) -> Result<G1Projective, MsmError> {
         let terms: Vec<run::ChunkTerms<'_>> = bases
             .chunks
             .iter()
+            .filter(|c| c.first < scalars.len())
             .map(|c| run::ChunkTerms {
                 chunk: c,
-                scalars: &scalars[c.first..c.first + c.len],
+                scalars: &scalars[c.first..(c.first + c.len).min(scalars.len())],
                 indices: None,
                 ones: None,
+                montgomery,
             })
             .collect();
-        let most = bases.chunks.iter().map(|c| c.len).max().unwrap_or(0) as u64;
+        let most = terms.iter().map(|t| t.scalars.len()).max().unwrap_or(0) as u64;
         let plan = plan::Plan::new(
             scalars.len() as u64,
             most,
@@ -312,6 +379,7 @@ impl G1Msm {
                 scalars: &sc[lo..hi],
                 indices: Some(&idx[lo..hi]),
                 ones: Some((words, set)),
+                montgomery: false,
             });
         }
         let plan = plan::Plan::new(

@@ -114,7 +114,7 @@ impl Pipelines {
             digits: kernels(
                 device,
                 "msm_digits",
-                &[DIGITS_WGSL],
+                &[FP_WGSL, DIGITS_WGSL],
                 &[Uniform, Read, Read, Read, ReadWrite, ReadWrite],
                 &["count", "scatter"],
             ),

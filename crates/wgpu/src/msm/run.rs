@@ -23,6 +23,8 @@ pub(crate) struct ChunkTerms<'a> {
     /// The ones bitmap's words for this chunk (the chunk starts at a multiple of
     /// 64) and how many bits are set.
     pub ones: Option<(&'a [u64], u64)>,
+    /// The scalars are blst's Montgomery limbs (converted on the device).
+    pub montgomery: bool,
 }
 
 impl ChunkTerms<'_> {
@@ -235,8 +237,11 @@ pub(crate) fn run(
             let w_hi = (w_lo + plan.group_windows).min(plan.windows);
             let mut enc = device.create_command_encoder(&Default::default());
             enc.clear_buffer(&s.buckets, 0, None);
-            for b in &bufs {
-                encode_chunk(device, &mut enc, p, plan, &s, b, w_lo, w_hi, max_dim);
+            for (k, b) in bufs.iter().enumerate() {
+                let accumulate = k > 0;
+                encode_chunk(
+                    device, &mut enc, p, plan, &s, b, w_lo, w_hi, accumulate, max_dim,
+                );
             }
             encode_reduce(device, &mut enc, p, plan, &s, w_lo, w_hi, max_dim);
             if g + 1 == groups {
@@ -283,6 +288,7 @@ fn encode_chunk(
     b: &ChunkBuffers<'_>,
     w_lo: u32,
     w_hi: u32,
+    accumulate: bool,
     max_dim: u32,
 ) {
     let t = b.terms;
@@ -303,7 +309,7 @@ fn encode_chunk(
                 plan.c,
                 w_lo,
                 w_hi,
-                0,
+                u32::from(t.montgomery),
                 0,
             ],
         );
@@ -343,7 +349,7 @@ fn encode_chunk(
         dispatch(&mut pass, &p.digits.pipelines[1], g, *n, max_dim);
     }
     // Level 0 from the sorted digits, then the levels of partial sums.
-    let u = params(device, &[0, SEG0 as u32, 0, 0]);
+    let u = params(device, &[0, SEG0 as u32, 0, u32::from(accumulate)]);
     let g = bind(
         device,
         &p.accumulate,
@@ -366,7 +372,10 @@ fn encode_chunk(
     );
     for level in 1..plan.level_max.len() {
         let (i, o) = if level % 2 == 1 { (0, 1) } else { (1, 0) };
-        let u = params(device, &[level as u32, SEG as u32, 0, 0]);
+        let u = params(
+            device,
+            &[level as u32, SEG as u32, 0, u32::from(accumulate)],
+        );
         let g = bind(
             device,
             &p.combine,
