@@ -4,8 +4,8 @@
 //! one group `2^N` a run). The device is wgpu's high-performance adapter
 //! (`WGPU_BACKEND=vulkan` to pin the backend); on a machine with only lavapipe,
 //! `VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json` and a small N.
-//! `BENCH_WINDOW` overrides the window width; `BENCH_BLST=0` skips the CPU peer
-//! (minutes at 2^24 on few cores).
+//! `BENCH_WINDOW` overrides the window width, `BENCH_WG` the threads a workgroup
+//! (default 64); `BENCH_BLST=0` skips the CPU peer (minutes at 2^24 on few cores).
 //!
 //! - `wgpu_g1`: `G1Msm::msm` on bases uploaded once (scalar upload, every GPU
 //!   pass and the host's final window sums included).
@@ -81,6 +81,7 @@ fn bench(c: &mut Criterion) {
         &device,
         MsmConfig {
             window_bits: window,
+            workgroup_size: std::env::var("BENCH_WG").ok().and_then(|v| v.parse().ok()),
             ..Default::default()
         },
     )

@@ -32,7 +32,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> cursor: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read_write> sorted: array<vec2<u32>>;
 
-const WG: u32 = 64u;
+// Threads a workgroup: a pipeline constant (MsmConfig::workgroup_size).
+override WG: u32 = 64u;
 
 // The scalar field's modulus r, little-endian, and -r^-1 mod 2^32 (r = 1 mod 2^32).
 const FR_R = array<u32, 8>(
@@ -203,7 +204,7 @@ fn visit(i: u32, scatter: bool) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
     let i = (wid.y * nwg.x + wid.x) * WG + lid;
@@ -212,7 +213,7 @@ fn count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lid: u32) {
     let i = (wid.y * nwg.x + wid.x) * WG + lid;

@@ -25,7 +25,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> pts_in: array<u32>;
 @group(0) @binding(2) var<storage, read_write> pts_out: array<u32>;
 
-const WG: u32 = 64u;
+// Threads a workgroup: a pipeline constant (MsmConfig::workgroup_size).
+override WG: u32 = 64u;
 
 fn opaque_zero() -> u32 {
     return params.zero;
@@ -53,7 +54,7 @@ fn store_out(slot: u32, p: Xyzz) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn bucket_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
     let g = (wid.y * nwg.x + wid.x) * WG + lid;
@@ -133,7 +134,7 @@ fn bucket_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     store_out(g, acc);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn group_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let j = (wid.y * nwg.x + wid.x) * WG + lid;

@@ -15,9 +15,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> blocks: array<u32>;
 @group(0) @binding(3) var<storage, read_write> level_counts: array<u32>;
 
-const WG: u32 = 64u;
+// Threads a workgroup: a pipeline constant (MsmConfig::workgroup_size).
+override WG: u32 = 64u;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn block_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let b = (wid.y * nwg.x + wid.x) * WG + lid;
@@ -75,7 +76,7 @@ fn scan_blocks(@builtin(local_invocation_index) lid: u32) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn block_offsets(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
     let b = (wid.y * nwg.x + wid.x) * WG + lid;

@@ -30,7 +30,8 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> out_keys: array<u32>;
 @group(0) @binding(6) var<storage, read_write> out_points: array<u32>;
 
-const WG: u32 = 64u;
+// Threads a workgroup: a pipeline constant (MsmConfig::workgroup_size).
+override WG: u32 = 64u;
 
 fn opaque_zero() -> u32 {
     return params.zero;
@@ -76,7 +77,7 @@ fn write_out(slot: u32, key: u32, s: Xyzz) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn reduce_segments(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let t = (wid.y * nwg.x + wid.x) * WG + lid;

@@ -472,6 +472,38 @@ fn msm_2_16_matches_blstrs() {
     assert_eq!(got, multi_exp(&bases, &scalars));
 }
 
+/// Another workgroup size (a pipeline constant): the same sums.
+#[test]
+fn msm_with_another_workgroup_size_matches() {
+    let Some(g) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let n = 700;
+    let bases = points(n, &mut rng);
+    let scalars = random_scalars(n, &mut rng);
+    let msm = G1Msm::with_config(
+        &g.device,
+        MsmConfig {
+            workgroup_size: Some(128),
+            window_bits: Some(7),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        gpu_msm(g, &msm, &bases, &scalars),
+        multi_exp(&bases, &scalars)
+    );
+    // A workgroup the device cannot run is an error.
+    let too_big = MsmConfig {
+        workgroup_size: Some(1 << 20),
+        ..Default::default()
+    };
+    assert!(matches!(
+        G1Msm::with_config(&g.device, too_big),
+        Err(MsmError::Device(_))
+    ));
+}
+
 /// blstrs scalars in Montgomery form, converted on the device.
 #[test]
 fn msm_of_blstrs_scalars_matches() {
@@ -505,6 +537,7 @@ fn msm_in_chunks_and_window_groups_matches() {
     let msm = shared_msm(g).configured(MsmConfig {
         window_bits: Some(8),
         max_buffer_bytes: Some(24 * 1024),
+        ..Default::default()
     });
     let d = msm.upload(&g.device, &g.queue, &bases).unwrap();
     assert!(d.chunks() >= 4, "{} chunks", d.chunks());
@@ -559,6 +592,7 @@ fn split_msm_matches_the_cpu_backend() {
         MsmConfig {
             window_bits: Some(7),
             max_buffer_bytes: Some(40 * 1024),
+            ..Default::default()
         },
     ] {
         let msm = shared_msm(g).configured(config.clone());
@@ -608,6 +642,7 @@ fn bad_inputs_are_errors() {
     let tiny = shared_msm(g).configured(MsmConfig {
         window_bits: Some(16),
         max_buffer_bytes: Some(64 * 96),
+        ..Default::default()
     });
     let d = tiny.upload(&g.device, &g.queue, &bases).unwrap();
     assert!(matches!(

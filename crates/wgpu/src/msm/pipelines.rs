@@ -60,6 +60,7 @@ pub(crate) fn kernels(
     sources: &[&str],
     slots: &[Slot],
     entry_points: &[&str],
+    workgroup: u32,
 ) -> Kernels {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(label),
@@ -79,7 +80,10 @@ pub(crate) fn kernels(
                 layout: Some(&pipeline_layout),
                 module: &module,
                 entry_point: Some(e),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &[("WG", f64::from(workgroup))],
+                    ..Default::default()
+                },
                 cache: None,
             })
         })
@@ -102,10 +106,12 @@ pub(crate) struct Pipelines {
     pub combine: Kernels,
     /// `bucket_reduce`, `group_sum`: params, points in, points out.
     pub reduce: Kernels,
+    /// Threads a workgroup of every kernel but `scan_blocks` (256).
+    pub workgroup: u32,
 }
 
 impl Pipelines {
-    pub(crate) fn new(device: &wgpu::Device) -> Self {
+    pub(crate) fn new(device: &wgpu::Device, workgroup: u32) -> Self {
         use Slot::*;
         let segments = [
             Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, ReadWrite,
@@ -117,6 +123,7 @@ impl Pipelines {
                 &[FP_WGSL, DIGITS_WGSL],
                 &[Uniform, Read, Read, Read, ReadWrite, ReadWrite],
                 &["count", "scatter"],
+                workgroup,
             ),
             scan: kernels(
                 device,
@@ -124,6 +131,7 @@ impl Pipelines {
                 &[SCAN_WGSL],
                 &[Uniform, ReadWrite, ReadWrite, ReadWrite],
                 &["block_sums", "scan_blocks", "block_offsets"],
+                workgroup,
             ),
             accumulate: kernels(
                 device,
@@ -131,6 +139,7 @@ impl Pipelines {
                 &[FP_WGSL, G1_WGSL, SEGMENTS_WGSL, ACCUMULATE_WGSL],
                 &segments,
                 &["reduce_segments"],
+                workgroup,
             ),
             combine: kernels(
                 device,
@@ -138,6 +147,7 @@ impl Pipelines {
                 &[FP_WGSL, G1_WGSL, SEGMENTS_WGSL, COMBINE_WGSL],
                 &segments,
                 &["reduce_segments"],
+                workgroup,
             ),
             reduce: kernels(
                 device,
@@ -145,7 +155,9 @@ impl Pipelines {
                 &[FP_WGSL, G1_WGSL, REDUCE_WGSL],
                 &[Uniform, Read, ReadWrite],
                 &["bucket_reduce", "group_sum"],
+                workgroup,
             ),
+            workgroup,
         }
     }
 }

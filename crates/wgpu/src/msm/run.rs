@@ -9,7 +9,6 @@ use super::pipelines::{Kernels, Pipelines};
 use super::plan::{Plan, GROUP, SCAN_BLOCK, SEG, SEG0};
 use super::{BaseChunk, MsmError};
 
-const WORKGROUP: u64 = 64;
 const XYZZ_BYTES: u64 = (XYZZ_WORDS * 4) as u64;
 const LEVEL_SLOTS: u64 = 64;
 
@@ -78,11 +77,23 @@ pub(crate) fn storage(device: &wgpu::Device, label: &str, bytes: u64) -> wgpu::B
     })
 }
 
+/// Bytes written with `write_buffer` between submissions: wgpu stages every
+/// write in host memory until the next submission, so a 1.6 GB upload would
+/// otherwise be held twice.
+pub(crate) const FLUSH_BYTES: usize = 256 << 20;
+
+pub(crate) fn write_in_pieces(queue: &wgpu::Queue, buffer: &wgpu::Buffer, at: u64, bytes: &[u8]) {
+    for (k, piece) in bytes.chunks(FLUSH_BYTES).enumerate() {
+        queue.write_buffer(buffer, at + (k * FLUSH_BYTES) as u64, piece);
+        if piece.len() == FLUSH_BYTES {
+            queue.submit([]);
+        }
+    }
+}
+
 fn upload(device: &wgpu::Device, queue: &wgpu::Queue, label: &str, bytes: &[u8]) -> wgpu::Buffer {
     let b = storage(device, label, bytes.len() as u64);
-    if !bytes.is_empty() {
-        queue.write_buffer(&b, 0, bytes);
-    }
+    write_in_pieces(queue, &b, 0, bytes);
     b
 }
 
@@ -110,16 +121,24 @@ fn bind(device: &wgpu::Device, k: &Kernels, buffers: &[&wgpu::Buffer]) -> wgpu::
     })
 }
 
-/// Dispatches `threads` threads of 64 as a 2-D grid: a dimension holds at most
-/// `max_dim` workgroups (65535 on most devices).
+/// Where a pass's dispatches go: the grid limit and the workgroup size.
+#[derive(Clone, Copy)]
+struct Grid {
+    /// Workgroups a dimension holds at most (65535 on most devices).
+    max_dim: u32,
+    workgroup: u32,
+}
+
+/// Dispatches `threads` threads as a 2-D grid of workgroups.
 fn dispatch(
     pass: &mut wgpu::ComputePass<'_>,
     pipeline: &wgpu::ComputePipeline,
     group: &wgpu::BindGroup,
     threads: u64,
-    max_dim: u32,
+    grid: Grid,
 ) {
-    let wgs = threads.div_ceil(WORKGROUP);
+    let max_dim = grid.max_dim;
+    let wgs = threads.div_ceil(u64::from(grid.workgroup));
     if wgs == 0 {
         return;
     }
@@ -210,7 +229,10 @@ pub(crate) fn run(
     if chunks.is_empty() {
         return Ok(G1Projective::identity());
     }
-    let max_dim = device.limits().max_compute_workgroups_per_dimension;
+    let grid = Grid {
+        max_dim: device.limits().max_compute_workgroups_per_dimension,
+        workgroup: p.workgroup,
+    };
     let words = scoped(device, || {
         let s = Scratch::new(device, plan);
         let bufs: Vec<ChunkBuffers<'_>> = chunks
@@ -232,6 +254,7 @@ pub(crate) fn run(
             })
             .collect();
         let groups = plan.windows.div_ceil(plan.group_windows);
+        let mut last = None;
         for g in 0..groups {
             let w_lo = g * plan.group_windows;
             let w_hi = (w_lo + plan.group_windows).min(plan.windows);
@@ -240,23 +263,28 @@ pub(crate) fn run(
             for (k, b) in bufs.iter().enumerate() {
                 let accumulate = k > 0;
                 encode_chunk(
-                    device, &mut enc, p, plan, &s, b, w_lo, w_hi, accumulate, max_dim,
+                    device, &mut enc, p, plan, &s, b, w_lo, w_hi, accumulate, grid,
                 );
             }
-            encode_reduce(device, &mut enc, p, plan, &s, w_lo, w_hi, max_dim);
+            encode_reduce(device, &mut enc, p, plan, &s, w_lo, w_hi, grid);
             if g + 1 == groups {
                 enc.copy_buffer_to_buffer(&s.windows, 0, &s.readback, 0, s.readback.size());
             }
-            queue.submit([enc.finish()]);
+            last = Some(queue.submit([enc.finish()]));
         }
-        Ok(s.readback)
+        Ok((s.readback, last))
     })?;
+    let (words, last) = words;
     let (tx, rx) = std::sync::mpsc::channel();
     words.slice(..).map_async(wgpu::MapMode::Read, move |r| {
         let _ = tx.send(r);
     });
+    // Waits for this MSM's last submission, not for other work on the device.
     device
-        .poll(wgpu::PollType::wait_indefinitely())
+        .poll(wgpu::PollType::Wait {
+            submission_index: last,
+            timeout: None,
+        })
         .map_err(|e| MsmError::DeviceLost(e.to_string()))?;
     rx.recv()
         .map_err(|_| MsmError::DeviceLost("the readback was dropped".into()))?
@@ -289,7 +317,7 @@ fn encode_chunk(
     w_lo: u32,
     w_hi: u32,
     accumulate: bool,
-    max_dim: u32,
+    grid: Grid,
 ) {
     let t = b.terms;
     let keys = u64::from(w_hi - w_lo) * u64::from(plan.half);
@@ -338,15 +366,15 @@ fn encode_chunk(
 
     let mut pass = enc.begin_compute_pass(&Default::default());
     for (g, n) in &sources {
-        dispatch(&mut pass, &p.digits.pipelines[0], g, *n, max_dim);
+        dispatch(&mut pass, &p.digits.pipelines[0], g, *n, grid);
     }
-    dispatch(&mut pass, &p.scan.pipelines[0], &scan_g, n_blocks, max_dim);
+    dispatch(&mut pass, &p.scan.pipelines[0], &scan_g, n_blocks, grid);
     pass.set_pipeline(&p.scan.pipelines[1]);
     pass.set_bind_group(0, &scan_g, &[]);
     pass.dispatch_workgroups(1, 1, 1);
-    dispatch(&mut pass, &p.scan.pipelines[2], &scan_g, n_blocks, max_dim);
+    dispatch(&mut pass, &p.scan.pipelines[2], &scan_g, n_blocks, grid);
     for (g, n) in &sources {
-        dispatch(&mut pass, &p.digits.pipelines[1], g, *n, max_dim);
+        dispatch(&mut pass, &p.digits.pipelines[1], g, *n, grid);
     }
     // Level 0 from the sorted digits, then the levels of partial sums.
     let u = params(device, &[0, SEG0 as u32, 0, u32::from(accumulate)]);
@@ -368,7 +396,7 @@ fn encode_chunk(
         &p.accumulate.pipelines[0],
         &g,
         plan.level_max[0].div_ceil(SEG0),
-        max_dim,
+        grid,
     );
     for level in 1..plan.level_max.len() {
         let (i, o) = if level % 2 == 1 { (0, 1) } else { (1, 0) };
@@ -390,7 +418,7 @@ fn encode_chunk(
             ],
         );
         let segs = plan.level_max[level].div_ceil(SEG);
-        dispatch(&mut pass, &p.combine.pipelines[0], &g, segs, max_dim);
+        dispatch(&mut pass, &p.combine.pipelines[0], &g, segs, grid);
     }
 }
 
@@ -403,7 +431,7 @@ fn encode_reduce(
     s: &Scratch,
     w_lo: u32,
     w_hi: u32,
-    max_dim: u32,
+    grid: Grid,
 ) {
     let wg = w_hi - w_lo;
     let threads = wg * plan.reduce_threads;
@@ -427,7 +455,7 @@ fn encode_reduce(
         &p.reduce.pipelines[0],
         &g,
         u64::from(threads),
-        max_dim,
+        grid,
     );
     // Sum each window's partials, GROUP at a time, until one a window is left;
     // the last pass writes window w_lo + i to slot w_lo + i of `windows`.
@@ -451,7 +479,7 @@ fn encode_reduce(
             &p.reduce.pipelines[1],
             &g,
             u64::from(n_out),
-            max_dim,
+            grid,
         );
         if last {
             break;
