@@ -524,7 +524,7 @@ fn msm_of_blstrs_scalars_matches() {
 }
 
 /// A buffer cap far below the device's: the bases in several buffers and the
-/// windows in several groups, the answer unchanged.
+/// windows in several groups, the answer unchanged; and dispatches as 2-D grids.
 #[test]
 fn msm_in_chunks_and_window_groups_matches() {
     let Some(g) = gpu() else { return };
@@ -534,9 +534,11 @@ fn msm_in_chunks_and_window_groups_matches() {
     let mut scalars = random_scalars(n, &mut rng);
     scalars[3] = [1, 0, 0, 0];
     scalars[500] = [0; 4];
+    // Grids of at most 3 workgroups a row: every dispatch is 2-D.
     let msm = shared_msm(g).configured(MsmConfig {
         window_bits: Some(8),
         max_buffer_bytes: Some(24 * 1024),
+        max_workgroups_per_dimension: Some(3),
         ..Default::default()
     });
     let d = msm.upload(&g.device, &g.queue, &bases).unwrap();
@@ -615,6 +617,14 @@ fn split_msm_matches_the_cpu_backend() {
 }
 
 #[test]
+fn the_api_types_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<G1Msm>();
+    send_sync::<cuzk_wgpu::msm::DeviceBases>();
+    send_sync::<MsmError>();
+}
+
+#[test]
 fn bad_inputs_are_errors() {
     let Some(g) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(10);
@@ -638,6 +648,15 @@ fn bad_inputs_are_errors() {
         msm.split_msm(&g.device, &g.queue, &d, split.as_ref()),
         Err(MsmError::SplitMismatch { .. })
     ));
+    // No bases, no terms: the identity, not an error.
+    let empty = msm.upload(&g.device, &g.queue, &[]).unwrap();
+    assert!(empty.is_empty());
+    let zero = msm.msm(&g.device, &g.queue, &empty, &[]).unwrap();
+    assert!(bool::from(zero.is_identity()));
+    let zero = msm
+        .split_msm(&g.device, &g.queue, &empty, split_of(&[]).as_ref())
+        .unwrap();
+    assert!(bool::from(zero.is_identity()));
     // A cap too small for one window's buffers.
     let tiny = shared_msm(g).configured(MsmConfig {
         window_bits: Some(16),

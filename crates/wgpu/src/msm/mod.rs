@@ -143,6 +143,9 @@ pub struct MsmConfig {
     /// Threads a workgroup (default 64), a pipeline constant: set by
     /// [`G1Msm::with_config`]; [`G1Msm::configured`] keeps the pipelines' own.
     pub workgroup_size: Option<u32>,
+    /// A cap on workgroups a dispatch dimension below the device's
+    /// `max_compute_workgroups_per_dimension` (tests use it to force 2-D grids).
+    pub max_workgroups_per_dimension: Option<u32>,
 }
 
 /// The MSM pipelines of one device.
@@ -231,6 +234,18 @@ impl G1Msm {
         Self {
             pipelines: self.pipelines.clone(),
             config,
+        }
+    }
+
+    /// How dispatches are laid out on `device`.
+    fn grid(&self, device: &wgpu::Device) -> run::Grid {
+        let most = device.limits().max_compute_workgroups_per_dimension;
+        run::Grid {
+            max_dim: self
+                .config
+                .max_workgroups_per_dimension
+                .map_or(most, |cap| cap.clamp(1, most)),
+            workgroup: self.pipelines.workgroup,
         }
     }
 
@@ -370,7 +385,14 @@ impl G1Msm {
             self.config.window_bits,
             self.limit(device),
         )?;
-        run::run(device, queue, &self.pipelines, &plan, &terms)
+        run::run(
+            device,
+            queue,
+            &self.pipelines,
+            self.grid(device),
+            &plan,
+            &terms,
+        )
     }
 
     /// The engine's split form: the bases whose bit is set in the ones bitmap
@@ -423,7 +445,14 @@ impl G1Msm {
             self.config.window_bits,
             self.limit(device),
         )?;
-        run::run(device, queue, &self.pipelines, &plan, &terms)
+        run::run(
+            device,
+            queue,
+            &self.pipelines,
+            self.grid(device),
+            &plan,
+            &terms,
+        )
     }
 }
 

@@ -123,10 +123,10 @@ fn bind(device: &wgpu::Device, k: &Kernels, buffers: &[&wgpu::Buffer]) -> wgpu::
 
 /// Where a pass's dispatches go: the grid limit and the workgroup size.
 #[derive(Clone, Copy)]
-struct Grid {
+pub(crate) struct Grid {
     /// Workgroups a dimension holds at most (65535 on most devices).
-    max_dim: u32,
-    workgroup: u32,
+    pub max_dim: u32,
+    pub workgroup: u32,
 }
 
 /// Dispatches `threads` threads as a 2-D grid of workgroups.
@@ -222,6 +222,7 @@ pub(crate) fn run(
     device: &wgpu::Device,
     queue: &wgpu::Queue,
     p: &Pipelines,
+    grid: Grid,
     plan: &Plan,
     chunks: &[ChunkTerms<'_>],
 ) -> Result<G1Projective, MsmError> {
@@ -229,10 +230,6 @@ pub(crate) fn run(
     if chunks.is_empty() {
         return Ok(G1Projective::identity());
     }
-    let grid = Grid {
-        max_dim: device.limits().max_compute_workgroups_per_dimension,
-        workgroup: p.workgroup,
-    };
     let words = scoped(device, || {
         let s = Scratch::new(device, plan);
         let bufs: Vec<ChunkBuffers<'_>> = chunks
