@@ -5,7 +5,9 @@
 //! (`WGPU_BACKEND=vulkan` to pin the backend); on a machine with only lavapipe,
 //! `VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json` and a small N.
 //! `BENCH_WINDOW` overrides the window width, `BENCH_WG` the threads a workgroup
-//! (default 64); `BENCH_BLST=0` skips the CPU peer (minutes at 2^24 on few cores).
+//! (default 64), `BENCH_INT64=0` makes word products from 16-bit halves even
+//! where the device has SHADER_INT64; `BENCH_BLST=0` skips the CPU peer
+//! (minutes at 2^24 on few cores).
 //!
 //! - `wgpu_g1`: `G1Msm::msm` on bases uploaded once (scalar upload, every GPU
 //!   pass and the host's final window sums included).
@@ -60,6 +62,8 @@ fn device() -> (wgpu::Device, wgpu::Queue) {
     eprintln!("wgpu adapter: {} ({:?})", info.name, info.backend);
     block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         required_limits: adapter.limits(),
+        // u64 word products where the adapter has them (BENCH_INT64=0: 16-bit).
+        required_features: adapter.features() & wgpu::Features::SHADER_INT64,
         ..Default::default()
     }))
     .expect("a device with the adapter's limits")
@@ -82,6 +86,7 @@ fn bench(c: &mut Criterion) {
         MsmConfig {
             window_bits: window,
             workgroup_size: std::env::var("BENCH_WG").ok().and_then(|v| v.parse().ok()),
+            int64_products: (env_usize("BENCH_INT64", 1) == 0).then_some(false),
             ..Default::default()
         },
     )

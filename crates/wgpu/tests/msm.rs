@@ -9,7 +9,7 @@ mod common;
 use blstrs::{G1Affine, G1Projective, Scalar};
 use common::{gpu, msm as shared_msm, run_kernel, Gpu};
 use cuzk_alloc::{Density, SplitScalars};
-use cuzk_wgpu::msm::testing::{affine_words, xyzz_to_projective, FP_WGSL, G1_WGSL};
+use cuzk_wgpu::msm::testing::{affine_words, fp_wgsl, uses_int64, xyzz_to_projective, G1_WGSL};
 use cuzk_wgpu::msm::{G1Msm, MsmConfig, MsmError};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
@@ -74,6 +74,16 @@ fn gpu_msm(g: &Gpu, msm: &G1Msm, bases: &[G1Affine], scalars: &[[u64; 4]]) -> G1
 }
 
 // ---- Fp ----------------------------------------------------------------------
+
+/// The word-product variants `g` runs: 16-bit halves always, u64 where the
+/// device has SHADER_INT64 (lavapipe does).
+fn variants(g: &Gpu) -> Vec<bool> {
+    let mut v = vec![false];
+    if g.device.features().contains(wgpu::Features::SHADER_INT64) {
+        v.push(true);
+    }
+    v
+}
 
 const FP_KERNEL: &str = r#"
 @group(0) @binding(0) var<storage, read> a: array<u32>;
@@ -172,12 +182,14 @@ fn mul_wide_is_the_full_product() {
         a.push(rng.next_u32());
         b.push(rng.next_u32());
     }
-    let src = format!("{FP_WGSL}{FP_KERNEL}");
-    let out = run_kernel(g, &src, "wide", &[&a, &b], 2 * a.len(), a.len() as u32);
-    for i in 0..a.len() {
-        let want = u64::from(a[i]) * u64::from(b[i]);
-        let got = u64::from(out[2 * i]) | (u64::from(out[2 * i + 1]) << 32);
-        assert_eq!(got, want, "{:#x} * {:#x}", a[i], b[i]);
+    for int64 in variants(g) {
+        let src = format!("{}{FP_KERNEL}", fp_wgsl(int64));
+        let out = run_kernel(g, &src, "wide", &[&a, &b], 2 * a.len(), a.len() as u32);
+        for i in 0..a.len() {
+            let want = u64::from(a[i]) * u64::from(b[i]);
+            let got = u64::from(out[2 * i]) | (u64::from(out[2 * i + 1]) << 32);
+            assert_eq!(got, want, "{:#x} * {:#x}, int64 {int64}", a[i], b[i]);
+        }
     }
 }
 
@@ -208,9 +220,16 @@ fn fp_arithmetic_matches_blst() {
         fp_to_words(x, &mut a);
         fp_to_words(y, &mut b);
     }
-    let src = format!("{FP_WGSL}{FP_KERNEL}");
     let n = xs.len();
-    let out = run_kernel(g, &src, "fp_ops", &[&a, &b], 6 * 12 * n, n as u32);
+    for int64 in variants(g) {
+        let src = format!("{}{FP_KERNEL}", fp_wgsl(int64));
+        let out = run_kernel(g, &src, "fp_ops", &[&a, &b], 6 * 12 * n, n as u32);
+        check_fp_ops(&xs, &ys, &out, int64);
+    }
+}
+
+fn check_fp_ops(xs: &[Fp], ys: &[Fp], out: &[u32], int64: bool) {
+    let n = xs.len();
     for i in 0..n {
         let (x, y): (&Fp, &Fp) = (&xs[i], &ys[i]);
         let mut want = [Fp::default(); 5];
@@ -230,7 +249,11 @@ fn fp_arithmetic_matches_blst() {
                     .position(|o| o == op)
                     .unwrap();
             let got = fp_from_words(&out[12 * k..12 * k + 12]);
-            assert_eq!(got.l, w.l, "{op} of case {i}: {:x?} {:x?}", x.l, y.l);
+            assert_eq!(
+                got.l, w.l,
+                "{op} of case {i} (int64 {int64}): {:x?} {:x?}",
+                x.l, y.l
+            );
         }
         let flags = &out[12 * (6 * i + 5)..];
         assert_eq!(flags[0] == 1, x.l == [0; 6], "is_zero of case {i}");
@@ -320,7 +343,10 @@ fn g1_additions_handle_every_special_case() {
     }
     let ps: Vec<G1Affine> = pairs.iter().map(|(p, _)| p.to_affine()).collect();
     let qs: Vec<G1Affine> = pairs.iter().map(|(_, q)| q.to_affine()).collect();
-    let src = format!("{FP_WGSL}{G1_WGSL}{G1_KERNEL}");
+    // u64 word products where the device has them: the 16-bit ones are checked
+    // above and in msm_with_another_workgroup_size_matches.
+    let int64 = *variants(g).last().unwrap();
+    let src = format!("{}{G1_WGSL}{G1_KERNEL}", fp_wgsl(int64));
     let n = pairs.len();
     let out = run_kernel(
         g,
@@ -453,7 +479,11 @@ fn msm_2_12_matches_blstrs() {
     let msm = shared_msm(g);
     let t = std::time::Instant::now();
     let got = gpu_msm(g, msm, &bases, &scalars);
-    eprintln!("2^12 MSM (upload included): {:?}", t.elapsed());
+    eprintln!(
+        "2^12 MSM (upload included): {:?} (u64 word products: {})",
+        t.elapsed(),
+        uses_int64(msm)
+    );
     assert_eq!(got, multi_exp(&bases, &scalars));
 }
 
@@ -468,11 +498,17 @@ fn msm_2_16_matches_blstrs() {
     let d = msm.upload(&g.device, &g.queue, &bases).unwrap();
     let t = std::time::Instant::now();
     let got = msm.msm(&g.device, &g.queue, &d, &scalars).unwrap();
-    eprintln!("2^16 MSM: {:?}", t.elapsed());
+    eprintln!(
+        "2^16 MSM: {:?} (u64 word products: {})",
+        t.elapsed(),
+        uses_int64(msm)
+    );
     assert_eq!(got, multi_exp(&bases, &scalars));
 }
 
-/// Another workgroup size (a pipeline constant): the same sums.
+/// Another workgroup size (a pipeline constant) and word products from 16-bit
+/// halves (the shared pipelines use u64 ones where the device has them): the
+/// same sums.
 #[test]
 fn msm_with_another_workgroup_size_matches() {
     let Some(g) = gpu() else { return };
@@ -485,10 +521,12 @@ fn msm_with_another_workgroup_size_matches() {
         MsmConfig {
             workgroup_size: Some(128),
             window_bits: Some(7),
+            int64_products: Some(false),
             ..Default::default()
         },
     )
     .unwrap();
+    assert!(!uses_int64(&msm));
     assert_eq!(
         gpu_msm(g, &msm, &bases, &scalars),
         multi_exp(&bases, &scalars)

@@ -54,8 +54,10 @@
 //! Fp (`fp.wgsl`) is 12 little-endian u32 limbs in Montgomery form with
 //! `R = 2^384`: the same integers as blst's six u64 limbs, so bases upload as
 //! blst holds them, and results read back without conversion. Multiplication is
-//! CIOS with the spare-bit shortcut; WGSL has no 64-bit integers or mul-hi, so a
-//! 32x32-bit product is assembled from four 16x16-bit ones. Points are affine
+//! CIOS with the spare-bit shortcut. A 32x32-bit word product is a u64 product
+//! where the device was created with `Features::SHADER_INT64` (Vulkan's
+//! shaderInt64: NVIDIA, AMD, lavapipe), else four 16x16-bit ones (core WGSL has
+//! no 64-bit integers and no mul-hi): [`MsmConfig::int64_products`]. Points are affine
 //! `(x, y)` (24 words; blst's infinity `(0, 0)`) for bases and XYZZ
 //! `(X, Y, ZZ, ZZZ)` (48 words; infinity when `ZZ = 0`) for sums (`g1.wgsl`);
 //! every addition handles infinity, `P + P` and `P + (-P)`. Scalars are
@@ -92,13 +94,14 @@
 
 //! # Performance
 //!
-//! Measured on lavapipe (Mesa 22.3, 2 shared cores): 2^12 in ~1 s (upload
-//! included), 2^16 in 4-16 s depending on the other load; building the
-//! pipelines takes lavapipe ~1 minute. Not yet measured on a real GPU: the cost
-//! is the Montgomery product (288 32x32-bit products of four 16-bit ones each)
-//! and ~10 of them a mixed addition, about 2^24 x 13 additions at 2^24. Code
-//! size is kept down on purpose (see `g1.wgsl`): every formula runs around one
-//! inlined fp_mul.
+//! Measured on lavapipe (Mesa 22.3, LLVM 15, 2 cores shared with other
+//! builds): 2^16 in 2.3 s with u64 word products and 5.8 s with 16-bit ones, run
+//! one after the other (4-16 s for the latter in other runs, depending on the
+//! load); building the pipelines takes lavapipe 20-60 s. Not yet measured on a
+//! real GPU: the cost is the Montgomery product (288 word products) and ~10 of
+//! them a mixed addition, about 2^24 x 13 additions at 2^24. Code size is kept
+//! down on purpose (see `g1.wgsl`): every formula runs around one inlined
+//! fp_mul.
 
 mod host;
 mod pipelines;
@@ -146,6 +149,12 @@ pub struct MsmConfig {
     /// A cap on workgroups a dispatch dimension below the device's
     /// `max_compute_workgroups_per_dimension` (tests use it to force 2-D grids).
     pub max_workgroups_per_dimension: Option<u32>,
+    /// Word products as u64 (`fp_wide64.wgsl`) rather than from 16-bit halves
+    /// (`fp_wide16.wgsl`). `None`: where the device was created with
+    /// `Features::SHADER_INT64`; `Some(true)` on a device without it is an
+    /// error. Set by [`G1Msm::with_config`]; [`G1Msm::configured`] keeps the
+    /// pipelines' own.
+    pub int64_products: Option<bool>,
 }
 
 /// The MSM pipelines of one device.
@@ -225,7 +234,16 @@ impl G1Msm {
                 "a workgroup of {workgroup} threads (this device allows 1..={most})"
             )));
         }
-        let pipelines = run::scoped(device, || Ok(pipelines::Pipelines::new(device, workgroup)))?;
+        let has_int64 = device.features().contains(wgpu::Features::SHADER_INT64);
+        let int64 = config.int64_products.unwrap_or(has_int64);
+        if int64 && !has_int64 {
+            return Err(MsmError::Device(
+                "u64 word products need a device created with Features::SHADER_INT64".into(),
+            ));
+        }
+        let pipelines = run::scoped(device, || {
+            Ok(pipelines::Pipelines::new(device, workgroup, int64))
+        })?;
         Ok(Self { pipelines, config })
     }
 
@@ -460,8 +478,23 @@ impl G1Msm {
 /// check them with small kernels of their own. Not part of the API.
 #[doc(hidden)]
 pub mod testing {
-    pub const FP_WGSL: &str = super::pipelines::FP_WGSL;
     pub const G1_WGSL: &str = super::pipelines::G1_WGSL;
+
+    /// fp.wgsl with its word products: u64 (`int64`) or 16-bit halves.
+    pub fn fp_wgsl(int64: bool) -> String {
+        use super::pipelines::{FP_WGSL, FP_WIDE16_WGSL, FP_WIDE64_WGSL};
+        let wide = if int64 {
+            FP_WIDE64_WGSL
+        } else {
+            FP_WIDE16_WGSL
+        };
+        format!("{FP_WGSL}{wide}")
+    }
+
+    /// Whether `msm` multiplies words as u64.
+    pub fn uses_int64(msm: &super::G1Msm) -> bool {
+        msm.pipelines.int64
+    }
 
     /// Bases in the device layout: 24 words each.
     pub fn affine_words(bases: &[blstrs::G1Affine]) -> Vec<u32> {

@@ -1,7 +1,10 @@
 //! The compute pipelines of one device, built from the WGSL in `shaders/`.
 
-/// Field and curve arithmetic every MSM kernel includes.
+/// Field and curve arithmetic every MSM kernel includes, with one of the two
+/// word-product files.
 pub(crate) const FP_WGSL: &str = include_str!("../../shaders/fp.wgsl");
+pub(crate) const FP_WIDE16_WGSL: &str = include_str!("../../shaders/fp_wide16.wgsl");
+pub(crate) const FP_WIDE64_WGSL: &str = include_str!("../../shaders/fp_wide64.wgsl");
 pub(crate) const G1_WGSL: &str = include_str!("../../shaders/g1.wgsl");
 const DIGITS_WGSL: &str = include_str!("../../shaders/msm_digits.wgsl");
 const SCAN_WGSL: &str = include_str!("../../shaders/msm_scan.wgsl");
@@ -108,11 +111,19 @@ pub(crate) struct Pipelines {
     pub reduce: Kernels,
     /// Threads a workgroup of every kernel but `scan_blocks` (256).
     pub workgroup: u32,
+    /// Word products as u64 (fp_wide64.wgsl).
+    pub int64: bool,
 }
 
 impl Pipelines {
-    pub(crate) fn new(device: &wgpu::Device, workgroup: u32) -> Self {
+    /// `int64`: word products as u64 (the device must have SHADER_INT64).
+    pub(crate) fn new(device: &wgpu::Device, workgroup: u32, int64: bool) -> Self {
         use Slot::*;
+        let wide = if int64 {
+            FP_WIDE64_WGSL
+        } else {
+            FP_WIDE16_WGSL
+        };
         let segments = [
             Uniform, Read, Read, ReadWrite, ReadWrite, ReadWrite, ReadWrite,
         ];
@@ -120,7 +131,7 @@ impl Pipelines {
             digits: kernels(
                 device,
                 "msm_digits",
-                &[FP_WGSL, DIGITS_WGSL],
+                &[FP_WGSL, wide, DIGITS_WGSL],
                 &[Uniform, Read, Read, Read, ReadWrite, ReadWrite],
                 &["count", "scatter"],
                 workgroup,
@@ -136,7 +147,7 @@ impl Pipelines {
             accumulate: kernels(
                 device,
                 "msm_accumulate",
-                &[FP_WGSL, G1_WGSL, SEGMENTS_WGSL, ACCUMULATE_WGSL],
+                &[FP_WGSL, wide, G1_WGSL, SEGMENTS_WGSL, ACCUMULATE_WGSL],
                 &segments,
                 &["reduce_segments"],
                 workgroup,
@@ -144,7 +155,7 @@ impl Pipelines {
             combine: kernels(
                 device,
                 "msm_combine",
-                &[FP_WGSL, G1_WGSL, SEGMENTS_WGSL, COMBINE_WGSL],
+                &[FP_WGSL, wide, G1_WGSL, SEGMENTS_WGSL, COMBINE_WGSL],
                 &segments,
                 &["reduce_segments"],
                 workgroup,
@@ -152,12 +163,13 @@ impl Pipelines {
             reduce: kernels(
                 device,
                 "msm_reduce",
-                &[FP_WGSL, G1_WGSL, REDUCE_WGSL],
+                &[FP_WGSL, wide, G1_WGSL, REDUCE_WGSL],
                 &[Uniform, Read, ReadWrite],
                 &["bucket_reduce", "group_sum"],
                 workgroup,
             ),
             workgroup,
+            int64,
         }
     }
 }

@@ -276,16 +276,27 @@ pub(crate) fn run(
     words.slice(..).map_async(wgpu::MapMode::Read, move |r| {
         let _ = tx.send(r);
     });
-    // Waits for this MSM's last submission, not for other work on the device.
+    // Waits for this MSM's last submission, not for other work on the device;
+    // the map's callback runs inside a poll, so a second, full wait is the
+    // fallback, and a callback that still has not run is an error, not a hang.
+    let lost = |e: &dyn std::fmt::Display| MsmError::DeviceLost(e.to_string());
     device
         .poll(wgpu::PollType::Wait {
             submission_index: last,
             timeout: None,
         })
-        .map_err(|e| MsmError::DeviceLost(e.to_string()))?;
-    rx.recv()
-        .map_err(|_| MsmError::DeviceLost("the readback was dropped".into()))?
-        .map_err(|e| MsmError::DeviceLost(e.to_string()))?;
+        .map_err(|e| lost(&e))?;
+    let mapped = match rx.try_recv() {
+        Ok(r) => r,
+        Err(_) => {
+            device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| lost(&e))?;
+            rx.try_recv()
+                .map_err(|_| lost(&"the readback never completed"))?
+        }
+    };
+    mapped.map_err(|e| lost(&e))?;
     let view = words
         .slice(..)
         .get_mapped_range()

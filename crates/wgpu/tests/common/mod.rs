@@ -49,10 +49,18 @@ fn open() -> Option<Gpu> {
         }
     };
     let info = adapter.get_info();
-    eprintln!("wgpu adapter: {} ({:?})", info.name, info.backend);
+    eprintln!(
+        "wgpu adapter: {} ({:?}), SHADER_INT64: {}",
+        info.name,
+        info.backend,
+        adapter.features().contains(wgpu::Features::SHADER_INT64)
+    );
     let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("cuzk-wgpu tests"),
         required_limits: adapter.limits(),
+        // u64 word products where the adapter has them (lavapipe does); the
+        // 16-bit path is tested through MsmConfig::int64_products.
+        required_features: adapter.features() & wgpu::Features::SHADER_INT64,
         ..Default::default()
     }))
     .expect("the adapter gives a device with its own limits");
