@@ -129,7 +129,8 @@ impl Context {
         let memory = memory::of_adapter(&adapter, &limits);
         let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cuzk-wgpu"),
-            required_features: wgpu::Features::empty(),
+            // 64-bit integers where offered: the MSM's word products use them.
+            required_features: adapter.features() & wgpu::Features::SHADER_INT64,
             required_limits: limits.clone(),
             ..Default::default()
         }))

@@ -28,6 +28,7 @@ mod buffers;
 pub mod context;
 mod kernels;
 pub mod memory;
+pub mod msm;
 mod msm_bridge;
 pub mod ntt;
 

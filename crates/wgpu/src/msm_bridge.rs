@@ -1,15 +1,11 @@
-//! **The merge point of the G1 MSM.** [`WgpuBackend`](crate::WgpuBackend) computes
-//! every G1 MSM (H, L, A, B_G1) through the [`G1MsmEngine`] seam below, with the
-//! engine named once, by [`Engine`]. On this branch that engine is [`CpuG1Msm`]:
-//! `cuzk-msm-cpu` on the backend's pool, exact, so proofs are already the CPU
-//! backend's bytes while the H computation runs on the device.
+//! The G1 MSMs of [`WgpuBackend`](crate::WgpuBackend), behind one seam.
 //!
-//! At merge, this file is replaced by one whose `Engine` wraps the WGSL MSM
-//! (`crate::msm::G1Msm`: `upload` for [`G1MsmEngine::upload_bases`], dropping its
-//! `DeviceBases` for [`G1MsmEngine::release_bases`], `split_msm` for
-//! [`G1MsmEngine::split_msm`]; the dense H MSM is a split whose every scalar is in
-//! the tail, or a dense entry point of its own). Nothing else in the crate names
-//! an MSM implementation.
+//! Every G1 MSM of a partition (H, L, A, B_G1) goes through [`G1MsmEngine`], and
+//! the engine is named once, by [`Engine`]: the WGSL MSM ([`crate::msm::G1Msm`]),
+//! with each base vector uploaded once and kept resident ([`DeviceBases`]) until
+//! the host forgets that memory. The seam keeps the backend's residency and
+//! bookkeeping independent of how the sums are computed, and lets a test drive the
+//! backend with the engine it names.
 
 use std::sync::Arc;
 
@@ -18,6 +14,7 @@ use cuzk_alloc::SplitRef;
 use cuzk_gpu_backend::BackendError;
 
 use crate::context::Context;
+use crate::msm::{DeviceBases, G1Msm, MsmError};
 
 /// The G1 MSMs the backend needs, over bases it keeps resident between partitions.
 ///
@@ -55,46 +52,69 @@ pub trait G1MsmEngine: Send + Sync + Sized {
     ) -> Result<G1Projective, BackendError>;
 }
 
-/// The engine [`WgpuBackend`](crate::WgpuBackend) uses: the merge replaces this.
-pub(crate) type Engine = CpuG1Msm;
+/// The engine [`WgpuBackend`](crate::WgpuBackend) uses.
+pub(crate) type Engine = GpuG1Msm;
 
-/// The MSMs on the host (`cuzk-msm-cpu`), until the WGSL MSM lands here.
-#[derive(Debug)]
-pub struct CpuG1Msm {
-    pool: Arc<rayon::ThreadPool>,
+/// The MSMs on the device: [`G1Msm`]'s pipelines, compiled once per context.
+pub struct GpuG1Msm {
+    ctx: Arc<Context>,
+    msm: G1Msm,
 }
 
-impl G1MsmEngine for CpuG1Msm {
-    /// The host's bases are read in place: nothing is kept.
-    type Resident = ();
+impl std::fmt::Debug for GpuG1Msm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuG1Msm")
+            .field("adapter", &self.ctx.info.name)
+            .finish_non_exhaustive()
+    }
+}
 
-    fn new(_ctx: &Arc<Context>, pool: Arc<rayon::ThreadPool>) -> Result<Self, BackendError> {
-        Ok(Self { pool })
+fn device(e: MsmError) -> BackendError {
+    BackendError::Device(format!("wgpu G1 MSM: {e}"))
+}
+
+impl G1MsmEngine for GpuG1Msm {
+    /// The bases in the device's layout, resident.
+    type Resident = DeviceBases;
+
+    fn new(ctx: &Arc<Context>, _pool: Arc<rayon::ThreadPool>) -> Result<Self, BackendError> {
+        Ok(Self {
+            msm: G1Msm::new(&ctx.device).map_err(device)?,
+            ctx: Arc::clone(ctx),
+        })
     }
 
-    fn upload_bases(&self, _bases: &[G1Affine]) -> Result<(), BackendError> {
-        Ok(())
+    fn upload_bases(&self, bases: &[G1Affine]) -> Result<DeviceBases, BackendError> {
+        self.msm
+            .upload(&self.ctx.device, &self.ctx.queue, bases)
+            .map_err(device)
     }
 
-    fn release_bases(&self, _resident: ()) -> u64 {
-        0
+    fn release_bases(&self, resident: DeviceBases) -> u64 {
+        let bytes = resident.bytes();
+        drop(resident);
+        bytes
     }
 
     fn msm(
         &self,
-        bases: &[G1Affine],
-        _resident: &(),
+        _bases: &[G1Affine],
+        resident: &DeviceBases,
         scalars: &[Scalar],
     ) -> Result<G1Projective, BackendError> {
-        Ok(cuzk_msm_cpu::msm_g1(bases, scalars, &self.pool)?)
+        self.msm
+            .msm_scalars(&self.ctx.device, &self.ctx.queue, resident, scalars)
+            .map_err(device)
     }
 
     fn split_msm(
         &self,
-        bases: &[G1Affine],
-        _resident: &(),
+        _bases: &[G1Affine],
+        resident: &DeviceBases,
         split: SplitRef<'_>,
     ) -> Result<G1Projective, BackendError> {
-        Ok(cuzk_msm_cpu::split_msm_g1(bases, split, &self.pool)?)
+        self.msm
+            .split_msm(&self.ctx.device, &self.ctx.queue, resident, split)
+            .map_err(device)
     }
 }
