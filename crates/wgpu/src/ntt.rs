@@ -26,8 +26,9 @@
 //! backend's 0.11 s on the same cores, a forward transform 0.11 s with upload and
 //! read-back. Loading small-stage roots from one table instead of multiplying two
 //! entries cut H from 9.7× to 7.4× the CPU's time. A 2 KiB PoRep C2 through the
-//! plugin: 134 s beside the CPU backend's 46 s (most of it H of a 2^21 domain in
-//! software). No figure from a real GPU yet.
+//! plugin: 134 s beside the CPU backend's 46 s (the difference is H on the
+//! software device; the MSMs run on the host either way until the device MSM is
+//! merged). No figure from a real GPU yet.
 //!
 //! Every result is Fr arithmetic, exact, so the device's H equals the CPU
 //! backend's bit for bit whatever the order of the passes (checked in
