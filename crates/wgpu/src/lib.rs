@@ -18,7 +18,7 @@
 //! planned against the binding limits, split across bindings), `kernels`
 //! (compiled WGSL and a dispatch recorder), [`ntt`] (transforms and H), and
 //! [`WgpuBackend`], the only type the plugin uses: `cuzk_gpu_backend::GpuBackend`
-//! over all of it. The G1 MSMs go through `msm_bridge` (see there).
+//! over all of it. The G1 MSMs go through `msm_bridge` (see there) to [`msm`].
 //!
 //! **Architecture invariant:** knows nothing of circuits, synthesis or parameter
 //! files (as `cuzk-gpu-backend`); no `unsafe` beyond reading Vulkan's memory heaps.
