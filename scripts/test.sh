@@ -6,8 +6,10 @@
 # Nothing here may pass by skipping: NVRTC (CUDA's run-time compiler, from PyPI) must
 # install in CI, the kernel-compile and host-arithmetic tests fail without it or a
 # C++ compiler, and only tests that need a device skip, saying
-# "skipped: no CUDA device". Tests run in release mode (field arithmetic in debug
-# builds is too slow for a 2-core machine).
+# "skipped: no CUDA device". The wgpu backend's tests run on lavapipe, a software
+# Vulkan device installed here in CI, and fail (never skip) without it. Tests run
+# in release mode (field arithmetic in debug builds is too slow for a 2-core
+# machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,13 @@ RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps --workspace
 if ! source scripts/nvrtc-env.sh; then
   if [ "${CI:-}" = "true" ]; then echo "error: NVRTC did not install from PyPI" >&2; exit 1; fi
   echo "warning: NVRTC did not install; the kernel-compile tests will fail" >&2
+fi
+
+# A software Vulkan device (lavapipe) for the wgpu backend's tests, which fail
+# without an adapter. In CI a failed install fails the run.
+if ! source scripts/lavapipe-env.sh; then
+  if [ "${CI:-}" = "true" ]; then echo "error: lavapipe (mesa-vulkan-drivers) did not install" >&2; exit 1; fi
+  echo "warning: no lavapipe; the wgpu tests fail unless CUZK_WGPU_ALLOW_NO_ADAPTER=1" >&2
 fi
 
 # PostgreSQL for the queue's tests, on a loopback port; stopped when this ends.

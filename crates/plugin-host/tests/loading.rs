@@ -34,6 +34,7 @@ fn lists_every_shipped_plugin_and_no_fixture() {
     let want = [
         ("backend", "cpu"),
         ("backend", "cuda"),
+        ("backend", "wgpu"),
         ("dealloc", "bounded"),
         ("dealloc", "detached"),
         ("dealloc", "inline"),

@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 pub const PACKAGES: &[&str] = &[
     "cuzk-plugin-backend-cpu",
     "cuzk-plugin-backend-cuda",
+    "cuzk-plugin-backend-wgpu",
     "cuzk-plugin-dealloc-inline",
     "cuzk-plugin-dealloc-detached",
     "cuzk-plugin-dealloc-bounded",
