@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What the GPU machine has still to run for issues 33 and 34 (staged 2026-12-06,
-# when this session's device time ran out), one device call per step (each fits
+# What the GPU machine has still to run for issues 33, 34 and 36 (staged
+# 2026-12-06/07, when no machine could be started), one device call per step (each fits
 # the 10-minute limit). Stage first (scripts/stage-device.sh; then drop
 # .device/run/pg and, for steps 2-4, .device/run/tests to stay under the carry
 # limit), then through the device tool with carry [".device/run"]:
@@ -12,6 +12,13 @@
 #   bash scripts/visit-next.sh OUT 3   # table: 24, 32 and 48 GiB cards
 #   bash scripts/visit-next.sh OUT 4   # 64 GiB host with mapped parameters
 #                                      # (points files), 16 and 80 GiB cards
+#   bash scripts/visit-next.sh OUT 5   # issue 36: the wgpu backend on the NVIDIA
+#                                      # driver's Vulkan (tests, MSM and NTT at 2^24,
+#                                      # a 2^24 stream) beside CUDA's kernel table
+#   bash scripts/visit-next.sh OUT 6   # issue 34: SnapDeals at 32 GiB with the
+#                                      # native witness (is it GPU-bound now?)
+#
+# Step 1 carries .device/run/tests; steps 2-6 leave it (and pg) out.
 #
 # Record each number in BENCHMARKS.md with the card it ran on (H100 or H200) and
 # the full-card cell of the same visit as its baseline.
@@ -25,5 +32,7 @@ case $step in
 3) DEVICE_GIB="24 32 48" HOST_GIB=125 CORES=16 JOBS=1 CELL_TIMEOUT=180 bash scripts/gpu-table.sh "$out/t3" ;;
 4) POINTS_DIR=/tmp/cuzk-points DEVICE_GIB="80 16" HOST_GIB=64 CORES=16 JOBS=1 \
     CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t4" ;;
-*) echo "step is 1, 2, 3 or 4" >&2; exit 2 ;;
+5) bash scripts/wgpu-device.sh "$out/wgpu" ;;
+6) KINDS=snap REPEAT=3 KIND_TIMEOUT=420 bash scripts/h200-kinds.sh "$out/snap" kinds ;;
+*) echo "step is 1 to 6" >&2; exit 2 ;;
 esac
