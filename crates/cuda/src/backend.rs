@@ -652,13 +652,7 @@ impl GpuBackend for CudaBackend {
     /// so the pinning runs before the caller's GPU lock; `prove_partition_ref` then
     /// finds the ranges registered and skips them. The guard unregisters them.
     fn stage(&self, abc: AbcRef<'_>) -> Result<Staged, BackendError> {
-        if !abc.is_consistent() {
-            return Err(BackendError::AbcShape {
-                a: abc.a.len(),
-                b: abc.b.len(),
-                c: abc.c.len(),
-            });
-        }
+        abc.check_shape()?;
         let bytes = (abc.a.len() + abc.b.len() + abc.c.len()) * std::mem::size_of::<Scalar>();
         // SAFETY: `GpuBackend::stage`'s contract: the caller keeps `a, b, c`
         // allocated and unmoved until it drops the returned guard, which owns the
@@ -759,6 +753,7 @@ impl GpuBackend for CudaBackend {
                 )));
             }
         }
+        job.check_shapes()?;
         self.prove(
             AbcSource::Witness {
                 r1cs,
@@ -772,35 +767,14 @@ impl GpuBackend for CudaBackend {
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
         // The device only reads a, b, c: the borrowed path does all the work, and the
         // evaluations go when it returns.
-        let PartitionJob {
-            abc,
-            h_bases,
-            l,
-            a,
-            b_g1,
-            b_g2,
-        } = job;
-        self.prove_partition_ref(PartitionJobRef {
-            abc: AbcRef::new(&abc),
-            h_bases,
-            l,
-            a,
-            b_g1,
-            b_g2,
-        })
+        self.prove_partition_ref(job.as_ref())
     }
 
     fn prove_partition_ref(
         &self,
         job: PartitionJobRef<'_>,
     ) -> Result<PartitionResult, BackendError> {
-        if !job.abc.is_consistent() {
-            return Err(BackendError::AbcShape {
-                a: job.abc.a.len(),
-                b: job.abc.b.len(),
-                c: job.abc.c.len(),
-            });
-        }
+        job.check_shapes()?;
         self.prove(AbcSource::Host(job.abc), Queries::of(&job))
     }
 }

@@ -10,8 +10,8 @@ use cuzk_msm_cpu::{
 
 use crate::tables::Tables;
 use crate::{
-    compute_h, log_domain, AbcEval, BackendError, Capabilities, GpuBackend, PartitionJob,
-    PartitionResult, WitnessJobRef,
+    compute_h, AbcEval, BackendError, Capabilities, GpuBackend, PartitionJob, PartitionResult,
+    WitnessJobRef,
 };
 
 /// [`GpuBackend`] on the CPU, on a pool the scheduler owns.
@@ -108,6 +108,8 @@ impl GpuBackend for CpuBackend {
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
+        // Every shape is checked before any work, so a bad job fails in microseconds.
+        job.as_ref().check_shapes()?;
         let PartitionJob {
             abc,
             h_bases,
@@ -116,28 +118,6 @@ impl GpuBackend for CpuBackend {
             b_g1,
             b_g2,
         } = job;
-        // Every shape is checked before any work, so a bad job fails in microseconds.
-        if !abc.is_consistent() {
-            return Err(BackendError::AbcShape {
-                a: abc.a.len(),
-                b: abc.b.len(),
-                c: abc.c.len(),
-            });
-        }
-        let want_h = (1usize << log_domain(abc.len())) - 1;
-        if h_bases.len() != want_h {
-            return Err(BackendError::BaseCount {
-                query: "h",
-                got: h_bases.len(),
-                want: want_h,
-            });
-        }
-        l.check_bases("l")?;
-        a.check_bases("a")?;
-        b_g1.check_bases("b_g1")?;
-        if let Some(b_g2) = &b_g2 {
-            b_g2.check_bases("b_g2")?;
-        }
 
         let pool = &*self.pool;
         let _span = tracing::info_span!("prove_partition", backend = "cpu").entered();
@@ -376,16 +356,7 @@ mod tests {
                     }),
                 };
                 // The borrowed entry point (what a plugin calls) gives the same sums.
-                let by_ref = backend
-                    .prove_partition_ref(crate::PartitionJobRef {
-                        abc: crate::AbcRef::new(&job.abc),
-                        h_bases: job.h_bases,
-                        l: job.l,
-                        a: job.a,
-                        b_g1: job.b_g1,
-                        b_g2: job.b_g2,
-                    })
-                    .unwrap();
+                let by_ref = backend.prove_partition_ref(job.as_ref()).unwrap();
                 let got = backend.prove_partition(job).unwrap();
                 assert_eq!(by_ref, got);
                 assert_eq!(

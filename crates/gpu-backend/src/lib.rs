@@ -96,6 +96,20 @@ pub struct PartitionJob<'a> {
     pub b_g2: Option<SplitMsm<'a, G2Affine>>,
 }
 
+impl PartitionJob<'_> {
+    /// The job with `a, b, c` borrowed.
+    pub fn as_ref(&self) -> PartitionJobRef<'_> {
+        PartitionJobRef {
+            abc: AbcRef::new(&self.abc),
+            h_bases: self.h_bases,
+            l: self.l,
+            a: self.a,
+            b_g1: self.b_g1,
+            b_g2: self.b_g2,
+        }
+    }
+}
+
 /// `a, b, c` borrowed, for a backend that only reads them.
 #[derive(Clone, Copy, Debug)]
 pub struct AbcRef<'a> {
@@ -124,6 +138,18 @@ impl<'a> AbcRef<'a> {
     pub fn is_consistent(&self) -> bool {
         self.a.len() == self.b.len() && self.b.len() == self.c.len()
     }
+
+    /// `a, b, c` of one length, or [`BackendError::AbcShape`] naming the three.
+    pub fn check_shape(&self) -> Result<(), BackendError> {
+        if !self.is_consistent() {
+            return Err(BackendError::AbcShape {
+                a: self.a.len(),
+                b: self.b.len(),
+                c: self.c.len(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A [`PartitionJob`] whose `a, b, c` are borrowed (a plugin's view of the host's
@@ -139,6 +165,24 @@ pub struct PartitionJobRef<'a> {
 }
 
 impl<'a> PartitionJobRef<'a> {
+    /// Every shape the job's caller could get wrong, checked before any work so a
+    /// malformed job fails in microseconds and the same way on every backend: `a, b,
+    /// c` of one length ([`BackendError::AbcShape`]), then the queries' bases against
+    /// that length ([`BackendError::BaseCount`]; see [`WitnessJobRef::check_shapes`]).
+    /// What only one backend refuses (a domain beyond its limit, G2 where it has
+    /// none) is that backend's own check.
+    pub fn check_shapes(&self) -> Result<(), BackendError> {
+        self.abc.check_shape()?;
+        check_queries(
+            self.abc.len(),
+            self.h_bases,
+            &self.l,
+            &self.a,
+            &self.b_g1,
+            self.b_g2.as_ref(),
+        )
+    }
+
     /// An owned job, copying `a, b, c` into vectors with room for the NTT domain
     /// (so an in-place H computation pads them without a second copy).
     pub fn to_owned_job(&self) -> PartitionJob<'a> {
@@ -197,6 +241,23 @@ pub struct WitnessJobRef<'a> {
 }
 
 impl<'a> WitnessJobRef<'a> {
+    /// The queries' bases against the compiled shape's constraint count, as
+    /// [`PartitionJobRef::check_shapes`] checks them against `a, b, c`: the h query
+    /// has exactly `domain - 1` bases (`domain`: the constraints rounded up to a
+    /// power of two), each split query at least its split's index space
+    /// ([`SplitMsm::check_bases`]). The witness against the R1CS is the evaluator's
+    /// to check.
+    pub fn check_shapes(&self) -> Result<(), BackendError> {
+        check_queries(
+            self.r1cs.num_constraints(),
+            self.h_bases,
+            &self.l,
+            &self.a,
+            &self.b_g1,
+            self.b_g2.as_ref(),
+        )
+    }
+
     /// The job with `a, b, c` evaluated elsewhere (on the host, say).
     pub fn with_abc(&self, abc: AbcRef<'a>) -> PartitionJobRef<'a> {
         PartitionJobRef {
@@ -208,6 +269,33 @@ impl<'a> WitnessJobRef<'a> {
             b_g2: self.b_g2,
         }
     }
+}
+
+/// The query checks of [`PartitionJobRef::check_shapes`] and
+/// [`WitnessJobRef::check_shapes`], for a partition of `rows` constraints.
+fn check_queries(
+    rows: usize,
+    h_bases: &[G1Affine],
+    l: &SplitMsm<'_, G1Affine>,
+    a: &SplitMsm<'_, G1Affine>,
+    b_g1: &SplitMsm<'_, G1Affine>,
+    b_g2: Option<&SplitMsm<'_, G2Affine>>,
+) -> Result<(), BackendError> {
+    let want_h = (1usize << log_domain(rows)) - 1;
+    if h_bases.len() != want_h {
+        return Err(BackendError::BaseCount {
+            query: "h",
+            got: h_bases.len(),
+            want: want_h,
+        });
+    }
+    l.check_bases("l")?;
+    a.check_bases("a")?;
+    b_g1.check_bases("b_g1")?;
+    if let Some(b_g2) = b_g2 {
+        b_g2.check_bases("b_g2")?;
+    }
+    Ok(())
 }
 
 /// The sums the partition's proof is assembled from.
@@ -462,6 +550,8 @@ pub fn log_domain(n: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ff::Field;
+    use group::prime::PrimeCurveAffine;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
@@ -499,5 +589,148 @@ mod tests {
             })
             .unwrap();
         assert!(!staged.is_staged());
+    }
+
+    /// A split over `num_bases` bases, all zeros: the checks read only its length.
+    fn split(num_bases: usize, ones: &[u64]) -> SplitRef<'_> {
+        SplitRef::prechecked(num_bases, num_bases, ones, &[], &[])
+    }
+
+    /// The query, bases given and bases wanted of a [`BackendError::BaseCount`].
+    fn base_count(r: Result<(), BackendError>) -> (&'static str, usize, usize) {
+        match r {
+            Err(BackendError::BaseCount { query, got, want }) => (query, got, want),
+            other => panic!("expected a base count error, got {other:?}"),
+        }
+    }
+
+    /// Every malformed shape is refused with its own error, and only it: a test that
+    /// fails if any one check is dropped or loosened.
+    #[test]
+    fn check_shapes_names_each_malformed_shape() {
+        let ones = [0u64; 1];
+        let g1 = vec![G1Affine::generator(); 16];
+        let g2 = vec![G2Affine::generator(); 4];
+        let five = vec![Scalar::ONE; 5];
+        let (four, six) = (&five[..4], vec![Scalar::ONE; 6]);
+        // 5 constraints: a domain of 8, so 7 h bases; l, a, b_g1 and b_g2 index 6,
+        // 4, 3 and 3 bases.
+        let good = PartitionJobRef {
+            abc: AbcRef {
+                a: &five,
+                b: &five,
+                c: &five,
+            },
+            h_bases: &g1[..7],
+            l: SplitMsm {
+                bases: &g1[..6],
+                split: split(6, &ones),
+            },
+            a: SplitMsm {
+                bases: &g1[..4],
+                split: split(4, &ones),
+            },
+            b_g1: SplitMsm {
+                bases: &g1[..3],
+                split: split(3, &ones),
+            },
+            b_g2: Some(SplitMsm {
+                bases: &g2[..3],
+                split: split(3, &ones),
+            }),
+        };
+        good.check_shapes().unwrap();
+        // A split may index a prefix of a longer base vector, and B in G2 is optional.
+        let mut longer = good;
+        longer.l.bases = &g1;
+        longer.b_g2 = None;
+        longer.check_shapes().unwrap();
+        // The owned job is checked the same way.
+        good.to_owned_job().as_ref().check_shapes().unwrap();
+
+        let abc_shape = |job: PartitionJobRef<'_>| match job.check_shapes() {
+            Err(BackendError::AbcShape { a, b, c }) => (a, b, c),
+            other => panic!("expected an a, b, c shape error, got {other:?}"),
+        };
+        let mut job = good;
+        job.abc.a = four;
+        assert_eq!(abc_shape(job), (4, 5, 5));
+        let mut job = good;
+        job.abc.c = &six;
+        assert_eq!(abc_shape(job), (5, 5, 6));
+        // `a, b, c` first: their length is what the h query is checked against.
+        let mut job = good;
+        job.abc.b = four;
+        job.h_bases = &g1[..3];
+        assert_eq!(abc_shape(job), (5, 4, 5));
+
+        // The h query is exact: one base short or one over.
+        for got in [6, 8] {
+            let mut job = good;
+            job.h_bases = &g1[..got];
+            assert_eq!(base_count(job.check_shapes()), ("h", got, 7));
+        }
+        // Each split query one base short names itself.
+        let mut job = good;
+        job.l.bases = &g1[..5];
+        assert_eq!(base_count(job.check_shapes()), ("l", 5, 6));
+        let mut job = good;
+        job.a.bases = &g1[..3];
+        assert_eq!(base_count(job.check_shapes()), ("a", 3, 4));
+        let mut job = good;
+        job.b_g1.bases = &g1[..2];
+        assert_eq!(base_count(job.check_shapes()), ("b_g1", 2, 3));
+        let mut job = good;
+        job.b_g2 = Some(SplitMsm {
+            bases: &g2[..2],
+            split: split(3, &ones),
+        });
+        assert_eq!(base_count(job.check_shapes()), ("b_g2", 2, 3));
+    }
+
+    /// A witness job's queries are checked against the compiled shape's constraints
+    /// as a job's are against `a, b, c`.
+    #[test]
+    fn witness_check_shapes_counts_the_compiled_constraints() {
+        let ones = [0u64; 1];
+        let g1 = vec![G1Affine::generator(); 16];
+        let msm = |n: usize| SplitMsm {
+            bases: &g1[..n],
+            split: split(n, &ones),
+        };
+        // 5 rows: a domain of 8.
+        let (five_rows, nine_rows) = ([0u32; 6], [0u32; 10]);
+        let rows = |row_ptr| {
+            [CsrRef {
+                row_ptr,
+                terms: &[],
+            }; 3]
+        };
+        let job = WitnessJobRef {
+            r1cs: R1csRef {
+                num_inputs: 1,
+                num_aux: 2,
+                matrices: rows(&five_rows),
+                coeffs: &[],
+            },
+            input: &[],
+            aux: &[],
+            h_bases: &g1[..7],
+            l: msm(2),
+            a: msm(3),
+            b_g1: msm(3),
+            b_g2: None,
+        };
+        job.check_shapes().unwrap();
+        let mut short = job;
+        short.h_bases = &g1[..6];
+        assert_eq!(base_count(short.check_shapes()), ("h", 6, 7));
+        let mut short = job;
+        short.b_g1.bases = &g1[..2];
+        assert_eq!(base_count(short.check_shapes()), ("b_g1", 2, 3));
+        // 9 rows: a domain of 16, so the same 7 h bases are now too few.
+        let mut bigger = job;
+        bigger.r1cs.matrices = rows(&nine_rows);
+        assert_eq!(base_count(bigger.check_shapes()), ("h", 7, 15));
     }
 }

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use blstrs::G1Affine;
 use cuzk_gpu_backend::{
-    log_domain, AbcRef, BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob,
-    PartitionJobRef, PartitionResult, SplitMsm,
+    BackendError, Capabilities, DeviceInfo, GpuBackend, PartitionJob, PartitionJobRef,
+    PartitionResult, SplitMsm,
 };
 
 use crate::context::{Context, WgpuConfig};
@@ -128,14 +128,7 @@ impl GpuBackend for WgpuBackend {
     }
 
     fn prove_partition(&self, job: PartitionJob<'_>) -> Result<PartitionResult, BackendError> {
-        self.prove_partition_ref(PartitionJobRef {
-            abc: AbcRef::new(&job.abc),
-            h_bases: job.h_bases,
-            l: job.l,
-            a: job.a,
-            b_g1: job.b_g1,
-            b_g2: job.b_g2,
-        })
+        self.prove_partition_ref(job.as_ref())
     }
 
     /// `a, b, c` are only read (uploaded), so nothing is copied on the host.
@@ -143,6 +136,9 @@ impl GpuBackend for WgpuBackend {
         &self,
         job: PartitionJobRef<'_>,
     ) -> Result<PartitionResult, BackendError> {
+        // Every shape is checked before any device work; G2 is this backend's own
+        // refusal.
+        job.check_shapes()?;
         let PartitionJobRef {
             abc,
             h_bases,
@@ -151,28 +147,9 @@ impl GpuBackend for WgpuBackend {
             b_g1,
             b_g2,
         } = job;
-        // Every shape is checked before any device work.
-        if !abc.is_consistent() {
-            return Err(BackendError::AbcShape {
-                a: abc.a.len(),
-                b: abc.b.len(),
-                c: abc.c.len(),
-            });
-        }
         if b_g2.is_some() {
             return Err(BackendError::Unsupported("the B query in G2"));
         }
-        let want_h = (1usize << log_domain(abc.len())) - 1;
-        if h_bases.len() != want_h {
-            return Err(BackendError::BaseCount {
-                query: "h",
-                got: h_bases.len(),
-                want: want_h,
-            });
-        }
-        l.check_bases("l")?;
-        a.check_bases("a")?;
-        b_g1.check_bases("b_g1")?;
 
         let _span = tracing::info_span!("prove_partition", backend = "wgpu").entered();
         let h_scalars = {

@@ -133,7 +133,9 @@ impl CudaBackend {
     /// One partition on the device, its `a, b, c` from `src`: uploaded (host
     /// evaluations), or evaluated here from the witness by the spmv kernel. The
     /// flow of [`GpuBackend::prove_partition_ref`] and
-    /// [`GpuBackend::prove_partition_witness`] alike.
+    /// [`GpuBackend::prove_partition_witness`] alike, which have checked the job's
+    /// shapes (`check_shapes`); the domain's limit, this backend's own, is checked
+    /// here.
     pub(super) fn prove(
         &self,
         src: AbcSource<'_>,
@@ -147,20 +149,8 @@ impl CudaBackend {
                 max: MAX_LOG_DOMAIN,
             });
         }
+        // H's coefficients, as many as the h query's bases (`check_shapes`).
         let want_h = (1usize << log) - 1;
-        if job.h_bases.len() != want_h {
-            return Err(BackendError::BaseCount {
-                query: "h",
-                got: job.h_bases.len(),
-                want: want_h,
-            });
-        }
-        job.l.check_bases("l")?;
-        job.a.check_bases("a")?;
-        job.b_g1.check_bases("b_g1")?;
-        if let Some(b_g2) = &job.b_g2 {
-            b_g2.check_bases("b_g2")?;
-        }
         let _span = tracing::info_span!("prove_partition", backend = "cuda", log_n = log).entered();
         // This instance's MSM launch parameters and profiler, for every MSM below.
         let tuning = &self.tuning;

@@ -7,7 +7,7 @@ use rayon::ThreadPool;
 
 use super::kernels::{self, rev, Butterfly};
 use super::Domain;
-use crate::{log_domain, Abc, BackendError};
+use crate::{log_domain, Abc, AbcRef, BackendError};
 
 /// Computes the `n − 1` coefficients of H from the evaluations `a, b, c` of one
 /// circuit, `n` being the constraint count rounded up to a power of two. Equal to
@@ -18,13 +18,7 @@ use crate::{log_domain, Abc, BackendError};
 /// been gathered out of it. Padding grows the vectors in place when their capacity
 /// allows (synthesis may reserve `n`).
 pub fn compute_h(abc: Abc, pool: &ThreadPool) -> Result<Vec<Scalar>, BackendError> {
-    if !abc.is_consistent() {
-        return Err(BackendError::AbcShape {
-            a: abc.a.len(),
-            b: abc.b.len(),
-            c: abc.c.len(),
-        });
-    }
+    AbcRef::new(&abc).check_shape()?;
     compute_h_in(&Domain::new(log_domain(abc.len()))?, abc, pool)
 }
 
