@@ -6,39 +6,24 @@
 //! Parameters are generated once per build directory (`target/tmp/filecoin-params`,
 //! shared with the CLI's tests), never downloaded.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use blstrs::Scalar;
-use cuzk_alloc::InlineDealloc;
+use common::{blinding, engine, param_dir, seal, MINER};
 use cuzk_filecoin::reference::prove_with_bellperson;
 use cuzk_filecoin::{
-    ensure_params, parse_c1, prover_id_from_miner, seal_test_sector, verify_proof, Blinding,
-    Envelope, FilecoinError, FilecoinProver, PorepKind, PorepRequest, Priority, ProverConfig,
-    RegisteredSealProof, SealedSector,
+    parse_c1, prover_id_from_miner, verify_proof, Blinding, Envelope, FilecoinError,
+    FilecoinProver, PorepKind, PorepRequest, Priority, ProverConfig, RegisteredSealProof,
+    SealedSector,
 };
-use cuzk_gpu_backend::{lock::SingleLock, CpuBackend};
-use cuzk_scheduler::{PipelineConfig, PipelineEngine, Policies, Unthrottled};
-use cuzk_timeline::Recorder;
-use ff::Field;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
-const MINER: u64 = 1000;
 const SECTOR: u64 = 7;
-
-/// The parameter directory, set as `FIL_PROOFS_PARAMETER_CACHE` before anything of
-/// filecoin-proofs reads its settings (every test calls this first).
-fn param_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params");
-        std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &dir);
-        dir
-    })
-}
 
 fn kind() -> PorepKind {
     param_dir();
@@ -48,58 +33,17 @@ fn kind() -> PorepKind {
 /// The 2 KiB test parameters, generated on first use in this build directory.
 fn params_path() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let t = Instant::now();
-        let p = ensure_params(&kind(), param_dir(), 2026).unwrap();
-        eprintln!(
-            "parameters ready in {:.1} s: {}",
-            t.elapsed().as_secs_f64(),
-            p.display()
-        );
-        p
-    })
+    P.get_or_init(|| common::params(&kind()))
 }
 
 fn sealed() -> &'static SealedSector {
     static S: OnceLock<SealedSector> = OnceLock::new();
-    S.get_or_init(|| {
-        param_dir();
-        let work = tempfile::tempdir().unwrap();
-        seal_test_sector(PROOF, prover_id_from_miner(MINER), SECTOR, 11, work.path()).unwrap()
-    })
+    S.get_or_init(|| seal(PROOF, SECTOR, 11))
 }
 
 fn envelope_bytes() -> Vec<u8> {
     let s = sealed();
     serde_json::to_vec(&Envelope::wrap(&s.c1_json, SECTOR, 2048)).unwrap()
-}
-
-fn engine() -> PipelineEngine {
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap(),
-    );
-    PipelineEngine::start(
-        PipelineConfig {
-            synth_jobs: Some(1),
-            synth_threads: 2,
-            gpu_workers_per_device: 1,
-            gpu_threads: 2,
-            memory_budget: Some(4 << 30),
-            verify: false,
-            ..PipelineConfig::default()
-        },
-        Policies {
-            backend: Arc::new(CpuBackend::new(pool)),
-            dealloc: Arc::new(InlineDealloc),
-            throttle: Arc::new(Unthrottled),
-            lock: Arc::new(SingleLock::default()),
-        },
-        Arc::new(Recorder::new(Instant::now())),
-    )
-    .unwrap()
 }
 
 fn request(bytes: &[u8], blinding: Blinding) -> PorepRequest {
@@ -123,8 +67,7 @@ fn c2_of_a_sealed_2kib_sector_verifies_and_matches_bellperson() {
     );
     let engine = engine();
 
-    let mut rng = ChaCha20Rng::seed_from_u64(5);
-    let blinding = vec![(Scalar::random(&mut rng), Scalar::random(&mut rng))];
+    let blinding = vec![blinding(5)];
     let env = envelope_bytes();
     let t = Instant::now();
     let job = prover
@@ -392,8 +335,7 @@ fn mapped_parameters_prove_the_same_bytes() {
     let written = std::fs::metadata(&file).unwrap().modified().unwrap();
 
     let engine = engine();
-    let mut rng = ChaCha20Rng::seed_from_u64(9);
-    let blinding = vec![(Scalar::random(&mut rng), Scalar::random(&mut rng))];
+    let blinding = vec![blinding(9)];
     let env = envelope_bytes();
     let proof = prover
         .submit_porep(

@@ -7,89 +7,26 @@
 //! Parameters are generated once per build directory (`target/tmp/filecoin-params`,
 //! shared with the PoRep tests and the CLI's), never downloaded.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use blstrs::Scalar;
-use cuzk_alloc::InlineDealloc;
+use common::{blinding, engine, param_dir, params, MINER};
 use cuzk_filecoin::reference_kinds::{
     snap_with_bellperson, window_post_with_bellperson, winning_post_with_bellperson,
 };
 use cuzk_filecoin::{
-    ensure_params, parse_post_proof, parse_update_proof, post_test_inputs, snap_test_inputs,
-    verify_snap_proof, verify_window_post_partition, verify_winning_post_proof, Blinding,
-    CircuitKind, FilecoinError, FilecoinProver, PostInputs, PostKind, Priority, ProverConfig,
-    RegisteredPoStProof, RegisteredUpdateProof, SnapRequest, UpdateKind, WindowPostRequest,
-    WinningPostRequest, MAX_PARTITIONS_PER_DEADLINE,
+    parse_post_proof, parse_update_proof, post_test_inputs, snap_test_inputs, verify_snap_proof,
+    verify_window_post_partition, verify_winning_post_proof, Blinding, FilecoinError,
+    FilecoinProver, PostInputs, PostKind, Priority, ProverConfig, RegisteredPoStProof,
+    RegisteredUpdateProof, SnapRequest, UpdateKind, WindowPostRequest, WinningPostRequest,
+    MAX_PARTITIONS_PER_DEADLINE,
 };
-use cuzk_gpu_backend::{lock::SingleLock, CpuBackend};
-use cuzk_scheduler::{PipelineConfig, PipelineEngine, Policies, Unthrottled};
-use cuzk_timeline::Recorder;
-use ff::Field;
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 
 const UPDATE: RegisteredUpdateProof = RegisteredUpdateProof::StackedDrg2KiBV1;
 const WINDOW: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
 const WINNING: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWinning2KiBV1;
-const MINER: u64 = 1000;
-
-/// The parameter directory, set as `FIL_PROOFS_PARAMETER_CACHE` before anything of
-/// filecoin-proofs reads its settings (every test calls this first).
-fn param_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params");
-        std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &dir);
-        dir
-    })
-}
-
-/// A kind's test parameters, generated on first use in this build directory.
-fn params<K: CircuitKind>(kind: &K) -> PathBuf {
-    let t = Instant::now();
-    let p = ensure_params(kind, param_dir(), 2026).unwrap();
-    eprintln!(
-        "{} parameters ready in {:.1} s",
-        kind.name(),
-        t.elapsed().as_secs_f64()
-    );
-    p
-}
-
-fn engine() -> PipelineEngine {
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap(),
-    );
-    PipelineEngine::start(
-        PipelineConfig {
-            synth_jobs: Some(1),
-            synth_threads: 2,
-            gpu_workers_per_device: 1,
-            gpu_threads: 2,
-            memory_budget: Some(4 << 30),
-            verify: false,
-            ..PipelineConfig::default()
-        },
-        Policies {
-            backend: Arc::new(CpuBackend::new(pool)),
-            dealloc: Arc::new(InlineDealloc),
-            throttle: Arc::new(Unthrottled),
-            lock: Arc::new(SingleLock::default()),
-        },
-        Arc::new(Recorder::new(Instant::now())),
-    )
-    .unwrap()
-}
-
-fn blinding(seed: u64) -> (Scalar, Scalar) {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    (Scalar::random(&mut rng), Scalar::random(&mut rng))
-}
 
 fn snap_inputs() -> &'static SnapRequest {
     static S: OnceLock<SnapRequest> = OnceLock::new();

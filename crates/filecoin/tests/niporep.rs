@@ -13,104 +13,40 @@
 //! so the files are the same), and so is SnarkPack's SRS (bellperson's
 //! `setup_fake_srs`, as filecoin-proofs' tests make it); nothing is downloaded.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use blstrs::Scalar;
-use cuzk_alloc::InlineDealloc;
+use common::{engine, engine_with, param_dir, seal, MINER};
 use cuzk_filecoin::aggregate::{aggregate, check_srs, ensure_srs, srs_file, verify_aggregate};
 use cuzk_filecoin::reference::{filecoin_proofs_aggregate, prove_with_bellperson};
 use cuzk_filecoin::{
-    check_aggregate_request, ensure_params, parse_c1, prover_id_from_miner, seal_test_sector,
-    verify_proof, AggregateRequest, AggregateSector, Blinding, FilecoinError, FilecoinProver,
-    PorepKind, PorepRequest, Priority, ProverConfig, RegisteredAggregationProof,
-    RegisteredSealProof, SealedSector,
+    check_aggregate_request, parse_c1, prover_id_from_miner, verify_proof, AggregateRequest,
+    AggregateSector, Blinding, FilecoinError, FilecoinProver, PorepKind, PorepRequest, Priority,
+    ProverConfig, RegisteredAggregationProof, RegisteredSealProof, SealedSector,
 };
-use cuzk_gpu_backend::{
-    lock::SingleLock, BackendError, Capabilities, CpuBackend, GpuBackend, PartitionJob,
-    PartitionResult,
-};
-use cuzk_scheduler::{PipelineConfig, PipelineEngine, Policies, Unthrottled};
-use cuzk_timeline::Recorder;
+use cuzk_gpu_backend::{BackendError, Capabilities, GpuBackend, PartitionJob, PartitionResult};
 use ff::Field;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 
 const NI: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
 const POREP: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
-const MINER: u64 = 1000;
 
-/// The parameter directory, set as `FIL_PROOFS_PARAMETER_CACHE` before anything of
-/// filecoin-proofs reads its settings (every test calls this first).
-fn param_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-params");
-        std::env::set_var(cuzk_filecoin::PARAMETER_CACHE_VAR, &dir);
-        dir
-    })
-}
-
-/// The 2 KiB parameters (the seed `c2.rs` uses: the same files) and the SRS.
+/// The 2 KiB parameters (the same files as `c2.rs`'s: NI-PoRep proves the interactive
+/// circuit) and the SRS.
 fn params_path() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = param_dir();
+        let p = common::params(&PorepKind::new(POREP).unwrap());
         let t = Instant::now();
-        let p = ensure_params(&PorepKind::new(POREP).unwrap(), dir, 2026).unwrap();
-        ensure_srs(dir, 2027, 64).unwrap();
-        eprintln!(
-            "parameters and SRS ready in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
+        ensure_srs(param_dir(), 2027, 64).unwrap();
+        eprintln!("SRS ready in {:.1} s", t.elapsed().as_secs_f64());
         p
     })
-}
-
-fn seal(proof: RegisteredSealProof, sector: u64, seed: u64) -> SealedSector {
-    param_dir();
-    let work = tempfile::tempdir().unwrap();
-    seal_test_sector(
-        proof,
-        prover_id_from_miner(MINER),
-        sector,
-        seed,
-        work.path(),
-    )
-    .unwrap()
-}
-
-fn engine() -> PipelineEngine {
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap(),
-    );
-    engine_with(Arc::new(CpuBackend::new(pool)))
-}
-
-fn engine_with(backend: Arc<dyn GpuBackend>) -> PipelineEngine {
-    PipelineEngine::start(
-        PipelineConfig {
-            synth_jobs: Some(1),
-            synth_threads: 2,
-            gpu_workers_per_device: 1,
-            gpu_threads: 2,
-            memory_budget: Some(4 << 30),
-            verify: false,
-            ..PipelineConfig::default()
-        },
-        Policies {
-            backend,
-            dealloc: Arc::new(InlineDealloc),
-            throttle: Arc::new(Unthrottled),
-            lock: Arc::new(SingleLock::default()),
-        },
-        Arc::new(Recorder::new(Instant::now())),
-    )
-    .unwrap()
 }
 
 /// A backend that answers every partition with fixed sums (the generators) at once:
