@@ -721,9 +721,20 @@ pub fn bench_partition(
             s.host_wait.as_secs_f64() * 1e3 / calls,
             s.pinned_bytes as f64 / (1u64 << 30) as f64,
         ));
+        // One profiled call: where the streamed path's device time goes (H MSM,
+        // L, A, B against the resident phases above), on this backend's profiler.
+        let profiler = &sb.tuning().profiler;
+        let was_on = profiler.enabled();
+        profiler.set_enabled(true);
+        sb.prove_partition_ref(job()).map_err(|e| anyhow!("{e}"))?;
+        profiler.set_enabled(was_on);
+        for rep in profiler.take() {
+            log.line(&format!("BENCH phases streamed ({how}) {rep}"));
+        }
+        let _ = sb.take_stream_stats();
         let ms = median(st);
         log.row(
-            &format!("PoRep-shaped partition, GPU region (pre-staged, bases streamed, {how}, chunks of 2^22, warmed up)"),
+            &format!("PoRep-shaped partition, GPU region (pre-staged, bases streamed, {how}, warmed up)"),
             &format!("2^{lg}"),
             ms,
             format!("{:.2} ns/constraint", ms * 1e6 / n as f64),
