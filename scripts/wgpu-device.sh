@@ -35,21 +35,21 @@ source scripts/device-vulkan.sh 2>&1 | tee -a "$sum"
 # The adapter must be the NVIDIA card, not a software one.
 export CUZK_WGPU_ADAPTER=${CUZK_WGPU_ADAPTER:-NVIDIA}
 for t in fr ntt msm backend; do
-    [ -x "$w/test-$t" ] && step "test-$t" 150 "$w/test-$t" --test-threads=1
+    [ -x "$w/test-$t" ] && step "test-$t" 90 "$w/test-$t" --test-threads=1
     grep -E "adapter|test result|panicked" "$out/test-$t.log" | head -4 >>"$sum"
 done
 for n in 20 24; do
-    BENCH_NPOW=$n BENCH_BLST=0 step "bench-msm-$n" 150 "$w/bench-msm" --bench \
+    BENCH_NPOW=$n BENCH_BLST=0 step "bench-msm-$n" 100 "$w/bench-msm" --bench \
         --warm-up-time 1 --measurement-time 5
     grep -E "adapter|time:|disagrees" "$out/bench-msm-$n.log" >>"$sum"
 done
-BENCH_NPOW=24 step bench-ntt-24 150 "$w/bench-wgpu" --bench --warm-up-time 1 --measurement-time 5
+BENCH_NPOW=24 step bench-ntt-24 90 "$w/bench-wgpu" --bench --warm-up-time 1 --measurement-time 5
 grep -E "adapter|time:" "$out/bench-ntt-24.log" >>"$sum"
 for b in wgpu cuda; do
-    step "stream-$b" 150 $d/cuzk bench --config configs/$b.toml --plugin-dir $d --circuit porep \
+    step "stream-$b" 120 $d/cuzk bench --config configs/$b.toml --plugin-dir $d --circuit porep \
         --log 24 --timing-only --jobs 2 --partitions 4 --out "$out/runs-$b"
     grep -E "s/proof|busy|^gpu " "$out/stream-$b.log" >>"$sum"
 done
-step cuda-table 200 $d/cuzk-gpu-check "$out/cuda-table" --table-only
+step cuda-table 150 $d/cuzk-gpu-check "$out/cuda-table" --table-only
 cat "$out/cuda-table/table.md" >>"$sum" 2>/dev/null
 cat "$sum"
