@@ -555,6 +555,16 @@ fn print_plan(p: &Plan) {
 
 /// The machine a run is on: this host and the backend's devices, its parameters
 /// mapped or not.
+/// The configured GPU backend plugin when it is one the planner does not model
+/// (its device memory and speed are the CUDA backend's `footprint` and
+/// measurements): a plan made for CUDA would set knobs such a backend cannot
+/// honour (`abc_on_backend` for one that does not evaluate a, b, c), so none is
+/// applied to it.
+pub(crate) fn unmodelled_backend(config: &Config) -> Option<String> {
+    let plugin = config.backend.as_ref()?.plugin.as_deref()?;
+    (plugin != "cuda" && plugin != "cpu").then(|| plugin.to_string())
+}
+
 pub(crate) fn this_machine(
     config: &Config,
     devices: &[cuzk_gpu_backend::DeviceInfo],
@@ -607,6 +617,12 @@ pub(crate) fn apply(
 ) -> (Vec<&'static str>, bool) {
     let hw = this_machine(&cfg.config, devices, counts.mapped);
     if hw.devices == 0 {
+        return (Vec::new(), false);
+    }
+    if let Some(other) = unmodelled_backend(&cfg.config) {
+        eprintln!(
+            "the planner models the CUDA backend's device memory and speed: `{other}` runs with the knobs configured"
+        );
         return (Vec::new(), false);
     }
     let Ok(given) = given_of(&cfg.config) else {

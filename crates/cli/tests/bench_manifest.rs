@@ -74,3 +74,53 @@ fn the_manifest_resolves_a_plugins_parameters() {
         "{manifest}"
     );
 }
+
+/// `cuzk bench` with the wgpu plugin's shipped configuration (README: "the
+/// portable backend") runs: the planner, which models the CUDA backend, applies
+/// none of its knobs to it (it once set `abc_on_backend = true`, which the wgpu
+/// backend cannot honour, and the run refused to start). On the software Vulkan
+/// the suite runs with (lavapipe), or a real GPU's.
+#[test]
+fn the_wgpu_plugins_shipped_config_runs_unplanned() {
+    let dir = tempfile::tempdir().unwrap();
+    // The shipped file, on a machine described as an 80 GiB card (what the
+    // planner saw on the H100 where the run refused to start).
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/wgpu.toml");
+    let config = dir.path().join("wgpu.toml");
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(shipped).unwrap() + "\n[plan]\ndevice_memory_gib = 80\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["bench", "--config", config.to_str().unwrap()])
+        .args(["--log", "10", "--jobs", "1", "--partitions", "1"])
+        .args(["--cache-dir", dir.path().join("cache").to_str().unwrap()])
+        .args(["--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("s/proof"), "{text}");
+    assert!(
+        text.contains("the planner models the CUDA backend"),
+        "{text}"
+    );
+    let run = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("manifest.json").exists())
+        .unwrap_or_else(|| panic!("no run folder with a manifest in {out_dir:?}: {text}"));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["plan"]["applied"],
+        serde_json::json!([]),
+        "{manifest}"
+    );
+}
