@@ -523,6 +523,45 @@ mod tests {
         assert!(place(&tiny).unwrap_err() > tiny.room);
     }
 
+    /// At the least any placement needs (what `place` errs with), every set
+    /// streams and H takes two buffers, at the 32 GiB shape and at the device
+    /// test's largest (2^20): what that test relies on to find a two-buffer
+    /// placement. At 2^18 the MSM scratch of even the smallest chunk outweighs
+    /// H's third buffer, and two buffers never pay.
+    #[test]
+    fn the_least_placement_takes_two_h_buffers() {
+        let q = |n: usize, tail: usize| SplitCounts {
+            num_bases: n,
+            tail,
+            ones_words: n.div_ceil(64),
+        };
+        let n = (1 << 20) - 7;
+        let small = PartitionCounts {
+            constraints: n,
+            l: q(n - 300, n / 80),
+            a: q(n - 30, n / 80),
+            b_g1: q(n / 4, n / 100),
+            b_g2: Some(q(n / 4, n / 100)),
+        };
+        let small_sets = [
+            ((1u64 << 20) - 1) * G1_AFFINE_BYTES,
+            (n as u64 - 300) * G1_AFFINE_BYTES,
+            (n as u64 - 30) * G1_AFFINE_BYTES,
+            (n as u64 / 4) * G1_AFFINE_BYTES,
+            (n as u64 / 4) * G2_AFFINE_BYTES,
+        ];
+        let (p, sets) = porep32();
+        for (p, sets) in [(small, small_sets), (p, sets)] {
+            let mut inp = input(&p, sets, 0.0);
+            let least = place(&inp).unwrap_err();
+            inp.room = least;
+            let pl = place(&inp).unwrap();
+            assert_eq!(pl.h_buffers, HBuffers::Two, "{pl:?}");
+            assert_eq!(pl.resident, [false; 5], "{pl:?}");
+            assert!(pl.need <= least);
+        }
+    }
+
     #[test]
     fn a_forced_chunk_keeps_nothing() {
         let (p, sets) = porep32();

@@ -837,7 +837,11 @@ pub fn check_partition(
         (17, 2, 20),
         (33, 3, 40),
         (3000, 4, 5000),
-        ((1 << 18) - 7, 5, 300_000),
+        // The largest: big enough that H's third buffer outweighs a small
+        // chunk's MSM scratch, so that a tight budget takes two H buffers
+        // (`footprint`'s the_least_placement_takes_two_h_buffers; at 2^18 it never
+        // does, and the visit of 2026-12-07 found none there).
+        ((1 << 20) - 7, 5, 1_200_000),
     ] {
         let abc = Abc {
             a: heavy_scalars(n, &mut r),
@@ -968,6 +972,19 @@ pub fn check_partition(
                     }
                 }
                 budget -= start / 32;
+            }
+            // Two H buffers fit only in a window about one H buffer wide, which
+            // steps of start/32 can miss: at the least any placement needs, every
+            // set streams and H takes two buffers (its transforms being the larger
+            // phase at this size).
+            if two.is_none() {
+                if let Err(least) = backend.placement(&view, 0) {
+                    if let Ok(p) = backend.placement(&view, least) {
+                        if p.h_buffers == cuzk_cuda::testing::ntt::HBuffers::Two {
+                            two = Some((least, p));
+                        }
+                    }
+                }
             }
             log.check(
                 &format!("placements n={n}: partial residency and two H buffers found"),

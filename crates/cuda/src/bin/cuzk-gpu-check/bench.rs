@@ -734,7 +734,9 @@ pub fn bench_partition(
         let _ = sb.take_stream_stats();
         let ms = median(st);
         log.row(
-            &format!("PoRep-shaped partition, GPU region (pre-staged, bases streamed, {how}, warmed up)"),
+            &format!(
+                "PoRep-shaped partition, GPU region (pre-staged, bases streamed, {how}, warmed up)"
+            ),
             &format!("2^{lg}"),
             ms,
             format!("{:.2} ns/constraint", ms * 1e6 / n as f64),
