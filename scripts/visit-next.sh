@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# What the GPU machine has still to run for issues 33, 34 and 36 (staged
-# 2026-12-06/07, when no machine could be started), one device call per step (each fits
-# the 10-minute limit). Stage first (scripts/stage-device.sh; then drop
-# .device/run/pg and, for steps 2-4, .device/run/tests to stay under the carry
-# limit), then through the device tool with carry [".device/run"]:
+# What the GPU machine has still to run for issues 33, 34 and 36, one device call
+# per step (each fits the 10-minute limit). Stage first (scripts/stage-device.sh),
+# then through the device tool with carry [".device/pack"], the first call of a
+# visit starting with `(cd .device && rm -rf run && tar -xJf pack/run.tar.xz) &&`
+# (later calls on the warm machine find .device/run there).
+#
+# Run on the H100 on 2026-12-07 (BENCHMARKS.md): steps 1, 2 and 5 (the wgpu stream
+# did not start then: fixed since). Still to run, in this order: step 1 again (the
+# two-H-buffer partition check now at 2^20), step 5's stream and the CUDA table's
+# 16 GiB-card row, steps 4, 6 and 3.
 #
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel
@@ -17,8 +22,6 @@
 #                                      # a 2^24 stream) beside CUDA's kernel table
 #   bash scripts/visit-next.sh OUT 6   # issue 34: SnapDeals at 32 GiB with the
 #                                      # native witness (is it GPU-bound now?)
-#
-# Step 1 carries .device/run/tests; steps 2-6 leave it (and pg) out.
 #
 # Record each number in BENCHMARKS.md with the card it ran on (H100 or H200) and
 # the full-card cell of the same visit as its baseline.
