@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 35's dev bar: a 2 KiB NI-PoRep C2 through cuzk (CPU backend) against
 # filecoin-proofs' own seal_commit_phase2 on the same sector, in alternating rounds
-# (cuzk, then the peer) on a quiet machine. Both run at nice -15 so that anything
-# else on the machine (a build at the default priority) takes little from either.
+# (cuzk, then the peer) on a quiet machine. Both run at nice -15, which keeps other
+# work of the same cgroup off them but not work in other cgroups (another session's
+# build): run it with nothing else on the machine, and compare CPU seconds where
+# the wall times show contention (a run's CPU/wall well under its core count).
 # Wall and CPU seconds of each run (GNU time) go to OUT/rounds.tsv, logs to OUT.
 #
 #   bash scripts/ni-dev-ratio.sh OUT [ROUNDS]     (parameters: target/tmp/filecoin-params)
