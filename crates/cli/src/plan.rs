@@ -553,8 +553,6 @@ fn print_plan(p: &Plan) {
     }
 }
 
-/// The machine a run is on: this host and the backend's devices, its parameters
-/// mapped or not.
 /// The configured GPU backend plugin when it is one the planner does not model
 /// (its device memory and speed are the CUDA backend's `footprint` and
 /// measurements): a plan made for CUDA would set knobs such a backend cannot
@@ -565,6 +563,8 @@ pub(crate) fn unmodelled_backend(config: &Config) -> Option<String> {
     (plugin != "cuda" && plugin != "cpu").then(|| plugin.to_string())
 }
 
+/// The machine a run is on: this host and the backend's devices, its parameters
+/// mapped or not.
 pub(crate) fn this_machine(
     config: &Config,
     devices: &[cuzk_gpu_backend::DeviceInfo],

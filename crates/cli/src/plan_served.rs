@@ -119,8 +119,8 @@ pub(crate) fn load_served(
     let devices = built.policies.backend.capabilities().devices;
     let (hw, served) = served_plan(&cfg.config, &devices, mapped)?;
     let verify = cfg.engine.verify;
-    let modelled = crate::plan::unmodelled_backend(&cfg.config).is_none();
-    let (applied, reopen) = if modelled && served.has_device() && served.runs() {
+    let unmodelled = crate::plan::unmodelled_backend(&cfg.config);
+    let (applied, reopen) = if unmodelled.is_none() && served.has_device() && served.runs() {
         crate::plan::apply_knobs(cfg, &served.knobs, hw.host_limit())
     } else {
         (Vec::new(), false)
@@ -128,7 +128,7 @@ pub(crate) fn load_served(
     cfg.engine.verify = verify;
     cfg.applied_plan = applied.clone();
     let plan = StartPlan {
-        text: match crate::plan::unmodelled_backend(&cfg.config) {
+        text: match unmodelled {
             Some(other) => format!(
                 "the planner models the CUDA backend: nothing of this plan is applied to `{other}`\n{}",
                 served_text(&hw, &served)

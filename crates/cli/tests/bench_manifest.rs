@@ -2,22 +2,17 @@
 //! the plugin declares with the value the run used, the given ones over the
 //! plugin's defaults (every knob of a run in its manifest).
 
+use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn the_manifest_resolves_a_plugins_parameters() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("cuzk.toml");
-    std::fs::write(
-        &config,
-        "[backend]\nplugin = \"cpu\"\nparams = { threads = 1 }\n",
-    )
-    .unwrap();
-    let out_dir = dir.path().join("runs");
+/// Runs a one-partition `cuzk bench` at 2^10 with `config` (its cache and runs under
+/// `dir`), asserts it succeeded, and returns its output and its run's manifest.
+fn bench(dir: &Path, config: &Path) -> (String, serde_json::Value) {
+    let out_dir = dir.join("runs");
     let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
         .args(["bench", "--config", config.to_str().unwrap()])
         .args(["--log", "10", "--jobs", "1", "--partitions", "1"])
-        .args(["--cache-dir", dir.path().join("cache").to_str().unwrap()])
+        .args(["--cache-dir", dir.join("cache").to_str().unwrap()])
         .args(["--out", out_dir.to_str().unwrap()])
         .output()
         .unwrap();
@@ -34,6 +29,19 @@ fn the_manifest_resolves_a_plugins_parameters() {
         .unwrap_or_else(|| panic!("no run folder with a manifest in {out_dir:?}: {text}"));
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    (text, manifest)
+}
+
+#[test]
+fn the_manifest_resolves_a_plugins_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cuzk.toml");
+    std::fs::write(
+        &config,
+        "[backend]\nplugin = \"cpu\"\nparams = { threads = 1 }\n",
+    )
+    .unwrap();
+    let (_, manifest) = bench(dir.path(), &config);
     let backend = manifest["plugins"]
         .as_array()
         .unwrap()
@@ -92,32 +100,12 @@ fn the_wgpu_plugins_shipped_config_runs_unplanned() {
         std::fs::read_to_string(shipped).unwrap() + "\n[plan]\ndevice_memory_gib = 80\n",
     )
     .unwrap();
-    let out_dir = dir.path().join("runs");
-    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(["bench", "--config", config.to_str().unwrap()])
-        .args(["--log", "10", "--jobs", "1", "--partitions", "1"])
-        .args(["--cache-dir", dir.path().join("cache").to_str().unwrap()])
-        .args(["--out", out_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
+    let (text, manifest) = bench(dir.path(), &config);
     assert!(text.contains("s/proof"), "{text}");
     assert!(
         text.contains("the planner models the CUDA backend"),
         "{text}"
     );
-    let run = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.join("manifest.json").exists())
-        .unwrap_or_else(|| panic!("no run folder with a manifest in {out_dir:?}: {text}"));
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(
         manifest["plan"]["applied"],
         serde_json::json!([]),

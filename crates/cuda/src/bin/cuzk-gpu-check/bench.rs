@@ -543,6 +543,26 @@ pub fn cycle_bases(distinct: &[G1Affine], len: usize) -> Vec<G1Affine> {
 /// 328 public inputs, aux ≈ 99.9% of the domain, A holding 99.7% of the aux, B 25.4%
 /// and only ONE among the inputs. Timed twice: with a, b, c page-locked by the call
 /// itself, and with them registered beforehand (the engine's pre-staging).
+/// One partition call with `backend`'s own profiler on, its reports logged after
+/// `label` (another backend's profiler stays as it is).
+fn profiled_call(
+    backend: &CudaBackend,
+    job: cuzk_gpu_backend::PartitionJobRef<'_>,
+    log: &Log,
+    label: &str,
+) -> Result<()> {
+    let profiler = &backend.tuning().profiler;
+    let was_on = profiler.enabled();
+    profiler.set_enabled(true);
+    let done = backend.prove_partition_ref(job).map_err(|e| anyhow!("{e}"));
+    profiler.set_enabled(was_on);
+    done?;
+    for rep in profiler.take() {
+        log.line(&format!("{label} {rep}"));
+    }
+    Ok(())
+}
+
 /// Tells backends to forget host ranges when dropped.
 struct Forget<'a>(Vec<&'a CudaBackend>, Vec<std::ops::Range<usize>>);
 
@@ -677,16 +697,7 @@ pub fn bench_partition(
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     // Profiled by this backend's own profiler (another backend's stays as it is).
-    let profiler = &backend.tuning().profiler;
-    let was_on = profiler.enabled();
-    profiler.set_enabled(true);
-    backend
-        .prove_partition_ref(job())
-        .map_err(|e| anyhow!("{e}"))?;
-    profiler.set_enabled(was_on);
-    for rep in profiler.take() {
-        log.line(&format!("BENCH phases {rep}"));
-    }
+    profiled_call(backend, job(), log, "BENCH phases")?;
     // The same partition with its bases streamed from host memory (the path of GPUs
     // smaller than the parameters), a, b, c still pre-staged. The untimed first call
     // also allocates the backend's pinned staging buffers (kept across partitions).
@@ -722,15 +733,8 @@ pub fn bench_partition(
             s.pinned_bytes as f64 / (1u64 << 30) as f64,
         ));
         // One profiled call: where the streamed path's device time goes (H MSM,
-        // L, A, B against the resident phases above), on this backend's profiler.
-        let profiler = &sb.tuning().profiler;
-        let was_on = profiler.enabled();
-        profiler.set_enabled(true);
-        sb.prove_partition_ref(job()).map_err(|e| anyhow!("{e}"))?;
-        profiler.set_enabled(was_on);
-        for rep in profiler.take() {
-            log.line(&format!("BENCH phases streamed ({how}) {rep}"));
-        }
+        // L, A, B against the resident phases above).
+        profiled_call(sb, job(), log, &format!("BENCH phases streamed ({how})"))?;
         let _ = sb.take_stream_stats();
         let ms = median(st);
         log.row(
