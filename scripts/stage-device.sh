@@ -70,6 +70,17 @@ for line in sys.stdin:
     cp "$exe" ".device/run/wgpu/$name" && strip ".device/run/wgpu/$name"
 done
 ls .device/run/wgpu
+# SnarkPack's CPU aggregation bench (issue 35: 65 NI-PoRep sectors' 8192 proofs on the
+# device host's cores, scripts/ni-device.sh agg).
+cargo bench -p cuzk-filecoin --bench aggregate --no-run --message-format=json 2>/dev/null |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "aggregate":
+        print(m["executable"])
+' | while read -r exe; do cp "$exe" .device/run/bench-aggregate && strip .device/run/bench-aggregate; done
+[ -x .device/run/bench-aggregate ] || echo "stage-device: the aggregate bench was not staged" >&2
 # Everything but PostgreSQL in one xz archive (~21 MB against ~100 MB unpacked), so
 # that one call carries it under the 64 MiB limit: carry [".device/pack"] and start
 # the command with `(cd .device && rm -rf run && tar -xJf pack/run.tar.xz)`; the

@@ -22,6 +22,14 @@
 #                                      # a 2^24 stream) beside CUDA's kernel table
 #   bash scripts/visit-next.sh OUT 6   # issue 34: SnapDeals at 32 GiB with the
 #                                      # native witness (is it GPU-bound now?)
+#   bash scripts/visit-next.sh OUT 7   # issue 33: the 2^27 partition rows of
+#                                      # cuzk-gpu-check only (resident, streamed in
+#                                      # 2^22 chunks, a 16 GiB card's own placement,
+#                                      # each profiled phase by phase)
+#   bash scripts/visit-next.sh OUT 8   # issue 35: the 32 GiB PoRep stream, then the
+#                                      # NI-PoRep stream started in the background
+#   bash scripts/visit-next.sh OUT 9   # issue 35: wait for the NI stream (call again
+#                                      # while it runs), then SnarkPack over 8192 proofs
 #
 # Record each number in BENCHMARKS.md with the card it ran on (H100 or H200) and
 # the full-card cell of the same visit as its baseline.
@@ -37,5 +45,10 @@ case $step in
     CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t4" ;;
 5) bash scripts/wgpu-device.sh "$out/wgpu" ;;
 6) KINDS=snap REPEAT=3 KIND_TIMEOUT=420 bash scripts/h200-kinds.sh "$out/snap" kinds ;;
-*) echo "step is 1 to 6" >&2; exit 2 ;;
+7) timeout 420 .device/run/cuzk-gpu-check "$out/part" --table-only \
+    --skip field-bench,g2-bench,h-bench,msm-bench,ntt-bench,spmv-bench >"$out/part.txt" 2>&1
+    echo "== partition rows rc=$?"; grep -E "^\||profile|phase|error|Error" "$out/part.txt" | head -60 ;;
+8) bash scripts/ni-device.sh "$out/ni" porep && bash scripts/ni-device.sh "$out/ni" start ;;
+9) bash scripts/ni-device.sh "$out/ni" wait && [ -e /tmp/cuzk-ni/ni.done ] && bash scripts/ni-device.sh "$out/ni" agg ;;
+*) echo "step is 1 to 9" >&2; exit 2 ;;
 esac
