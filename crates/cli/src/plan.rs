@@ -281,6 +281,9 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
+                if let Some(note) = taken_by_others(&devices[0]) {
+                    assumed.push(note);
+                }
             }
             Ok(_) => assumed.push(
                 "no device: the configured backend drives none (pass --device-memory-gib to plan for a card)"
@@ -303,6 +306,26 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
         ));
     }
     (hw, assumed)
+}
+
+/// Memory beyond the CUDA context that another process held on the card when the
+/// backend opened it, worth a word from 1 GiB on: the plan leaves it to them, so a
+/// plan made while another run was still giving its memory back is a smaller card's
+/// (measured on an H100 on 2026-12-07: a 24 GiB card's plan, 41.9 s/proof expected
+/// against the idle card's 15.7, made a second after a 70 GiB process exited).
+pub(crate) fn taken_by_others(device: &cuzk_gpu_backend::DeviceInfo) -> Option<String> {
+    let others = device
+        .total_memory
+        .saturating_sub(device.free_memory)
+        .saturating_sub(cuzk_plan::DEVICE_CONTEXT_BYTES);
+    (others >= 1 << 30).then(|| {
+        format!(
+            "{:.1} of the card's {:.1} GiB were in use by other processes when it was opened: \
+             the plan leaves them that; plan again with the card idle, or give --device-memory-gib",
+            others as f64 / GIB,
+            device.total_memory as f64 / GIB
+        )
+    })
 }
 
 fn note_emulated(assumed: &mut Vec<String>, gib: u64) {
@@ -653,6 +676,9 @@ pub(crate) fn load_planned(
 ) -> Result<cuzk_config::Built> {
     let built = crate::runtime::load_policies(cfg, needs)?;
     let devices = built.policies.backend.capabilities().devices;
+    if let Some(note) = devices.first().and_then(taken_by_others) {
+        eprintln!("warning: {note}");
+    }
     let verify = cfg.engine.verify;
     let (applied, reopen) = apply(cfg, counts, &devices);
     cfg.engine.verify = verify;

@@ -127,14 +127,18 @@ pub(crate) fn load_served(
     };
     cfg.engine.verify = verify;
     cfg.applied_plan = applied.clone();
+    let mut text = match unmodelled {
+        Some(other) => format!(
+            "the planner models the CUDA backend: nothing of this plan is applied to `{other}`\n{}",
+            served_text(&hw, &served)
+        ),
+        None => served_text(&hw, &served),
+    };
+    if let Some(note) = devices.first().and_then(crate::plan::taken_by_others) {
+        text = format!("warning: {note}\n{text}");
+    }
     let plan = StartPlan {
-        text: match unmodelled {
-            Some(other) => format!(
-                "the planner models the CUDA backend: nothing of this plan is applied to `{other}`\n{}",
-                served_text(&hw, &served)
-            ),
-            None => served_text(&hw, &served),
-        },
+        text,
         json: serde_json::json!({ "applied": applied, "hardware": hw, "served": served }),
         applied,
     };

@@ -139,3 +139,26 @@ fn stream_staging_in_the_configuration_is_given() {
     let err = given_of(&cfg.config).unwrap_err().to_string();
     assert!(err.contains("stream_staging"), "{err}");
 }
+
+#[test]
+fn a_card_held_by_another_process_is_named_in_the_plans_assumptions() {
+    let gib = 1u64 << 30;
+    let card = |free: u64| cuzk_gpu_backend::DeviceInfo {
+        name: "NVIDIA H100 80GB HBM3".into(),
+        total_memory: 80 * gib,
+        free_memory: free,
+    };
+    // An idle card: only the CUDA context is missing from its free memory.
+    assert_eq!(
+        super::taken_by_others(&card(80 * gib - cuzk_plan::DEVICE_CONTEXT_BYTES)),
+        None
+    );
+    assert_eq!(
+        super::taken_by_others(&card(79 * gib + 512 * (1 << 20))),
+        None
+    );
+    // The 2026-12-07 case: most of the card still held by a process that had exited.
+    let note = super::taken_by_others(&card(22 * gib)).expect("58 GiB held by others");
+    assert!(note.starts_with("57.4 of the card's 80.0 GiB"), "{note}");
+    assert!(note.contains("--device-memory-gib"), "{note}");
+}
