@@ -15,6 +15,7 @@
 #   bash scripts/ni-device.sh OUT wait     # waits (up to WAIT_S, default 560 s) for it,
 #                                          # then its summary; call again if unfinished
 #   bash scripts/ni-device.sh OUT agg      # the aggregation bench at 8192 and 128 proofs
+#                                          # (AGG_PROOFS: the counts)
 #
 # Stage first (scripts/stage-device.sh; it stages the aggregate bench as
 # .device/run/bench-aggregate). Each part appends to OUT/summary.txt.
@@ -95,7 +96,7 @@ wait)
     fi
     ;;
 agg)
-    for n in 8192 128; do
+    for n in ${AGG_PROOFS:-8192 128}; do
         t=$(date +%s)
         BENCH_PROOFS=$n timeout 400 $d/bench-aggregate --bench --warm-up-time 1 --measurement-time 1 \
             --sample-size 10 >"$work/agg-$n.txt" 2>&1

@@ -5,10 +5,12 @@
 # visit starting with `(cd .device && rm -rf run && tar -xJf pack/run.tar.xz) &&`
 # (later calls on the warm machine find .device/run there).
 #
-# Run on the H100 on 2026-12-07 (BENCHMARKS.md): steps 1, 2 and 5 (the wgpu stream
-# did not start then: fixed since). Still to run, in this order: step 1 again (the
-# two-H-buffer partition check now at 2^20), step 5's stream and the CUDA table's
-# 16 GiB-card row, steps 4, 6 and 3.
+# Run on the H100 on 2026-12-07 (BENCHMARKS.md): steps 1 (all pass, the 2^20
+# two-H-buffer check included), 2 and 5 (the wgpu stream did not start then: fixed
+# since), and 8 and 9 under a plan made while the card was still held (so again).
+# Still to run, in this order: 8 and 9 (with a short visit, JOBS=2 NI_JOBS=1 for
+# step 8 and `scripts/ni-device.sh OUT/ni wait` for 9), 10, step 5's stream, 4, 6
+# and 3.
 #
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel
@@ -30,6 +32,8 @@
 #                                      # NI-PoRep stream started in the background
 #   bash scripts/visit-next.sh OUT 9   # issue 35: wait for the NI stream (call again
 #                                      # while it runs), then SnarkPack over 8192 proofs
+#   bash scripts/visit-next.sh OUT 10  # step 7 with the 8192-proof SnarkPack bench
+#                                      # beside it (the GPU's rows, the host's cores)
 #
 # Record each number in BENCHMARKS.md with the card it ran on (H100 or H200) and
 # the full-card cell of the same visit as its baseline.
@@ -49,6 +53,9 @@ case $step in
     --skip field-bench,g2-bench,h-bench,msm-bench,ntt-bench,spmv-bench >"$out/part.txt" 2>&1
     echo "== partition rows rc=$?"; grep -E "^\||profile|phase|error|Error" "$out/part.txt" | head -60 ;;
 8) bash scripts/ni-device.sh "$out/ni" porep && bash scripts/ni-device.sh "$out/ni" start ;;
-9) bash scripts/ni-device.sh "$out/ni" wait && [ -e /tmp/cuzk-ni/ni.done ] && bash scripts/ni-device.sh "$out/ni" agg ;;
-*) echo "step is 1 to 9" >&2; exit 2 ;;
+9) bash scripts/ni-device.sh "$out/ni" wait && [ -e /tmp/cuzk-ni/ni.done ] && AGG_PROOFS=8192 bash scripts/ni-device.sh "$out/ni" agg ;;
+10) AGG_PROOFS=8192 bash scripts/ni-device.sh "$out/ni" agg >"$out/agg-bg.txt" 2>&1 &
+    bash "$0" "$out" 7
+    wait; cat "$out/agg-bg.txt" ;;
+*) echo "step is 1 to 10" >&2; exit 2 ;;
 esac
