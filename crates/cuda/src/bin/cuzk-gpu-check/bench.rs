@@ -654,7 +654,8 @@ pub fn bench_partition(
         b_g2: None,
     };
     let t = Instant::now();
-    backend
+    // The resident result, which every streamed variant below must equal.
+    let want = backend
         .prove_partition_ref(job())
         .map_err(|e| anyhow!("{e}"))?;
     log.line(&format!(
@@ -703,7 +704,12 @@ pub fn bench_partition(
     // also allocates the backend's pinned staging buffers (kept across partitions).
     for &(how, sb) in &streamed {
         let t = Instant::now();
-        sb.prove_partition_ref(job()).map_err(|e| anyhow!("{e}"))?;
+        let got = sb.prove_partition_ref(job()).map_err(|e| anyhow!("{e}"))?;
+        log.check(
+            &format!("partition 2^{lg} streamed ({how}) equals resident"),
+            got == want,
+            "the sums differ",
+        );
         let warm = sb.take_stream_stats();
         log.line(&format!(
             "  partition 2^{lg} streamed ({how}): first call (pins {:.2} GiB of staging buffers{}) {:.1?}",
