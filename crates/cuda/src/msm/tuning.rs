@@ -110,14 +110,6 @@ impl MsmTuning {
         self.with_ba_group_entries(self.ba_group_entries.min(self.ba_chunk_group_entries))
     }
 
-    /// The window group of a streamed chunk's MSMs (at least 1 sorted entry).
-    pub fn with_ba_chunk_group_entries(self, entries: u64) -> Self {
-        Self {
-            ba_chunk_group_entries: entries.max(1),
-            ..self
-        }
-    }
-
     /// Waves of threads per batch-affine round (clamped to 1..=16).
     pub fn with_ba_waves(self, waves: u64) -> Self {
         Self {
