@@ -32,11 +32,14 @@ say() { echo "$@" | tee -a "$sum"; }
 say "== $part $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader) cpus $(nproc)"
 
 # The plan for this machine (the planner reads the card and the host), shared by
-# both streams so that they run with the same knobs. The planner takes the card's
-# free memory as it finds it: on 2026-12-07 a plan made a second after the device
-# tests exited found most of the H100 still taken (their memory not yet given back)
-# and planned a 24 GiB card's run (41.9 s/proof expected against 15.7). So wait
-# until the card is idle, and say what the plan saw.
+# both streams so that they run with the same knobs. Both H100 visits of 2026-12-07
+# ran with a host-only plan (41.9 s/proof expected against 15.7): `cuzk plan` with
+# no --config planned the embedded default's CPU backend, which drives no device,
+# and wrote it into a CUDA configuration. `cuzk plan` now asks the CUDA backend
+# when no --config is given (so none here: cuda.toml gives synth_jobs and the
+# workers, which would win over the plan). The planner takes
+# the card's free memory as it finds it, so wait until the card is idle too, and
+# say what the plan saw.
 plan() {
     [ -s "$work/plan.toml" ] && return 0
     local i used

@@ -268,7 +268,7 @@ fn hardware(args: &PlanArgs, config: &Config) -> (Hardware, Vec<String>) {
                 cuzk_plan::DEVICE_CONTEXT_BYTES as f64 / GIB
             ));
         }
-        None => match backend_devices(config) {
+        None => match devices_to_plan(args, config, &mut assumed) {
             Ok(devices) if !devices.is_empty() => {
                 hw.device_memory = devices[0].total_memory;
                 hw.device_free = Some(devices[0].free_memory);
@@ -338,6 +338,40 @@ fn note_emulated(assumed: &mut Vec<String>, gib: u64) {
 fn backend_devices(config: &Config) -> Result<Vec<cuzk_gpu_backend::DeviceInfo>> {
     let built = config.build_policies(&config.backend_needs(None))?;
     Ok(built.policies.backend.capabilities().devices)
+}
+
+/// The devices to plan for: the configured backend's. Without `--config` the
+/// configuration is the embedded default, whose CPU backend drives no device, while
+/// the plan (and the `cuzk.toml` that `--toml` writes) is the CUDA backend's: then
+/// the CUDA backend is asked too, so that `cuzk plan` on a GPU machine plans its
+/// card with no flags. (Without this, a plan made there was a host-only plan put
+/// in a CUDA configuration: the H100 streams of 2026-12-07 ran with one.)
+fn devices_to_plan(
+    args: &PlanArgs,
+    config: &Config,
+    assumed: &mut Vec<String>,
+) -> Result<Vec<cuzk_gpu_backend::DeviceInfo>> {
+    let devices = backend_devices(config)?;
+    if !devices.is_empty() || args.config.is_some() {
+        return Ok(devices);
+    }
+    let mut cuda = config.clone();
+    cuda.backend = Some(cuzk_config::Slot::plugin("cuda"));
+    match backend_devices(&cuda) {
+        Ok(found) if !found.is_empty() => {
+            assumed.push(
+                "no --config: the CUDA backend's devices, the backend --toml configures".into(),
+            );
+            Ok(found)
+        }
+        Ok(_) => Ok(devices),
+        Err(e) => {
+            assumed.push(format!(
+                "no --config: the CUDA backend could not be opened either ({e:#})"
+            ));
+            Ok(devices)
+        }
+    }
 }
 
 pub(crate) fn describe(hw: &Hardware) -> String {

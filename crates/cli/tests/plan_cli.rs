@@ -115,3 +115,24 @@ fn the_configs_points_dir_and_stream_staging_are_read() {
     let fails = p["fails"].as_str().unwrap_or_default();
     assert!(fails.contains("page-locked in place"), "{p}");
 }
+
+/// With no flags `cuzk plan` plans the CUDA backend's card (the backend its `--toml`
+/// configures), not the embedded default's CPU backend, which drives none: the
+/// H100 streams of 2026-12-07 ran with a host-only plan put in a CUDA
+/// configuration because the script planned without a --config. A given --config
+/// is planned as it is.
+#[test]
+fn with_no_config_the_plan_asks_the_cuda_backend_for_its_card() {
+    let out = cuzk(&["plan", "--kind", "porep"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.contains("no --config: the CUDA backend's devices")
+            || text.contains("no --config: the CUDA backend could not be opened either"),
+        "{text}"
+    );
+    let cpu = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/baseline.toml");
+    let out = cuzk(&["plan", "--kind", "porep", "--config", cpu]);
+    assert!(out.status.success());
+    assert!(!stdout(&out).contains("no --config"), "{}", stdout(&out));
+}
