@@ -9,6 +9,10 @@
 //! - `compute_h/wgpu`: `Ntt::compute_h` from host `a, b, c` (2^N constraints) to
 //!   host `h`: uploads, the seven transforms, the read-back and the host gather;
 //! - `fft_to_bitrev/wgpu`: one forward transform, upload and read-back included;
+//! - `fft_to_bitrev/wgpu-resident`: forward transforms of a vector uploaded once,
+//!   outside the timing (`Ntt::fft_to_bitrev_resident`), each iteration one
+//!   transform and a wait for the queue: the figure to hold against a
+//!   device-resident NTT such as the CUDA backend's;
 //! - `compute_h/cpu`: `cuzk_gpu_backend::compute_h` on a pool of every core.
 
 use std::sync::Arc;
@@ -55,6 +59,15 @@ fn bench(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    let mut resident = ntt.upload(&abc.a).unwrap();
+    ntt.sync().unwrap();
+    g.bench_function("fft_to_bitrev/wgpu-resident", |b| {
+        b.iter(|| {
+            ntt.fft_to_bitrev_resident(&mut resident).unwrap();
+            ntt.sync().unwrap();
+        })
+    });
+    drop(resident);
     g.bench_function("compute_h/cpu", |b| {
         b.iter_batched(
             || abc.clone(),

@@ -53,7 +53,9 @@ pub(crate) fn get(bytes: &[u8]) -> Scalar {
     Scalar::from(blst_fr { l })
 }
 
-/// A vector of `len` scalars on the device in chunks of `chunk` scalars.
+/// A vector of `len` scalars on the device in chunks of `chunk` scalars: what
+/// the NTT's resident transforms (`Ntt::fft_to_bitrev_resident` and its
+/// siblings) take, made by `Ntt::upload` in the plan they expect.
 #[derive(Debug)]
 pub struct FrVec {
     pub(crate) chunks: Vec<wgpu::Buffer>,

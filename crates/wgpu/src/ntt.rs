@@ -19,6 +19,15 @@
 //! more of the top stages per pass (as the CPU's column passes and the CUDA
 //! kernels do) is where more speed would come from.
 //!
+//! # Host vectors and resident ones
+//!
+//! `fft_to_bitrev` and its siblings take a host slice: upload, transform, read
+//! back, the whole round trip in one call. Their `*_resident` twins transform an
+//! [`FrVec`] already on the device (from [`Ntt::upload`]) in place and only submit
+//! the work, so a caller that chains transforms, or a benchmark that holds the
+//! transform against a device-resident one (the CUDA backend's), pays for the
+//! copies once or not at all.
+//!
 //! # Measured
 //!
 //! Only on lavapipe so far (Mesa's software Vulkan on the development machine's
@@ -369,8 +378,82 @@ impl Ntt {
         }
     }
 
+    /// Records transform `kind` of the device vector `v`, `dom` its domain.
+    fn record<'a>(
+        &'a self,
+        ops: &mut Vec<Op<'a>>,
+        v: &'a FrVec,
+        dom: &'a DomainTables,
+        kind: Transform,
+    ) {
+        let log_n = dom.log_n;
+        match kind {
+            Transform::Fft => self.stages(ops, v, dom, Roots::Fwd, Dir::Dif),
+            Transform::Ifft => {
+                self.stages(ops, v, dom, Roots::Inv, Dir::Dit);
+                Self::scale(ops, v, &dom.unit_n, log_n, false);
+            }
+            Transform::CosetFft => {
+                Self::scale(ops, v, &dom.coset, log_n, false);
+                self.stages(ops, v, dom, Roots::Fwd, Dir::Dif);
+            }
+            Transform::IcosetIfft => {
+                self.stages(ops, v, dom, Roots::Inv, Dir::Dit);
+                Self::scale(ops, v, &dom.uncoset_n, log_n, false);
+            }
+        }
+    }
+
     /// Runs transform `kind` on `v` uploaded, and reads it back into `v`.
     fn transform(&self, v: &mut [Scalar], kind: Transform) -> Result<(), WgpuError> {
+        let mut dev = self.upload(v)?;
+        self.transform_resident(&mut dev, kind)?;
+        let out = dev.download(&self.ctx, v.len())?;
+        v.copy_from_slice(&out);
+        Ok(())
+    }
+
+    /// Submits transform `kind` of the device vector `v` (checked first); does
+    /// not wait.
+    fn transform_resident(&self, v: &mut FrVec, kind: Transform) -> Result<(), WgpuError> {
+        let dom = self.domain(self.check_resident(v)?)?;
+        let mut ops = Vec::new();
+        self.record(&mut ops, v, &dom, kind);
+        self.kernels.submit(&self.ctx, &ops)
+    }
+
+    /// The log2 length of `v` if the transforms can run on it: a power of two
+    /// long, whole chunks of a power of two each that one binding of this device
+    /// holds (as [`Ntt::upload`] plans them).
+    fn check_resident(&self, v: &FrVec) -> Result<u32, WgpuError> {
+        let n = v.len;
+        if !n.is_power_of_two() {
+            return Err(WgpuError::NttLength {
+                got: n,
+                want: n.next_power_of_two(),
+            });
+        }
+        let device = self
+            .ctx
+            .limits
+            .max_storage_buffer_binding_size
+            .min(self.ctx.limits.max_buffer_size);
+        let c = v.chunk;
+        if !c.is_power_of_two() || v.chunks.len() * c != n || c as u64 * FR_BYTES > device {
+            return Err(WgpuError::Plan(format!(
+                "a device vector of {n} scalars in {} chunks of {c} cannot be transformed \
+                 (chunks must be a power of two, cover the vector and bind within {device} bytes)",
+                v.chunks.len()
+            )));
+        }
+        Ok(n.trailing_zeros())
+    }
+
+    /// Uploads `v` (a power of two long) as a device vector in this NTT's chunk
+    /// plan: the input of the `*_resident` transforms, which then run without
+    /// copying it back and forth. Returns once the data is queued; a later
+    /// submission orders after it.
+    pub fn upload(&self, v: &[Scalar]) -> Result<FrVec, WgpuError> {
         let n = v.len();
         if !n.is_power_of_two() {
             return Err(WgpuError::NttLength {
@@ -378,30 +461,12 @@ impl Ntt {
                 want: n.next_power_of_two(),
             });
         }
-        let dom = self.domain(n.trailing_zeros())?;
-        let dev = FrVec::upload(&self.ctx, v, n, self.chunk_len(n)?)?;
-        let log_n = dom.log_n;
-        let mut ops = Vec::new();
-        match kind {
-            Transform::Fft => self.stages(&mut ops, &dev, &dom, Roots::Fwd, Dir::Dif),
-            Transform::Ifft => {
-                self.stages(&mut ops, &dev, &dom, Roots::Inv, Dir::Dit);
-                Self::scale(&mut ops, &dev, &dom.unit_n, log_n, false);
-            }
-            Transform::CosetFft => {
-                Self::scale(&mut ops, &dev, &dom.coset, log_n, false);
-                self.stages(&mut ops, &dev, &dom, Roots::Fwd, Dir::Dif);
-            }
-            Transform::IcosetIfft => {
-                self.stages(&mut ops, &dev, &dom, Roots::Inv, Dir::Dit);
-                Self::scale(&mut ops, &dev, &dom.uncoset_n, log_n, false);
-            }
-        }
-        self.kernels.submit(&self.ctx, &ops)?;
-        drop(ops);
-        let out = dev.download(&self.ctx, n)?;
-        v.copy_from_slice(&out);
-        Ok(())
+        FrVec::upload(&self.ctx, v, n, self.chunk_len(n)?)
+    }
+
+    /// Reads a device vector back, after every transform submitted before it.
+    pub fn download(&self, v: &FrVec) -> Result<Vec<Scalar>, WgpuError> {
+        v.download(&self.ctx, v.len)
     }
 
     /// Forward transform, natural order in, bit-reversed out (as
@@ -425,6 +490,34 @@ impl Ntt {
     /// bit-reversed evaluations on the coset.
     pub fn icoset_ifft_from_bitrev(&self, v: &mut [Scalar]) -> Result<(), WgpuError> {
         self.transform(v, Transform::IcosetIfft)
+    }
+
+    /// [`Ntt::fft_to_bitrev`] of a vector already on the device (from
+    /// [`Ntt::upload`], or an `FrVec` of this device planned alike), in place:
+    /// no upload, no read-back. The work is submitted, not waited for:
+    /// [`Ntt::download`] or [`Ntt::sync`] waits. A vector whose length is not a
+    /// power of two, or whose chunks the kernels cannot bind, is an error before
+    /// anything is submitted.
+    pub fn fft_to_bitrev_resident(&self, v: &mut FrVec) -> Result<(), WgpuError> {
+        self.transform_resident(v, Transform::Fft)
+    }
+
+    /// [`Ntt::ifft_from_bitrev`] of a device vector, as
+    /// [`Ntt::fft_to_bitrev_resident`].
+    pub fn ifft_from_bitrev_resident(&self, v: &mut FrVec) -> Result<(), WgpuError> {
+        self.transform_resident(v, Transform::Ifft)
+    }
+
+    /// [`Ntt::coset_fft_to_bitrev`] of a device vector, as
+    /// [`Ntt::fft_to_bitrev_resident`].
+    pub fn coset_fft_to_bitrev_resident(&self, v: &mut FrVec) -> Result<(), WgpuError> {
+        self.transform_resident(v, Transform::CosetFft)
+    }
+
+    /// [`Ntt::icoset_ifft_from_bitrev`] of a device vector, as
+    /// [`Ntt::fft_to_bitrev_resident`].
+    pub fn icoset_ifft_from_bitrev_resident(&self, v: &mut FrVec) -> Result<(), WgpuError> {
+        self.transform_resident(v, Transform::IcosetIfft)
     }
 
     /// The `n − 1` coefficients of H = (A·B − C)/Z from the evaluations `a, b, c`,

@@ -1,14 +1,16 @@
 //! The device NTT against the CPU backend's (`cuzk_gpu_backend::ntt::Domain`), and
 //! H against `cuzk_gpu_backend::compute_h`, bit for bit: 2^12 and 2^16, forward,
 //! inverse and coset, with the device's own binding limit and with bindings forced
-//! small so that vectors split into chunks and the cross-chunk stages run.
+//! small so that vectors split into chunks and the cross-chunk stages run; the
+//! resident transforms (`*_resident`, on a vector uploaded once) against the same.
 
 mod common;
 
 use blstrs::Scalar;
 use cuzk_gpu_backend::ntt::Domain;
 use cuzk_gpu_backend::{compute_h, Abc, AbcRef};
-use cuzk_wgpu::Ntt;
+use cuzk_wgpu::{FrVec, Ntt};
+use ff::Field;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
@@ -56,6 +58,45 @@ fn check_transforms(ntt: &Ntt, log_n: u32, seed: u64) {
     let mut coeffs = got.clone();
     ntt.icoset_ifft_from_bitrev(&mut coeffs).unwrap();
     assert!(coeffs == want_coeffs && coeffs == x, "icoset_fft 2^{log_n}");
+}
+
+/// The resident transforms chained on one upload (forward, inverse, coset
+/// forward, coset inverse, read back after each pair and at the end) against the
+/// CPU's, and the host path's forward transform against the resident one.
+fn check_resident(ntt: &Ntt, log_n: u32, seed: u64) {
+    let pool = common::pool();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = 1usize << log_n;
+    let dom = Domain::new(log_n).unwrap();
+    let x = common::scalars(&mut rng, n);
+
+    let mut v = ntt.upload(&x).unwrap();
+    assert_eq!(v.len(), n);
+    ntt.fft_to_bitrev_resident(&mut v).unwrap();
+    let mut want = x.clone();
+    dom.fft_to_bitrev(&mut want, &pool).unwrap();
+    let got = ntt.download(&v).unwrap();
+    assert!(got == want, "resident fft_to_bitrev 2^{log_n}");
+    let mut host = x.clone();
+    ntt.fft_to_bitrev(&mut host).unwrap();
+    assert!(host == got, "host and resident fft_to_bitrev 2^{log_n}");
+
+    // Inverse, then the coset pair, with no read-back between them.
+    ntt.ifft_from_bitrev_resident(&mut v).unwrap();
+    ntt.coset_fft_to_bitrev_resident(&mut v).unwrap();
+    let mut want = x.clone();
+    dom.coset_fft(&mut want, &pool).unwrap();
+    let got = ntt.download(&v).unwrap();
+    assert!(
+        bitrev(&got) == want,
+        "resident ifft then coset_fft 2^{log_n}"
+    );
+    ntt.icoset_ifft_from_bitrev_resident(&mut v).unwrap();
+    ntt.sync().unwrap();
+    assert!(
+        ntt.download(&v).unwrap() == x,
+        "resident round trip 2^{log_n}"
+    );
 }
 
 fn check_h(ntt: &Ntt, len: usize, seed: u64) {
@@ -117,6 +158,53 @@ fn small_transforms_match_the_cpu() {
     for log_n in 0..=5 {
         check_transforms(&ntt, log_n, 10 + log_n as u64);
     }
+}
+
+#[test]
+fn resident_transforms_match_the_cpu() {
+    let Some(ntt) = common::ntt(0) else { return };
+    for (log_n, seed) in [(0, 30), (5, 31), (12, 32), (16, 33)] {
+        check_resident(&ntt, log_n, seed);
+    }
+}
+
+/// Resident vectors in chunks: 2^8 scalars a chunk (every stage above the
+/// eighth across bindings), then 2^10 (blocks in each chunk, two stages across).
+#[test]
+fn resident_transforms_split_across_bindings_match_the_cpu() {
+    for (binding, log_n, seed) in [(8 << 10, 12, 40), (32 << 10, 13, 41)] {
+        let Some(ntt) = common::ntt(binding) else {
+            return;
+        };
+        let v = ntt.upload(&[Scalar::ONE; 1 << 12]).unwrap();
+        assert!(v.device_bytes() == 1 << 17 && ntt.chunk_len(1 << 12).unwrap() < 1 << 12);
+        check_resident(&ntt, log_n, seed);
+    }
+}
+
+/// Device vectors the transforms cannot take are errors, and nothing runs.
+#[test]
+fn bad_resident_vectors_are_errors() {
+    let Some(ntt) = common::ntt(0) else { return };
+    let ctx = ntt.context();
+    let x = vec![Scalar::from(5u64); 12];
+    assert!(
+        ntt.upload(&x).is_err(),
+        "a length that is not a power of two"
+    );
+    let mut odd = FrVec::upload(ctx, &x, 12, 12).unwrap();
+    assert!(ntt.fft_to_bitrev_resident(&mut odd).is_err());
+    // 16 scalars in chunks of 6: not a power of two.
+    let mut ragged = FrVec::upload(ctx, &x, 16, 6).unwrap();
+    let e = ntt.ifft_from_bitrev_resident(&mut ragged).unwrap_err();
+    assert!(e.to_string().contains("cannot be transformed"), "{e}");
+    ntt.sync().unwrap();
+    let mut fine = FrVec::upload(ctx, &x, 16, 4).unwrap();
+    ntt.coset_fft_to_bitrev_resident(&mut fine).unwrap();
+    ntt.icoset_ifft_from_bitrev_resident(&mut fine).unwrap();
+    let mut padded = x.clone();
+    padded.resize(16, Scalar::ZERO);
+    assert!(ntt.download(&fine).unwrap() == padded);
 }
 
 #[test]
