@@ -8,10 +8,11 @@
 # Run on the H100 on 2026-12-07 (BENCHMARKS.md): steps 1 (all pass, the 2^20
 # two-H-buffer check included), 2 and 5 (the wgpu stream did not start then: fixed
 # since), and 8 and 9 under a plan made while the card was still held (so again).
-# Still to run, in this order: 10 (its 2^27 rows now include the 16 GiB card with
-# ba_chunk_group_log = 25 beside today's, each checked against the resident
-# sums), 8 and 9 (with a short visit, JOBS=2 NI_JOBS=1 for step 8 and
-# `scripts/ni-device.sh OUT/ni wait` for 9), step 5's stream, 4, 6 and 3.
+# Run on the H100's fifth visit (2026-12-07 14:45-15:20 UTC): 10 (the knob it
+# compared lost and left the code), 8 and 9 (JOBS=2 NI_JOBS=1; both streams again
+# under a host-only plan: `cuzk plan` without --config planned no device, fixed
+# since). Still to run, in this order: 8 and 9 with the card's plan, step 5's
+# stream, 4, 6 and 3.
 #
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel

@@ -184,9 +184,6 @@ pub struct CudaTuning {
     /// Log2 of the most sorted entries in one window group of the batch-affine sums
     /// (10..=30).
     pub ba_group_log: u32,
-    /// The same for a streamed chunk's MSMs (10..=30), capped by `ba_group_log`:
-    /// the scratch that bounds a chunk grows with the group (issue 33's 16 GB card).
-    pub ba_chunk_group_log: u32,
     /// Waves of threads per batch-affine round (1..=16).
     pub ba_waves: u64,
     /// The scatter's launches: `auto` (a window each where the cursors exceed 8 MB),
@@ -201,7 +198,6 @@ impl Default for CudaTuning {
             msm_sum_g2: crate::msm::SumVariant::BatchAffine,
             ba_min_per: crate::msm::BA_MIN_PER,
             ba_group_log: crate::msm::BA_GROUP_LOG,
-            ba_chunk_group_log: crate::msm::BA_CHUNK_GROUP_LOG,
             ba_waves: 1,
             scatter: crate::msm::Scatter::Auto,
         }
@@ -210,12 +206,11 @@ impl Default for CudaTuning {
 
 impl CudaTuning {
     /// The keys of this struct, which the plugin's flat parameters route here.
-    pub const KEYS: [&'static str; 7] = [
+    pub const KEYS: [&'static str; 6] = [
         "msm_sum",
         "msm_sum_g2",
         "ba_min_per",
         "ba_group_log",
-        "ba_chunk_group_log",
         "ba_waves",
         "scatter",
     ];
@@ -230,12 +225,6 @@ impl CudaTuning {
             return bad(format!(
                 "ba_group_log = {} is not in 10..=30",
                 self.ba_group_log
-            ));
-        }
-        if !(10..=30).contains(&self.ba_chunk_group_log) {
-            return bad(format!(
-                "ba_chunk_group_log = {} is not in 10..=30",
-                self.ba_chunk_group_log
             ));
         }
         if !(1..=16).contains(&self.ba_waves) {

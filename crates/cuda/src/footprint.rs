@@ -94,24 +94,18 @@ pub fn working_bytes(
         p.constraints,
         stream.map_or(HBuffers::Three, |s| s.h_buffers),
     );
-    // A streamed set's chunk MSMs run with the chunks' window group.
-    let chunked = tuning.for_chunks();
-    let tuning_of = |k: usize| match stream {
-        Some(s) if !s.resident[k] => &chunked,
-        _ => tuning,
-    };
     // H's coefficients stay while their MSM runs (streamed: a chunk's copy too).
     let hm = at_once(0, big);
-    let h_msm = MsmPlan::for_size(hm).scratch_bytes(tuning_of(0), hm)
+    let h_msm = MsmPlan::for_size(hm).scratch_bytes(tuning, hm)
         + big as u64 * 32
         + if hm < big { hm as u64 * 32 } else { 0 };
     // A query's ones sum (by batch-affine rounds, or the XYZZ kernel, whose
     // partials are small), then its tail MSM.
     let scratch = |k: usize, m: &SplitCounts, xyzz: u64| {
         let t = at_once(k, m.tail);
-        let ones = msm::ones_scratch_bytes(tuning_of(k), at_once(k, m.num_bases), xyzz);
+        let ones = msm::ones_scratch_bytes(tuning, at_once(k, m.num_bases), xyzz);
         MsmPlan::for_size(t)
-            .scratch_bytes_for(tuning_of(k), t, xyzz)
+            .scratch_bytes_for(tuning, t, xyzz)
             .max(ones)
     };
     // A query's bitmap and tail terms on the device: whole when its bases are
@@ -497,25 +491,12 @@ mod tests {
                 "{gib} GiB streams {cost} > {cost_before}"
             );
             cost_before = cost;
-            // Nothing left out that would have fitted: keeping a streamed set too,
-            // at the same chunk (which would stream less at no more chunks), needs
-            // more than the room. Its need is not the placement's plus the set's:
-            // a resident set's MSM runs whole, with the whole MSM's scratch.
-            if let Some(chunk) = pl.chunk {
+            // Nothing left out that would have fitted: a set streamed would not
+            // fit beside the placement's need.
+            if pl.chunk.is_some() {
                 for k in (0..5).filter(|&k| !pl.resident[k]) {
-                    let mut r = pl.resident;
-                    r[k] = true;
-                    let e = StreamEstimate {
-                        chunk,
-                        resident: r,
-                        h_buffers: pl.h_buffers,
-                    };
-                    let kept: u64 = (0..5).filter(|&j| r[j]).map(|j| sets[j]).sum();
-                    let alt = kept
-                        + working_bytes(inp.kernel, inp.tuning, &p, Some(e))
-                        + 2 * chunk as u64 * STREAM_BYTES_PER_POINT;
                     assert!(
-                        alt > inp.room,
+                        pl.need + sets[k] > inp.room,
                         "{gib} GiB: {k} streams with room to spare: {pl:?}"
                     );
                 }

@@ -31,7 +31,7 @@ mod tests;
 mod tuning;
 
 use batch_affine::{ba_bucket_sums, ba_first_round_per};
-pub(crate) use batch_affine::{BA_CHUNK_GROUP_LOG, BA_GROUP_LOG, BA_MIN_PER};
+pub(crate) use batch_affine::{BA_GROUP_LOG, BA_MIN_PER};
 pub use ones::{ones_scratch_bytes, ones_sum};
 pub use tuning::MsmTuning;
 

@@ -25,15 +25,6 @@ pub struct Tuning {
 }
 
 impl Tuning {
-    /// This tuning for a streamed chunk's MSMs ([`MsmTuning::for_chunks`]), with
-    /// the same profiler.
-    pub fn for_chunks(&self) -> Self {
-        Self {
-            msm: self.msm.for_chunks(),
-            profiler: self.profiler.clone(),
-        }
-    }
-
     /// What `config` sets: its MSM knobs and, with `profile`, a profiler switched
     /// on.
     pub fn from_config(config: &CudaConfig) -> Self {
@@ -166,34 +157,5 @@ mod tests {
             ..CudaTuning::default()
         });
         assert_eq!(low.ba_group_entries(), 1 << 10);
-    }
-
-    /// A streamed chunk's MSMs take the chunk group where it is the smaller, the
-    /// configured group where that is, and nothing else of the tuning changes.
-    #[test]
-    fn chunk_msms_take_the_smaller_window_group() {
-        let t = MsmTuning::from_config(&CudaTuning {
-            ba_group_log: 28,
-            ba_chunk_group_log: 22,
-            ba_min_per: 7,
-            ..CudaTuning::default()
-        });
-        let c = t.for_chunks();
-        assert_eq!(c.ba_group_entries(), 1 << 22);
-        assert_eq!(c, t.with_ba_group_entries(1 << 22));
-        let small = MsmTuning::from_config(&CudaTuning {
-            ba_group_log: 12,
-            ..CudaTuning::default()
-        });
-        assert_eq!(small.for_chunks(), small);
-        assert_eq!(
-            MsmTuning::DEFAULT.for_chunks().ba_group_entries(),
-            1 << crate::msm::BA_CHUNK_GROUP_LOG
-        );
-        let bad = CudaTuning {
-            ba_chunk_group_log: 31,
-            ..CudaTuning::default()
-        };
-        assert!(bad.validate().is_err());
     }
 }

@@ -139,14 +139,8 @@ fn g2_msms_match_the_cpu() {
 fn whole_partitions_match_the_cpu_backend_resident_and_streamed() {
     let pool = common::pool();
     run("partition", |b, log| {
-        // The chunks' MSMs a window group at a time (`ba_chunk_group_log` at its
-        // least), the resident ones in one group: both groupings checked.
         let streamed = CudaBackend::new(CudaConfig {
             stream_chunk: 1000,
-            tuning: cuzk_cuda::CudaTuning {
-                ba_chunk_group_log: 10,
-                ..cuzk_cuda::CudaTuning::default()
-            },
             ..CudaConfig::default()
         })?;
         checks::check_partition(b, &streamed, log, pool.clone())

@@ -114,11 +114,6 @@ impl BackendPlugin for Cuda {
             "tuning: log2 of the sorted entries of a batch-affine window group (10..=30)",
         ),
         ParamDoc::new(
-            "ba_chunk_group_log",
-            "28",
-            "tuning: the same for a streamed chunk's MSMs, at most ba_group_log (10..=30)",
-        ),
-        ParamDoc::new(
             "ba_waves",
             "1",
             "tuning: waves of threads per batch-affine round (1..=16)",

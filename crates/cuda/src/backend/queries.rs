@@ -41,7 +41,6 @@ pub(super) fn streamed_dense<C: DeviceCurve>(
     if n == 0 {
         return Ok(Vec::new());
     }
-    let tuning = &tuning.for_chunks();
     let gpu = stream.gpu();
     let ranges: Vec<(usize, usize)> = chunks(n, stream.chunk()).collect();
     // A chunk's scalars are copied out of H's coefficients on the compute stream (an
@@ -75,7 +74,6 @@ pub(super) fn streamed_split<C: DeviceCurve>(
     stream: &mut BaseStream<'_, C>,
     m: &SplitMsm<'_, C::HostAffine>,
 ) -> Result<Vec<PendingSum<C>>, CudaError> {
-    let tuning = &tuning.for_chunks();
     let gpu = stream.gpu();
     let split = m.split;
     let words = split.ones_words();

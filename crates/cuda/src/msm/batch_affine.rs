@@ -12,19 +12,6 @@ use super::*;
 /// 161.5 / 583.5 for 2^27 and 176.9 / 613.4 for 2^26.
 pub(crate) const BA_GROUP_LOG: u32 = 28;
 
-/// Log2 of the window group of a streamed chunk's MSMs by default
-/// (`CudaTuning::ba_chunk_group_log`, [`MsmTuning::for_chunks`]): the whole
-/// MSM's group, until a card says otherwise. The batch-affine scratch grows with
-/// the group: 25 (eight 16-bit windows of a 2^22 chunk, four of a 2^23 one,
-/// ~3.2 GB in G1 at any chunk) lets a 16 GB card at the 32 GiB shape take chunks
-/// of 2.8 M points instead of 1.74 M (~170 a partition instead of 266, each
-/// paying the per-MSM costs), for more work a chunk (on the H200 a group of 2^27
-/// entries, half of a 2^24 MSM's windows, cost 3.8% over one group of all, 2^26
-/// 13.7%). Not yet measured on a card: `cuzk-gpu-check`'s 2^27 partition rows
-/// compare the two; and as a default it needs a chunk cap the planner can set,
-/// since a bigger chunk page-locks more staging on a short host (NOTES.md).
-pub(crate) const BA_CHUNK_GROUP_LOG: u32 = BA_GROUP_LOG;
-
 /// Pairs per thread in a batch-affine round: one wave of threads (as many as the
 /// device holds at once) shares the round's pairs, so each thread's inversion
 /// (binary GCD) is shared by `per` pairs. Rounds run while `per` is at least

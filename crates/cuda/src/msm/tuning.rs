@@ -16,8 +16,6 @@ pub struct MsmTuning {
     ba_min_per: u64,
     /// At least 1.
     ba_group_entries: u64,
-    /// A streamed chunk's group ([`Self::for_chunks`]); at least 1.
-    ba_chunk_group_entries: u64,
     /// 1..=16.
     ba_waves: u64,
     scatter: Scatter,
@@ -44,7 +42,6 @@ impl MsmTuning {
         sum_g2: SumVariant::BatchAffine,
         ba_min_per: batch_affine::BA_MIN_PER,
         ba_group_entries: 1 << batch_affine::BA_GROUP_LOG,
-        ba_chunk_group_entries: 1 << batch_affine::BA_CHUNK_GROUP_LOG,
         ba_waves: 1,
         scatter: Scatter::Auto,
     };
@@ -58,7 +55,6 @@ impl MsmTuning {
             sum_g2: t.msm_sum_g2,
             ba_min_per: 1,
             ba_group_entries: 1,
-            ba_chunk_group_entries: 1u64 << t.ba_chunk_group_log.clamp(10, 30),
             ba_waves: 1,
             scatter: t.scatter,
         }
@@ -96,18 +92,6 @@ impl MsmTuning {
             ba_group_entries: entries.max(1),
             ..self
         }
-    }
-
-    /// The launch parameters of a streamed chunk's MSMs: these, with the window
-    /// group capped at the chunk group (`CudaTuning::ba_chunk_group_log`, by
-    /// default the whole MSM's group; a smaller `ba_group_log`
-    /// stays). The batch-affine scratch grows with the group, not the chunk: with
-    /// one group of every window a chunk of 2^23 G1 points took ~12.9 GB of it,
-    /// which held a 16 GB card's chunks to 1.74 M points (266 a partition at 32
-    /// GiB, each paying the per-MSM costs); at 2^25 entries it is ~3.2 GB at any
-    /// chunk, for a few percent more work a chunk (crates/cuda/NOTES.md).
-    pub fn for_chunks(self) -> Self {
-        self.with_ba_group_entries(self.ba_group_entries.min(self.ba_chunk_group_entries))
     }
 
     /// Waves of threads per batch-affine round (clamped to 1..=16).

@@ -198,27 +198,12 @@ fn main() -> Result<()> {
             device,
             ..CudaConfig::default()
         })?;
-        // The same card with the chunks' MSMs in window groups of 2^25 entries
-        // (`ba_chunk_group_log`): less scratch, so larger and fewer chunks.
-        let card16_group = CudaBackend::new(CudaConfig {
-            device_memory_gib: 16,
-            device,
-            tuning: cuzk_cuda::CudaTuning {
-                ba_chunk_group_log: 25,
-                ..cuzk_cuda::CudaTuning::default()
-            },
-            ..CudaConfig::default()
-        })?;
         for lg in if quick { vec![20u32] } else { vec![24u32, 27] } {
             let mut sb = vec![("registered in place, chunks of 2^22", &registered)];
             if lg <= 24 {
                 sb.push(("copied through staging buffers, chunks of 2^22", &copied));
             } else {
                 sb.push(("a 16 GiB card's own placement and chunk", &card16));
-                sb.push((
-                    "a 16 GiB card, chunk MSMs in groups of 2^25 entries",
-                    &card16_group,
-                ));
             }
             section(
                 &format!("partition bench 2^{lg}"),
