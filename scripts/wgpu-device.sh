@@ -44,8 +44,8 @@ for n in 20 24; do
         --warm-up-time 1 --measurement-time 1 --sample-size 10
     grep -E "adapter|time:|disagrees" "$out/bench-msm-$n.log" >>"$sum"
 done
-BENCH_NPOW=24 step bench-ntt-24 90 "$w/bench-wgpu" --bench --warm-up-time 1 --measurement-time 5
-grep -E "adapter|time:" "$out/bench-ntt-24.log" >>"$sum"
+BENCH_NPOW=24 step bench-ntt-24 150 "$w/bench-wgpu" --bench --warm-up-time 1 --measurement-time 5
+grep -E "adapter|time:|^2\^24/" "$out/bench-ntt-24.log" >>"$sum"
 for b in wgpu cuda; do
     step "stream-$b" 120 $d/cuzk bench --config configs/$b.toml --plugin-dir $d --circuit porep \
         --log 24 --timing-only --jobs 2 --partitions 4 --out "$out/runs-$b"

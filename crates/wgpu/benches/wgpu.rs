@@ -12,7 +12,10 @@
 //! - `fft_to_bitrev/wgpu-resident`: forward transforms of a vector uploaded once,
 //!   outside the timing (`Ntt::fft_to_bitrev_resident`), each iteration one
 //!   transform and a wait for the queue: the figure to hold against a
-//!   device-resident NTT such as the CUDA backend's;
+//!   device-resident NTT such as the CUDA backend's (its word products as u64
+//!   where the device has SHADER_INT64);
+//! - `fft_to_bitrev/wgpu-resident-16bit`: the same with the word products as
+//!   16-bit halves (only where the first used u64 products);
 //! - `compute_h/cpu`: `cuzk_gpu_backend::compute_h` on a pool of every core.
 
 use std::sync::Arc;
@@ -67,6 +70,24 @@ fn bench(c: &mut Criterion) {
             ntt.sync().unwrap();
         })
     });
+    // The same with the word products as 16-bit halves, where the kernels above
+    // multiply as u64: the two in one run, on one device.
+    if ntt.uses_int64() {
+        let halves = Ntt::new(
+            ntt.context().clone(),
+            &WgpuConfig {
+                int64_products: Some(false),
+                ..config.clone()
+            },
+        )
+        .expect("kernels");
+        g.bench_function("fft_to_bitrev/wgpu-resident-16bit", |b| {
+            b.iter(|| {
+                halves.fft_to_bitrev_resident(&mut resident).unwrap();
+                halves.sync().unwrap();
+            })
+        });
+    }
     drop(resident);
     g.bench_function("compute_h/cpu", |b| {
         b.iter_batched(

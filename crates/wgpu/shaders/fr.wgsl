@@ -4,8 +4,9 @@
 // fully reduced (< q): the same bytes as blstrs' `Scalar` (blst's four u64 limbs),
 // so vectors cross between host and device without conversion.
 //
-// WGSL has no 64-bit integers, so a 32x32-bit product is built from four 16x16-bit
-// products (`mul_wide`), and every carry is an explicit comparison. The product is
+// A 32x32-bit product is a u64 product where the device has 64-bit integers
+// (Vulkan's shaderInt64: NVIDIA, AMD, lavapipe), else four 16x16-bit products (core
+// WGSL has no u64 and no mul-hi); every carry is an explicit comparison. The product is
 // CIOS Montgomery multiplication (one reduction step per limb of `b`): with q < 2^255
 // the running sum stays below 2q < 2^256, so one conditional subtraction at the end
 // gives the reduced result.
@@ -22,32 +23,9 @@ const FR_Q = array<u32, 8>(
 // -q^-1 mod 2^32: q = 1 mod 2^32, so its inverse is 1.
 const FR_INV: u32 = 0xffffffffu;
 
-// (low, high) words of a * b.
-fn mul_wide(a: u32, b: u32) -> vec2<u32> {
-    let a0 = a & 0xffffu;
-    let a1 = a >> 16u;
-    let b0 = b & 0xffffu;
-    let b1 = b >> 16u;
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let p11 = a1 * b1;
-    // At most (2^16-1)^2 + 2 (2^16-1) < 2^32: no overflow.
-    let mid = p01 + (p00 >> 16u) + (p10 & 0xffffu);
-    let lo = (mid << 16u) | (p00 & 0xffffu);
-    let hi = p11 + (mid >> 16u) + (p10 >> 16u);
-    return vec2<u32>(lo, hi);
-}
-
-// acc + b * c + carry as (low, high); never overflows 64 bits.
-fn mac(acc: u32, b: u32, c: u32, carry: u32) -> vec2<u32> {
-    let w = mul_wide(b, c);
-    let s1 = w.x + acc;
-    let c1 = select(0u, 1u, s1 < acc);
-    let s2 = s1 + carry;
-    let c2 = select(0u, 1u, s2 < carry);
-    return vec2<u32>(s2, w.y + c1 + c2);
-}
+// The word products, mul_wide(a, b) and mac(t, a, b, c) = t + a*b + c as (low,
+// high), come from fp_wide64.wgsl (a u64 product, on devices with SHADER_INT64)
+// or fp_wide16.wgsl (four 16x16-bit products), prepended by the kernels' source.
 
 // a + b + carry (carry 0 or 1) as (sum, carry out).
 fn adc(a: u32, b: u32, carry: u32) -> vec2<u32> {

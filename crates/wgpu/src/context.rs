@@ -26,6 +26,11 @@ pub struct WgpuConfig {
     /// A smaller value splits vectors into more chunks: for tests, and for a driver
     /// whose advertised limit is larger than what it allocates well.
     pub max_binding_bytes: u64,
+    /// The NTT's word products as u64 products (`Some(true)`: the device must
+    /// have SHADER_INT64) or 16-bit halves (`Some(false)`); `None`: u64 wherever
+    /// the device has them. On the H100 through Vulkan the 16-bit halves made a
+    /// resident 2^24 transform 78.4 ms (crates/wgpu/NOTES.md).
+    pub int64_products: Option<bool>,
 }
 
 /// An open device and what it says about itself.

@@ -8,12 +8,21 @@
 use crate::context::{block_on, Context};
 use crate::WgpuError;
 
-/// The WGSL source: the field, then the NTT's kernels.
-const SOURCE: &str = concat!(
-    include_str!("../shaders/fr.wgsl"),
-    "\n",
-    include_str!("../shaders/ntt.wgsl")
-);
+/// The WGSL source: the word products (`int64`: u64 products, else 16-bit
+/// halves), the field, then the NTT's kernels.
+fn source(int64: bool) -> String {
+    let wide = if int64 {
+        include_str!("../shaders/fp_wide64.wgsl")
+    } else {
+        include_str!("../shaders/fp_wide16.wgsl")
+    };
+    [
+        wide,
+        include_str!("../shaders/fr.wgsl"),
+        include_str!("../shaders/ntt.wgsl"),
+    ]
+    .join("\n")
+}
 
 /// Invocations per workgroup (`WG` in `ntt.wgsl`).
 const WORKGROUP: u32 = 64;
@@ -127,25 +136,29 @@ pub(crate) struct Op<'a> {
 
 pub(crate) struct Kernels {
     pipelines: Vec<wgpu::ComputePipeline>,
+    /// Word products as u64 (fp_wide64.wgsl).
+    pub int64: bool,
 }
 
 impl std::fmt::Debug for Kernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernels")
             .field("pipelines", &self.pipelines.len())
+            .field("int64", &self.int64)
             .finish()
     }
 }
 
 impl Kernels {
-    /// Compiles every kernel; a WGSL or pipeline error is returned with its text.
-    pub fn new(ctx: &Context) -> Result<Self, WgpuError> {
+    /// Compiles every kernel, its word products as u64 where `int64` (the device
+    /// must have SHADER_INT64); a WGSL or pipeline error is returned with its text.
+    pub fn new(ctx: &Context, int64: bool) -> Result<Self, WgpuError> {
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = ctx
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some("cuzk ntt"),
-                source: wgpu::ShaderSource::Wgsl(SOURCE.into()),
+                source: wgpu::ShaderSource::Wgsl(source(int64).into()),
             });
         let pipelines = Kernel::ALL
             .iter()
@@ -164,7 +177,7 @@ impl Kernels {
         if let Some(e) = block_on(scope.pop()) {
             return Err(WgpuError::Shader(e.to_string()));
         }
-        Ok(Self { pipelines })
+        Ok(Self { pipelines, int64 })
     }
 
     fn pipeline(&self, k: Kernel) -> &wgpu::ComputePipeline {

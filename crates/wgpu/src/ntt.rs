@@ -43,7 +43,10 @@
 //! on a resident vector ([`Ntt::fft_to_bitrev_resident`]) 78.4 ms, against 903 ms
 //! with upload and read-back and the CUDA backend's 4.96 ms. Its 16 passes over
 //! memory are ~6 ms of that; the rest is the Fr products, so fusing more stages
-//! per pass (tried: four passes instead of 16) gained nothing there.
+//! per pass (tried: four passes instead of 16) gained nothing there. Those
+//! products were built from 16-bit halves; they are u64 products now where the
+//! device has SHADER_INT64 (`WgpuConfig::int64_products`), not yet measured on
+//! a card (~11% on lavapipe at 2^16).
 //!
 //! Every result is Fr arithmetic, exact, so the device's H equals the CPU
 //! backend's bit for bit whatever the order of the passes (checked in
@@ -225,7 +228,15 @@ impl std::fmt::Debug for Ntt {
 impl Ntt {
     /// Compiles the kernels on `ctx`'s device; bindings planned per `config`.
     pub fn new(ctx: Arc<Context>, config: &WgpuConfig) -> Result<Self, WgpuError> {
-        let kernels = Kernels::new(&ctx)?;
+        let has_int64 = ctx.device.features().contains(wgpu::Features::SHADER_INT64);
+        let int64 = config.int64_products.unwrap_or(has_int64);
+        if int64 && !has_int64 {
+            return Err(WgpuError::Device(format!(
+                "u64 word products were asked for, but {} has no SHADER_INT64",
+                ctx.info.name
+            )));
+        }
+        let kernels = Kernels::new(&ctx, int64)?;
         let max_binding = ctx.max_binding_bytes(config);
         Ok(Self {
             small_fwd: small_roots(&ctx, false)?,
@@ -239,6 +250,11 @@ impl Ntt {
 
     pub fn context(&self) -> &Arc<Context> {
         &self.ctx
+    }
+
+    /// Whether the kernels multiply words as u64 (else as 16-bit halves).
+    pub fn uses_int64(&self) -> bool {
+        self.kernels.int64
     }
 
     /// Scalars per chunk for a vector of `n`.

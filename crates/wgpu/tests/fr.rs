@@ -4,6 +4,7 @@
 mod common;
 
 use blstrs::Scalar;
+use cuzk_wgpu::{Ntt, WgpuConfig};
 use ff::{Field, PrimeField};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -11,6 +12,23 @@ use rand_core::SeedableRng;
 #[test]
 fn mul_add_sub_match_blstrs() {
     let Some(ntt) = common::ntt(0) else { return };
+    check(&ntt);
+    // The other word products: 16-bit halves where the device multiplies as u64.
+    if ntt.uses_int64() {
+        let halves = Ntt::new(
+            ntt.context().clone(),
+            &WgpuConfig {
+                int64_products: Some(false),
+                ..WgpuConfig::default()
+            },
+        )
+        .expect("the kernels compile");
+        assert!(!halves.uses_int64());
+        check(&halves);
+    }
+}
+
+fn check(ntt: &Ntt) {
     let mut rng = ChaCha8Rng::seed_from_u64(36);
     // Values whose limbs carry and borrow everywhere: 0, 1, −1, −2, 2^k − 1, q − 2^k.
     let mut edges = vec![

@@ -9,7 +9,7 @@ mod common;
 use blstrs::Scalar;
 use cuzk_gpu_backend::ntt::Domain;
 use cuzk_gpu_backend::{compute_h, Abc, AbcRef};
-use cuzk_wgpu::{FrVec, Ntt};
+use cuzk_wgpu::{FrVec, Ntt, WgpuConfig};
 use ff::Field;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -127,6 +127,24 @@ fn transforms_at_2_16_match_the_cpu() {
 
 /// 2^12 scalars in chunks of 2^8 (8 KiB bindings): the top four stages of every
 /// transform pair elements of two bindings.
+/// The kernels with the other word products (16-bit halves where the device has
+/// u64 products, as lavapipe and NVIDIA do) give the same transforms and H.
+#[test]
+fn transforms_with_16_bit_word_products_match_the_cpu() {
+    let Some(ntt) = common::ntt(0) else { return };
+    let halves = Ntt::new(
+        ntt.context().clone(),
+        &WgpuConfig {
+            int64_products: Some(false),
+            ..WgpuConfig::default()
+        },
+    )
+    .expect("the kernels compile");
+    assert!(!halves.uses_int64());
+    check_transforms(&halves, 12, 1612);
+    check_h(&halves, 3000, 1613);
+}
+
 #[test]
 fn transforms_split_across_bindings_match_the_cpu() {
     let Some(ntt) = common::ntt(8 << 10) else {

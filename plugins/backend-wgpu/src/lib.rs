@@ -96,6 +96,7 @@ fn config_from(params: &Params<'_>) -> Result<WgpuConfig, AbiError> {
         adapter: params.text("adapter").to_owned(),
         device: params.get("device")?,
         max_binding_bytes: mib << 20,
+        int64_products: None,
     })
 }
 
@@ -129,6 +130,7 @@ mod tests {
                 adapter: "llvmpipe".into(),
                 device: 1,
                 max_binding_bytes: 64 << 20,
+                int64_products: None,
             }
         );
         let bad = [Param::new("device", "first")];
