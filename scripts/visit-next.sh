@@ -11,8 +11,10 @@
 # Run on the H100's fifth visit (2026-12-07 14:45-15:20 UTC): 10 (the knob it
 # compared lost and left the code), 8 and 9 (JOBS=2 NI_JOBS=1; both streams again
 # under a host-only plan: `cuzk plan` without --config planned no device, fixed
-# since). Still to run, in this order: 8 and 9 with the card's plan, step 5's
-# stream, 4, 6 and 3.
+# since). Still to run, in this order: 8 and 9 with the card's plan (JOBS=2
+# NI_JOBS=1 on a short visit), 5 (the wgpu NTT bench now times the resident
+# transform with u64 and with 16-bit word products side by side, and the stream),
+# 4, 6 and 3. Staged at e983942.
 #
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel
