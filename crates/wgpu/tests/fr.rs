@@ -4,7 +4,7 @@
 mod common;
 
 use blstrs::Scalar;
-use cuzk_wgpu::{Ntt, WgpuConfig};
+use cuzk_wgpu::Ntt;
 use ff::{Field, PrimeField};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -15,16 +15,7 @@ fn mul_add_sub_match_blstrs() {
     check(&ntt);
     // The other word products: 16-bit halves where the device multiplies as u64.
     if ntt.uses_int64() {
-        let halves = Ntt::new(
-            ntt.context().clone(),
-            &WgpuConfig {
-                int64_products: Some(false),
-                ..WgpuConfig::default()
-            },
-        )
-        .expect("the kernels compile");
-        assert!(!halves.uses_int64());
-        check(&halves);
+        check(&common::ntt_16bit(&ntt));
     }
 }
 

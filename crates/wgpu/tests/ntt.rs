@@ -9,7 +9,7 @@ mod common;
 use blstrs::Scalar;
 use cuzk_gpu_backend::ntt::Domain;
 use cuzk_gpu_backend::{compute_h, Abc, AbcRef};
-use cuzk_wgpu::{FrVec, Ntt, WgpuConfig};
+use cuzk_wgpu::{FrVec, Ntt};
 use ff::Field;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -132,15 +132,7 @@ fn transforms_at_2_16_match_the_cpu() {
 #[test]
 fn transforms_with_16_bit_word_products_match_the_cpu() {
     let Some(ntt) = common::ntt(0) else { return };
-    let halves = Ntt::new(
-        ntt.context().clone(),
-        &WgpuConfig {
-            int64_products: Some(false),
-            ..WgpuConfig::default()
-        },
-    )
-    .expect("the kernels compile");
-    assert!(!halves.uses_int64());
+    let halves = common::ntt_16bit(&ntt);
     check_transforms(&halves, 12, 1612);
     check_h(&halves, 3000, 1613);
 }

@@ -47,6 +47,21 @@ pub fn ntt(max_binding_bytes: u64) -> Option<Ntt> {
     Some(Ntt::new(ctx, &config).expect("the kernels compile"))
 }
 
+/// The kernels of `ntt`'s device with the word products as 16-bit halves (the
+/// path of devices without SHADER_INT64), checked to be that path.
+pub fn ntt_16bit(ntt: &Ntt) -> Ntt {
+    let halves = Ntt::new(
+        ntt.context().clone(),
+        &WgpuConfig {
+            int64_products: Some(false),
+            ..WgpuConfig::default()
+        },
+    )
+    .expect("the kernels compile");
+    assert!(!halves.uses_int64());
+    halves
+}
+
 /// Random scalars with a few edge values mixed in, never all zero.
 pub fn scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Scalar> {
     let edges = [Scalar::ONE, -Scalar::ONE, Scalar::ZERO, Scalar::from(2u64)];

@@ -705,10 +705,11 @@ pub fn bench_partition(
     for &(how, sb) in &streamed {
         let t = Instant::now();
         let got = sb.prove_partition_ref(job()).map_err(|e| anyhow!("{e}"))?;
+        let same = got == want;
         log.check(
             &format!("partition 2^{lg} streamed ({how}) equals resident"),
-            got == want,
-            if got == want { "" } else { "the sums differ" },
+            same,
+            if same { "" } else { "the sums differ" },
         );
         let warm = sb.take_stream_stats();
         log.line(&format!(
