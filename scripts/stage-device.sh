@@ -69,6 +69,11 @@ for line in sys.stdin:
 ' | while read -r name exe; do
     cp "$exe" ".device/run/wgpu/$name" && strip ".device/run/wgpu/$name"
 done
+# WGPU_BASE_BENCH=PATH: the NTT bench of an earlier build (the one a kernel change
+# is measured against), run beside this build's by scripts/wgpu-device.sh.
+if [ -n "${WGPU_BASE_BENCH:-}" ]; then
+    cp "$WGPU_BASE_BENCH" .device/run/wgpu/bench-wgpu-base && strip .device/run/wgpu/bench-wgpu-base
+fi
 ls .device/run/wgpu
 # SnarkPack's CPU aggregation bench (issue 35: 65 NI-PoRep sectors' 8192 proofs on the
 # device host's cores, scripts/ni-device.sh agg).

@@ -7,9 +7,8 @@
 // A 32x32-bit product is a u64 product where the device has 64-bit integers
 // (Vulkan's shaderInt64: NVIDIA, AMD, lavapipe), else four 16x16-bit products (core
 // WGSL has no u64 and no mul-hi); every carry is an explicit comparison. The product is
-// CIOS Montgomery multiplication (one reduction step per limb of `b`): with q < 2^255
-// the running sum stays below 2q < 2^256, so one conditional subtraction at the end
-// gives the reduced result.
+// CIOS Montgomery multiplication (one reduction step per limb of `b`, written out; see
+// fr_mul), whose result is below 2q: one conditional subtraction reduces it.
 
 struct Fr {
     l: array<u32, 8>,
@@ -102,37 +101,178 @@ fn fr_sub(a: Fr, b: Fr) -> Fr {
     return out;
 }
 
-// a * b * 2^-256 mod q (Montgomery product), CIOS.
-fn fr_mul(a: Fr, b: Fr) -> Fr {
-    var x = a.l;
-    var y = b.l;
-    var q = FR_Q;
-    var t: array<u32, 10>;
-    for (var i = 0u; i < 8u; i++) {
-        var carry = 0u;
-        for (var j = 0u; j < 8u; j++) {
-            let r = mac(t[j], x[j], y[i], carry);
-            t[j] = r.x;
-            carry = r.y;
-        }
-        let s = adc(t[8], carry, 0u);
-        t[8] = s.x;
-        t[9] = s.y;
-        let m = t[0] * FR_INV;
-        var r = mac(t[0], m, q[0], 0u);
-        carry = r.y;
-        for (var j = 1u; j < 8u; j++) {
-            r = mac(t[j], m, q[j], carry);
-            t[j - 1u] = r.x;
-            carry = r.y;
-        }
-        let s2 = adc(t[8], carry, 0u);
-        t[7] = s2.x;
-        t[8] = t[9] + s2.y;
-    }
-    var out: array<u32, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        out[j] = t[j];
-    }
-    return fr_reduce(out);
+// a * b * 2^-256 mod q (Montgomery product): CIOS without the extra carry word, as
+// fp_mul in fp.wgsl: q's top limb (0x73eda753) is below 2^31 - 1, so t stays below
+// 2q throughout. Written out limb by limb (every index a constant), as fp_mul is, so
+// that no driver leaves t, a or b in per-thread scratch memory.
+fn fr_mul(x: Fr, y: Fr) -> Fr {
+    let a = x.l;
+    let b = y.l;
+    var t: array<u32, 8>;
+    var r: vec2<u32>;
+    var q: vec2<u32>;
+    var ca: u32;
+    var cc: u32;
+    var m: u32;
+    // b[0]
+    r = mac(t[0], a[0], b[0], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[0], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[0], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[0], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[0], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[0], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[0], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[0], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    // b[1]
+    r = mac(t[0], a[0], b[1], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[1], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[1], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[1], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[1], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[1], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[1], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[1], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    // b[2]
+    r = mac(t[0], a[0], b[2], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[2], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[2], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[2], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[2], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[2], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[2], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[2], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    // b[3]
+    r = mac(t[0], a[0], b[3], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[3], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[3], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[3], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[3], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[3], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[3], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[3], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    // b[4]
+    r = mac(t[0], a[0], b[4], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[4], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[4], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[4], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[4], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[4], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[4], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[4], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    // b[5]
+    r = mac(t[0], a[0], b[5], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[5], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[5], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[5], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[5], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[5], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[5], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[5], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    // b[6]
+    r = mac(t[0], a[0], b[6], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[6], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[6], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[6], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[6], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[6], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[6], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[6], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    // b[7]
+    r = mac(t[0], a[0], b[7], 0u);
+    ca = r.y;
+    m = r.x * FR_INV;
+    cc = mac(r.x, m, FR_Q[0], 0u).y;
+    r = mac(t[1], a[1], b[7], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[1], cc); cc = q.y; t[0] = q.x;
+    r = mac(t[2], a[2], b[7], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[2], cc); cc = q.y; t[1] = q.x;
+    r = mac(t[3], a[3], b[7], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[3], cc); cc = q.y; t[2] = q.x;
+    r = mac(t[4], a[4], b[7], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[4], cc); cc = q.y; t[3] = q.x;
+    r = mac(t[5], a[5], b[7], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[5], cc); cc = q.y; t[4] = q.x;
+    r = mac(t[6], a[6], b[7], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[6], cc); cc = q.y; t[5] = q.x;
+    r = mac(t[7], a[7], b[7], ca); ca = r.y;
+    q = mac(r.x, m, FR_Q[7], cc); cc = q.y; t[6] = q.x;
+    t[7] = cc + ca;
+    return fr_reduce(t);
 }
