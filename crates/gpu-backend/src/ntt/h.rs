@@ -12,10 +12,11 @@ use crate::{log_domain, Abc, AbcRef, BackendError};
 /// Computes the `n − 1` coefficients of H from the evaluations `a, b, c` of one
 /// circuit, `n` being the constraint count rounded up to a power of two. Equal to
 /// bellperson's chain (iFFT a, b, c; coset FFT; `a·b − c`; divide by
-/// `Z(g·ω^i) = g^n − 1`; coset iFFT; drop the last coefficient) bit for bit.
+/// `Z(g·ω^i) = g^n − 1`; coset iFFT; drop the last coefficient) bit for bit, in six
+/// transforms instead of its seven (`h_chain` says why).
 ///
-/// Consumes `abc`: `b` and `c` are freed halfway, and `a` is freed once `h` has
-/// been gathered out of it. Padding grows the vectors in place when their capacity
+/// Consumes `abc`: `b` is freed halfway, and `a` and `c` once `h` has been
+/// gathered out of them. Padding grows the vectors in place when their capacity
 /// allows (synthesis may reserve `n`).
 pub fn compute_h(abc: Abc, pool: &ThreadPool) -> Result<Vec<Scalar>, BackendError> {
     AbcRef::new(&abc).check_shape()?;
@@ -45,6 +46,14 @@ pub(crate) fn compute_h_in(
 }
 
 /// The pass schedule of [`compute_h`]; runs inside the pool.
+///
+/// Six transforms, not bellperson's seven: H = coset⁻¹((A'·B' − C')/Z) where `'`
+/// marks evaluations on the coset and Z there is the constant `g^n − 1`, and the
+/// inverse coset transform is linear, so H = (coset⁻¹(A'·B') − coset⁻¹(C'))/Z; and
+/// coset⁻¹(C') is C's coefficients, which the inverse transform of `c` already
+/// gave. So `c` goes only to its coefficients (times `1/Z`), and is subtracted from
+/// the inverse coset transform of `A'·B'` as H is gathered: the forward coset
+/// transform of `c` is never made. The field is exact, so H is the same bit for bit.
 fn h_chain(
     dom: &Domain,
     mut a: Vec<Scalar>,
@@ -59,8 +68,10 @@ fn h_chain(
     let z_inv = (g.pow_vartime([n as u64]) - Scalar::ONE)
         .invert()
         .unwrap_or(Scalar::ONE);
-    let shift = CosetShift::new(dom, g);
-    let unshift = CosetShift::new(dom, g_inv);
+    let shift = CosetShift::new(dom, g, dom.n_inv);
+    // Back from the coset, with 1/n and 1/Z folded into the same factors.
+    let unshift = CosetShift::new(dom, g_inv, dom.n_inv * z_inv);
+    let c_scale = dom.n_inv * z_inv;
 
     // 1. Inverse transform of a, b, c (DIF with ω⁻¹): column passes top-down.
     for v in [&mut a, &mut b, &mut c] {
@@ -68,37 +79,43 @@ fn h_chain(
             kernels::column_pass(v, dom, pass, &dom.inv, Butterfly::Dif);
         }
     }
-    // 2. One block pass: finish the inverse (bit-reversed coefficients times n),
-    //    shift to the coset (coefficient k times g^k/n) and start the forward
-    //    transform (DIT with ω, bit-reversed in).
-    for v in [&mut a, &mut b, &mut c] {
+    // 2. One block pass: finish the inverse (bit-reversed coefficients times n).
+    //    For a and b: shift to the coset (coefficient k times g^k/n) and start the
+    //    forward transform (DIT with ω, bit-reversed in). For c: its coefficients
+    //    times 1/Z, kept in bit-reversed order until H is gathered.
+    for v in [&mut a, &mut b] {
         kernels::block_pass(v, dom.log_b, |blk, x| {
             kernels::dif(x, &dom.inv.small, true);
             shift.apply(blk, x);
             kernels::dit(x, &dom.fwd.small, true);
         });
     }
+    kernels::block_pass(&mut c, dom.log_b, |_, x| {
+        kernels::dif(x, &dom.inv.small, true);
+        for x in x.iter_mut() {
+            *x *= c_scale;
+        }
+    });
     // 3. The forward transform's middle column passes, bottom-up.
-    for v in [&mut a, &mut b, &mut c] {
+    for v in [&mut a, &mut b] {
         for pass in dom.passes.iter().skip(1).rev() {
             kernels::column_pass(v, dom, pass, &dom.fwd, Butterfly::Dit);
         }
     }
-    // 4. Top column pass: finish the coset evaluations, (a·b − c)/Z, and start the
-    //    inverse coset transform. Without column passes the block pass of step 2
-    //    already finished the evaluations.
+    // 4. Top column pass: finish the coset evaluations, a·b, and start the inverse
+    //    coset transform. Without column passes the block pass of step 2 already
+    //    finished the evaluations.
     match dom.passes.first() {
-        Some(top) => kernels::fused_top_pass(&mut a, &mut b, &mut c, dom, top, z_inv),
+        Some(top) => kernels::fused_top_pass(&mut a, &mut b, dom, top),
         None => a
             .par_iter_mut()
             .zip(b.par_iter())
-            .zip(c.par_iter())
-            .for_each(|((a, b), c)| *a = (*a * b - c) * z_inv),
+            .for_each(|(a, b)| *a *= b),
     }
     drop(b);
-    drop(c);
     // 5. The rest of the inverse coset transform: column passes top-down after the
-    //    first, then the block pass with the shift back (coefficient k times g^−k/n).
+    //    first, then the block pass with the shift back (coefficient k times
+    //    g^−k/(n·Z)).
     for pass in dom.passes.iter().skip(1) {
         kernels::column_pass(&mut a, dom, pass, &dom.inv, Butterfly::Dif);
     }
@@ -106,24 +123,28 @@ fn h_chain(
         kernels::dif(x, &dom.inv.small, true);
         unshift.apply(blk, x);
     });
-    // 6. `a` holds H's coefficients in bit-reversed order; gather the first n − 1.
+    // 6. `a` and `c` hold coset⁻¹(A'·B')/Z and C/Z in bit-reversed order: H is their
+    //    difference; gather the first n − 1 coefficients.
     (0..n.saturating_sub(1))
         .into_par_iter()
-        .map(|i| a[rev(i, log_n)])
+        .map(|i| {
+            let r = rev(i, log_n);
+            a[r] - c[r]
+        })
         .collect()
 }
 
-/// Multiplies bit-reversed coefficients by `g^k / n`, `k` being the coefficient's
+/// Multiplies bit-reversed coefficients by `g^k · scale`, `k` being the coefficient's
 /// natural index, block by block. Position `blk·B + q` holds coefficient
 /// `k = rev_b(q)·(n/B) + rev(blk)`, so the factor splits into a per-position table
-/// (`(g^(n/B))^rev_b(q)`) times a per-block one (`g^rev(blk)/n`).
+/// (`(g^(n/B))^rev_b(q)`) times a per-block one (`g^rev(blk)·scale`).
 struct CosetShift {
     in_block: Vec<Scalar>,
     per_block: Vec<Scalar>,
 }
 
 impl CosetShift {
-    fn new(dom: &Domain, g: Scalar) -> Self {
+    fn new(dom: &Domain, g: Scalar, scale: Scalar) -> Self {
         let log_b = dom.log_b;
         let log_blocks = dom.log_n - log_b;
         let powers = |base: Scalar, log: u32, scale: Scalar| {
@@ -138,7 +159,7 @@ impl CosetShift {
         };
         Self {
             in_block: powers(g.pow_vartime([1u64 << log_blocks]), log_b, Scalar::ONE),
-            per_block: powers(g, log_blocks, dom.n_inv),
+            per_block: powers(g, log_blocks, scale),
         }
     }
 

@@ -195,17 +195,10 @@ pub(super) fn column_pass(
 }
 
 /// The middle of the H chain, fused into one pass over the top column pass: finish
-/// the forward coset transform of `a`, `b` and `c` (DIT, forward roots), form
-/// `(a·b − c)·z_inv` pointwise, and start the inverse transform of the result (DIF,
-/// inverse roots), written to `a`. `b` and `c` are read once and never written.
-pub(super) fn fused_top_pass(
-    a: &mut [Scalar],
-    b: &mut [Scalar],
-    c: &mut [Scalar],
-    dom: &Domain,
-    pass: &ColPass,
-    z_inv: Scalar,
-) {
+/// the forward coset transform of `a` and `b` (DIT, forward roots), form `a·b`
+/// pointwise, and start the inverse transform of the product (DIF, inverse roots),
+/// written to `a`. `b` is read once and never written.
+pub(super) fn fused_top_pass(a: &mut [Scalar], b: &mut [Scalar], dom: &Domain, pass: &ColPass) {
     let (fwd, inv, log_n) = (&dom.fwd, &dom.inv, dom.log_n);
     let k = 1usize << pass.log_k;
     let h = 1usize << pass.log_h;
@@ -218,24 +211,19 @@ pub(super) fn fused_top_pass(
             column_twiddles(&mut twf[t * k..(t + 1) * k], fwd, pass, log_n, j0 + t);
             column_twiddles(&mut twi[t * k..(t + 1) * k], inv, pass, log_n, j0 + t);
         }
-        let (ca, rest) = chunks.split_at_mut(k);
-        let (cb, cc) = rest.split_at(k);
+        let (ca, cb) = chunks.split_at_mut(k);
         let mut xa = vec![Scalar::ZERO; k];
         let mut xb = vec![Scalar::ZERO; k];
-        let mut xc = vec![Scalar::ZERO; k];
         for t in 0..w {
             for m in 0..k {
                 xa[m] = ca[m][t];
                 xb[m] = cb[m][t];
-                xc[m] = cc[m][t];
             }
             let twf = &twf[t * k..(t + 1) * k];
             dit(&mut xa, twf, false);
             dit(&mut xb, twf, false);
-            dit(&mut xc, twf, false);
-            for ((a, b), c) in xa.iter_mut().zip(&xb).zip(&xc) {
-                let ab = fr::from_scalar(&(*a * b));
-                *a = fr::to_scalar(fr::sub(&ab, &fr::from_scalar(c))) * z_inv;
+            for (a, b) in xa.iter_mut().zip(&xb) {
+                *a *= b;
             }
             dif(&mut xa, &twi[t * k..(t + 1) * k], false);
             for (x, c) in xa.iter().zip(ca.iter_mut()) {
@@ -243,11 +231,7 @@ pub(super) fn fused_top_pass(
             }
         }
     };
-    let slices: Vec<&mut [Scalar]> = a
-        .chunks_mut(h)
-        .chain(b.chunks_mut(h))
-        .chain(c.chunks_mut(h))
-        .collect();
+    let slices: Vec<&mut [Scalar]> = a.chunks_mut(h).chain(b.chunks_mut(h)).collect();
     for_each_column_chunk(slices, 0, dom.col_width, &leaf);
 }
 
