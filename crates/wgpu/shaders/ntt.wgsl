@@ -29,11 +29,11 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-// Twiddle or power table, low and high halves (pointwise: lo[0] is 1/Z).
+// Twiddle or power table, low and high halves.
 @group(0) @binding(1) var<storage, read> lo: array<Fr>;
 @group(0) @binding(2) var<storage, read> hi: array<Fr>;
 // The chunk (in-chunk stages, scale, pointwise: a), the partner chunk (cross
-// stages; pointwise: b), and pointwise's c.
+// stages; pointwise and difference: b), and fr_ops' output.
 @group(0) @binding(3) var<storage, read_write> x: array<Fr>;
 @group(0) @binding(4) var<storage, read_write> y: array<Fr>;
 @group(0) @binding(5) var<storage, read_write> z: array<Fr>;
@@ -141,14 +141,24 @@ fn scale(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec
     x[i] = fr_mul(x[i], power(e));
 }
 
-// a <- (a b - c) / Z, with 1/Z in lo[0].
+// a <- a b (H's product on the coset).
 @compute @workgroup_size(64)
 fn pointwise(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let i = invocation(wg, nwg, li);
     if (i >= p.count) {
         return;
     }
-    x[i] = fr_mul(fr_sub(fr_mul(x[i], y[i]), z[i]), lo[0]);
+    x[i] = fr_mul(x[i], y[i]);
+}
+
+// a <- a - b (H: the inverse coset transform of the product less C's coefficients).
+@compute @workgroup_size(64)
+fn difference(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let i = invocation(wg, nwg, li);
+    if (i >= p.count) {
+        return;
+    }
+    x[i] = fr_sub(x[i], y[i]);
 }
 
 // Field checks: out = [a b, a + b, a - b] for every pair (a, b) = (x[i], y[i]).

@@ -35,19 +35,21 @@ pub(crate) enum Kernel {
     DitCross,
     Scale,
     Pointwise,
+    Difference,
     FrOps,
     DifBlock,
     DitBlock,
 }
 
 impl Kernel {
-    const ALL: [Kernel; 9] = [
+    const ALL: [Kernel; 10] = [
         Kernel::DifInChunk,
         Kernel::DitInChunk,
         Kernel::DifCross,
         Kernel::DitCross,
         Kernel::Scale,
         Kernel::Pointwise,
+        Kernel::Difference,
         Kernel::FrOps,
         Kernel::DifBlock,
         Kernel::DitBlock,
@@ -61,6 +63,7 @@ impl Kernel {
             Kernel::DitCross => "dit_cross",
             Kernel::Scale => "scale",
             Kernel::Pointwise => "pointwise",
+            Kernel::Difference => "difference",
             Kernel::FrOps => "fr_ops",
             Kernel::DifBlock => "dif_block",
             Kernel::DitBlock => "dit_block",
@@ -75,7 +78,7 @@ impl Kernel {
             Kernel::Scale => &[1, 2, 3],
             Kernel::DifBlock | Kernel::DitBlock => &[3, 6],
             Kernel::DifCross | Kernel::DitCross => &[1, 2, 3, 4, 6],
-            Kernel::Pointwise => &[1, 3, 4, 5],
+            Kernel::Pointwise | Kernel::Difference => &[3, 4],
             Kernel::FrOps => &[3, 4, 5],
         }
     }

@@ -124,8 +124,10 @@ struct DomainTables {
     coset_n: PowerTable,
     uncoset_n: PowerTable,
     unit_n: PowerTable,
-    /// One element: 1/Z on the coset, (g^n − 1)⁻¹.
-    z_inv: wgpu::Buffer,
+    /// H's: g^−k/(n·Z) and 1/(n·Z), Z = g^n − 1 (the vanishing polynomial on the
+    /// coset, a constant there).
+    uncoset_nz: PowerTable,
+    unit_nz: PowerTable,
 }
 
 impl DomainTables {
@@ -148,7 +150,8 @@ impl DomainTables {
             coset_n: PowerTable::new(ctx, g, n_inv, log_n)?,
             uncoset_n: PowerTable::new(ctx, inv(g), n_inv, log_n)?,
             unit_n: PowerTable::new(ctx, Scalar::ONE, n_inv, log_n)?,
-            z_inv: FrVec::upload(ctx, &[z_inv], 1, 1)?.chunks.swap_remove(0),
+            uncoset_nz: PowerTable::new(ctx, inv(g), n_inv * z_inv, log_n)?,
+            unit_nz: PowerTable::new(ctx, Scalar::ONE, n_inv * z_inv, log_n)?,
         })
     }
 }
@@ -575,27 +578,38 @@ impl Ntt {
         let a = FrVec::upload(&self.ctx, abc.a, n, chunk)?;
         let b = FrVec::upload(&self.ctx, abc.b, n, chunk)?;
         let c = FrVec::upload(&self.ctx, abc.c, n, chunk)?;
+        // Six transforms, not seven (as cuzk_gpu_backend::compute_h): H =
+        // coset⁻¹((A'·B' − C')/Z), Z constant on the coset and the inverse coset
+        // transform linear, so H = coset⁻¹(A'·B')/Z − C/Z with C the coefficients
+        // that c's inverse transform gives: c never goes to the coset.
         let mut ops = Vec::new();
-        for v in [&a, &b, &c] {
+        for v in [&a, &b] {
             // Coefficients (bit-reversed, times n), shifted to the coset (times
             // g^k/n), evaluated there (natural order).
             self.stages(&mut ops, v, &dom, Roots::Inv, Dir::Dif);
             Self::scale(&mut ops, v, &dom.coset_n, log_n, true);
             self.stages(&mut ops, v, &dom, Roots::Fwd, Dir::Dit);
         }
-        for k in 0..a.chunks.len() {
-            ops.push(Op {
-                kernel: Kernel::Pointwise,
-                params: Params {
-                    count: a.chunk as u32,
-                    ..Params::default()
-                },
-                buffers: vec![&dom.z_inv, &a.chunks[k], &b.chunks[k], &c.chunks[k]],
-            });
+        // C/Z: c's coefficients (bit-reversed), times 1/(n·Z).
+        self.stages(&mut ops, &c, &dom, Roots::Inv, Dir::Dif);
+        Self::scale(&mut ops, &c, &dom.unit_nz, log_n, true);
+        fn pairwise<'a>(ops: &mut Vec<Op<'a>>, kernel: Kernel, x: &'a FrVec, y: &'a FrVec) {
+            for k in 0..x.chunks.len() {
+                ops.push(Op {
+                    kernel,
+                    params: Params {
+                        count: x.chunk as u32,
+                        ..Params::default()
+                    },
+                    buffers: vec![&x.chunks[k], &y.chunks[k]],
+                });
+            }
         }
-        // Back to coefficients: bit-reversed, times g^−k/n.
+        pairwise(&mut ops, Kernel::Pointwise, &a, &b);
+        // Back to coefficients: bit-reversed, times g^−k/(n·Z); then less C/Z.
         self.stages(&mut ops, &a, &dom, Roots::Inv, Dir::Dif);
-        Self::scale(&mut ops, &a, &dom.uncoset_n, log_n, true);
+        Self::scale(&mut ops, &a, &dom.uncoset_nz, log_n, true);
+        pairwise(&mut ops, Kernel::Difference, &a, &c);
         self.kernels.submit(&self.ctx, &ops)?;
         drop(ops);
         drop((b, c));
