@@ -12,9 +12,15 @@
 # compared lost and left the code), 8 and 9 (JOBS=2 NI_JOBS=1; both streams again
 # under a host-only plan: `cuzk plan` without --config planned no device, fixed
 # since). Still to run, in this order: 8 and 9 with the card's plan (JOBS=2
-# NI_JOBS=1 on a short visit), 5 (the wgpu NTT bench now times the resident
-# transform with u64 and with 16-bit word products side by side, and the stream),
-# 4, 6 and 3. Staged at e983942.
+# NI_JOBS=1 on a short visit), 5 (the wgpu NTT bench times the resident transform
+# with u64 and with 16-bit word products side by side; staged with
+# WGPU_BASE_BENCH=the bench of b6e7db9..2b65ac1 it also times the Fr product as a
+# loop against b123dc1's written-out one: WGPU_TESTS="fr ntt" WGPU_SKIP="msm
+# stream" CUDA_TABLE_SKIP=field-bench,g2-bench,h-bench,msm-bench,spmv-bench,partition-bench
+# on a short visit), 4, 6 and 3. No machine was lent on 2026-12-07 17:30-20:30
+# UTC; the pack of that session: binaries of 2b65ac1, the wgpu tests and benches
+# of b123dc1, bench-wgpu-base of 2b65ac1 (rebuild it: the CPU and wgpu H changed
+# since, six transforms).
 #
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel
