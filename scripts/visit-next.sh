@@ -13,14 +13,15 @@
 # under a host-only plan: `cuzk plan` without --config planned no device, fixed
 # since). Still to run, in this order: 8 and 9 with the card's plan (JOBS=2
 # NI_JOBS=1 on a short visit), 5 (the wgpu NTT bench times the resident transform
-# with u64 and with 16-bit word products side by side; staged with
-# WGPU_BASE_BENCH=the bench of b6e7db9..2b65ac1 it also times the Fr product as a
-# loop against b123dc1's written-out one: WGPU_TESTS="fr ntt" WGPU_SKIP="msm
-# stream" CUDA_TABLE_SKIP=field-bench,g2-bench,h-bench,msm-bench,spmv-bench,partition-bench
-# on a short visit), 4, 6 and 3. No machine was lent on 2026-12-07 17:30-20:30
-# UTC; the pack of that session: binaries of 2b65ac1, the wgpu tests and benches
-# of b123dc1, bench-wgpu-base of 2b65ac1 (rebuild it: the CPU and wgpu H changed
-# since, six transforms).
+# with u64 and with 16-bit word products side by side; to time the Fr product as a
+# loop against b123dc1's written-out one in the same visit, build the wgpu bench
+# at 2b65ac1 too and stage with WGPU_BASE_BENCH=that binary; on a short visit:
+# WGPU_TESTS="fr ntt" WGPU_SKIP="msm stream"
+# CUDA_TABLE_SKIP=field-bench,g2-bench,h-bench,msm-bench,spmv-bench,partition-bench),
+# 4, 6 and 3. The sixth visit (2026-12-07 19:14 UTC) ran step 8's PoRep stream on
+# the card's plan (19.0 s/proof steady, BENCHMARKS.md) and started the NI stream,
+# but the session's device time ran out before it ended: 8 (JOBS=2 NI_JOBS=1)
+# and 9 again first. Call only when a visit is likely: refused calls cost device time.
 #
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel
