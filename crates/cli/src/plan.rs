@@ -552,7 +552,11 @@ fn print_plan(p: &Plan) {
             d.h_buffers.name(),
             match d.chunk {
                 Some(c) => format!(
-                    "the rest streamed in chunks of {c} points, {:.1} GB over PCIe a partition",
+                    "the rest streamed in chunks of {c} points{}, {:.1} GB over PCIe a partition",
+                    match d.split_chunk {
+                        Some(s) if s != c => format!(" (L, A, B: {s})"),
+                        _ => String::new(),
+                    },
                     d.transfer_bytes as f64 / 1e9
                 ),
                 None => format!(

@@ -99,6 +99,18 @@ pub fn working_bytes(
     let h_msm = MsmPlan::for_size(hm).scratch_bytes(tuning, hm)
         + big as u64 * 32
         + if hm < big { hm as u64 * 32 } else { 0 };
+    h.max(h_msm) + split_bytes(tuning, p, at_once)
+}
+
+/// Device bytes of the split queries (L, A, B_G1 and B_G2 where the backend does
+/// it) beside their bases: the largest query's MSM scratch (one query at a time)
+/// and every query's bitmap and tail terms, with `at_once(k, len)` the points
+/// query k's MSMs take at once (all of `len` resident, a chunk's streamed).
+fn split_bytes(
+    tuning: &MsmTuning,
+    p: &PartitionCounts,
+    at_once: impl Fn(usize, usize) -> usize,
+) -> u64 {
     // A query's ones sum (by batch-affine rounds, or the XYZZ kernel, whose
     // partials are small), then its tail MSM.
     let scratch = |k: usize, m: &SplitCounts, xyzz: u64| {
@@ -120,7 +132,7 @@ pub fn working_bytes(
     let g1 = [&p.l, &p.a, &p.b_g1];
     // One query's MSM scratch at a time; L, A and B's scalars are uploaded
     // together, before a, b, c, and live next to the H buffers.
-    let tails = (1..)
+    (1..)
         .zip(g1)
         .map(|(k, m)| scratch(k, m, G1_XYZZ_BYTES))
         .chain(
@@ -130,8 +142,25 @@ pub fn working_bytes(
         )
         .max()
         .unwrap_or(0)
-        + (1..).zip(g1).map(|(k, m)| data(k, m)).sum::<u64>();
-    h.max(h_msm) + tails
+        + (1..).zip(g1).map(|(k, m)| data(k, m)).sum::<u64>()
+}
+
+/// Device bytes of the split queries' phase with the streamed ones in chunks of
+/// `split` points (`resident`: H, L, A, B_G1, B_G2 kept on the device): H's
+/// coefficients (computed before the queries run, kept for H's MSM after them)
+/// and [`split_bytes`] at that chunk. The two chunk buffers are not in it. H's
+/// other buffers and its MSM's scratch are not alive then (the transforms have
+/// freed them, the MSM comes after), so the split queries may stream in larger
+/// chunks than H's MSM, whose scratch bounds its own chunk.
+pub fn split_phase_bytes(
+    tuning: &MsmTuning,
+    p: &PartitionCounts,
+    resident: [bool; 5],
+    split: usize,
+) -> u64 {
+    let big = 1u64 << crate::log_domain(p.constraints);
+    let at_once = |k: usize, len: usize| if resident[k] { len } else { len.min(split) };
+    big * 32 + split_bytes(tuning, p, at_once)
 }
 
 /// Device bytes of a partition's witness (`[input, aux]`, 32 bytes a value), which
@@ -218,8 +247,9 @@ pub fn streamed_need(
 /// visit's engine cells implied ~28 ms a chunk.)
 pub const CHUNK_COST_BYTES: u64 = 550_000_000;
 
-/// Chunks a partition streams with `resident` kept, in chunks of `chunk`.
-pub fn streamed_chunks(sets: [u64; 5], resident: [bool; 5], chunk: usize) -> u64 {
+/// Chunks a partition streams with `resident` kept: H in chunks of `chunk`, the
+/// split queries in chunks of `split`.
+pub fn streamed_chunks(sets: [u64; 5], resident: [bool; 5], chunk: usize, split: usize) -> u64 {
     (0..5)
         .filter(|&k| !resident[k] && sets[k] > 0)
         .map(|k| {
@@ -228,7 +258,8 @@ pub fn streamed_chunks(sets: [u64; 5], resident: [bool; 5], chunk: usize) -> u64
             } else {
                 G1_AFFINE_BYTES
             };
-            (sets[k] / point).div_ceil(chunk.max(1) as u64)
+            let c = if k == 0 { chunk } else { split };
+            (sets[k] / point).div_ceil(c.max(1) as u64)
         })
         .sum()
 }
@@ -258,8 +289,13 @@ pub struct PlaceInput<'a> {
 pub struct Placement {
     /// The base sets kept on the device (H, L, A, B_G1, B_G2).
     pub resident: [bool; 5],
-    /// Points a streamed chunk holds; `None` when nothing streams.
+    /// Points a streamed chunk of H's bases holds; `None` when nothing streams.
     pub chunk: Option<usize>,
+    /// Points a streamed chunk of a split query's bases (L, A, B_G1, B_G2)
+    /// holds, at least `chunk`: their MSMs need less scratch than H's and run
+    /// while H's transforms and MSM hold none ([`split_phase_bytes`]); `None`
+    /// when nothing streams.
+    pub split_chunk: Option<usize>,
     /// The largest chunk the partition's MSM scratch was counted for (the chunk
     /// cap the backend streams with).
     pub cap: usize,
@@ -277,7 +313,12 @@ impl Placement {
     /// at [`CHUNK_COST_BYTES`], and with two H buffers `c`'s upload (32 bytes a
     /// row), which then no longer overlaps `a`'s and `b`'s transforms.
     pub fn stream_cost(&self, sets: [u64; 5], rows: usize) -> u64 {
-        let chunks = streamed_chunks(sets, self.resident, self.chunk.unwrap_or(usize::MAX));
+        let chunks = streamed_chunks(
+            sets,
+            self.resident,
+            self.chunk.unwrap_or(usize::MAX),
+            self.split_chunk.unwrap_or(usize::MAX),
+        );
         let c = match self.h_buffers {
             HBuffers::Two => rows as u64 * 32,
             HBuffers::Three => 0,
@@ -312,6 +353,7 @@ pub fn place(inp: &PlaceInput<'_>) -> Result<Placement, u64> {
             return Ok(Placement {
                 resident: [true; 5],
                 chunk: None,
+                split_chunk: None,
                 cap: MAX_AUTO_STREAM_CHUNK,
                 h_buffers: HBuffers::Three,
                 need: all + working,
@@ -340,12 +382,30 @@ pub fn place(inp: &PlaceInput<'_>) -> Result<Placement, u64> {
         let cap = inp.forced_chunk.unwrap_or_else(|| auto_chunk(left, least));
         let l = least(cap);
         let chunk = stream_chunk(left.checked_sub(l)?, Some(cap))?;
+        let need = kept + l + 2 * chunk as u64 * STREAM_BYTES_PER_POINT;
+        // The split queries' chunk: the largest their own phase fits (never
+        // smaller than H's, which `l` already counts them at); a forced chunk is
+        // every set's.
+        let split_least =
+            |s: usize| split_phase_bytes(inp.tuning, inp.counts, resident, s) + inp.witness;
+        let split = match inp.forced_chunk {
+            Some(_) => chunk,
+            None if resident[1..].iter().all(|r| *r) => chunk,
+            None => {
+                let cap = auto_chunk(left, split_least);
+                left.checked_sub(split_least(cap))
+                    .and_then(|rest| stream_chunk(rest, Some(cap)))
+                    .map_or(chunk, |s| s.max(chunk))
+            }
+        };
+        let split_need = kept + split_least(split) + 2 * split as u64 * STREAM_BYTES_PER_POINT;
         Some(Placement {
             resident,
             chunk: Some(chunk),
+            split_chunk: Some(split),
             cap,
             h_buffers,
-            need: kept + l + 2 * chunk as u64 * STREAM_BYTES_PER_POINT,
+            need: need.max(split_need),
             least: l,
         })
     };
@@ -560,6 +620,60 @@ mod tests {
             assert_eq!(pl.resident, [false; 5], "{pl:?}");
             assert!(pl.need <= least);
         }
+    }
+
+    /// A small card's H chunk is bounded by H's MSM scratch; its split queries
+    /// stream in larger chunks, in a phase that fits the room by itself, and never
+    /// in smaller ones than H's. A forced chunk is every set's.
+    #[test]
+    fn split_queries_stream_in_chunks_no_smaller_than_h() {
+        let (p, sets) = porep32();
+        for witness in [0, 4_200_000_000] {
+            for gib in [13.4, 16.0, 21.4, 28.0, 44.0, 60.0, 76.0] {
+                let mut inp = input(&p, sets, gib);
+                inp.witness = witness;
+                let Ok(pl) = place(&inp) else { continue };
+                let (Some(h), Some(split)) = (pl.chunk, pl.split_chunk) else {
+                    assert_eq!((pl.chunk, pl.split_chunk), (None, None));
+                    continue;
+                };
+                assert!(
+                    split >= h && split <= MAX_AUTO_STREAM_CHUNK,
+                    "{gib} GiB: {pl:?}"
+                );
+                let kept: u64 = sets
+                    .iter()
+                    .zip(pl.resident)
+                    .filter(|(_, r)| *r)
+                    .map(|(b, _)| b)
+                    .sum();
+                let phase = kept
+                    + split_phase_bytes(&MsmTuning::DEFAULT, &p, pl.resident, split)
+                    + witness
+                    + 2 * split as u64 * STREAM_BYTES_PER_POINT;
+                assert!(phase <= pl.need && pl.need <= inp.room, "{gib} GiB: {pl:?}");
+                if pl.resident[1..].iter().all(|r| *r) {
+                    assert_eq!(split, h, "{gib} GiB: nothing split streams");
+                }
+            }
+        }
+        // The 16 GB card (13.4 GiB planned, a, b, c from the host): H's MSM scratch
+        // keeps its chunk under 2^21 points; L, A and B go in chunks of 2^23, so a
+        // partition streams ~115 chunks instead of ~259.
+        let pl = place(&input(&p, sets, 13.4)).unwrap();
+        assert!(pl.chunk.unwrap() < 1 << 21, "{pl:?}");
+        assert_eq!(pl.split_chunk, Some(MAX_AUTO_STREAM_CHUNK), "{pl:?}");
+        let n = streamed_chunks(
+            sets,
+            pl.resident,
+            pl.chunk.unwrap(),
+            pl.split_chunk.unwrap(),
+        );
+        assert!((100..130).contains(&n), "{n} chunks: {pl:?}");
+        let mut inp = input(&p, sets, 76.0);
+        inp.forced_chunk = Some(1 << 20);
+        let pl = place(&inp).unwrap();
+        assert_eq!(pl.split_chunk, pl.chunk);
     }
 
     #[test]

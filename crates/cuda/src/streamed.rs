@@ -39,10 +39,12 @@
 //! Ownership: the pinned buffers and their `copied` events are the backend's
 //! [`Stager`], kept across partitions (allocated at the first streamed chunk, grown
 //! when a chunk needs more bytes, never shrunk: page-locked host memory of
-//! [`SLOTS`] × chunk × point size). The device buffers and their `consumed` events
-//! are a [`BaseStream`]'s, one partition and one curve; borrowing the stager
-//! mutably, the G1 stream must be gone before the G2 one is made, so the two never
-//! hold device memory at once (the budget in `backend.rs` counts one curve's slots).
+//! [`SLOTS`] × chunk × (a point's size where the bases are copied through them, and
+//! a chunk's terms)). The device buffers and their `consumed` events are a
+//! [`BaseStream`]'s, one partition, one curve and one chunk size; borrowing the
+//! stager mutably, one stream must be gone before the next is made (the split
+//! queries' G1 stream, H's, G2's), so no two hold device memory at once (the
+//! budget in `footprint.rs` counts one pair of slots per phase).
 
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
@@ -557,9 +559,14 @@ impl<'a, C: DeviceCurve> BaseStream<'a, C> {
         let chunk = self.chunk;
         // Page-locked where they lie: only the terms go through the staging buffer.
         let direct = self.is_direct(C::host_as_bytes(host));
-        // Room for a chunk's terms always: the split queries follow the dense one
-        // (H) in every partition, and buffers sized for H alone would be made anew.
-        let affine = std::mem::size_of::<C::Affine>();
+        // Room for a chunk's terms always: split queries and the dense one (H)
+        // share the buffers in every partition, and buffers sized for H alone
+        // would be made anew. Bases DMA'd in place take no room.
+        let affine = if direct {
+            0
+        } else {
+            std::mem::size_of::<C::Affine>()
+        };
         self.stager
             .reserve(gpu, chunk * affine + ChunkTerms::most_bytes(chunk))?;
         let device = match &mut self.device {

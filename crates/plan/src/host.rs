@@ -155,12 +155,17 @@ pub(crate) fn fit_host(
     let mut pinned = 0u64;
     if let Some(d) = device {
         let workers = way.workers as u64 * COPIES_PER_WORKER;
-        // Streamed: two staging buffers of a chunk's bases (G2's 192 bytes, the
-        // largest) and terms (37 bytes a point), per device, in either staging
-        // mode (the backend sizes them alike).
-        if let Some(c) = d.chunk {
+        // Streamed: two staging buffers of the larger chunk's terms (37 bytes a
+        // point) per device, and of its bases (G2's 192 bytes, the largest) where
+        // they are copied through them; DMA'd in place (`register`), they take
+        // no room there.
+        if let Some(c) = d.split_chunk.or(d.chunk) {
+            let point = match way.stream_staging {
+                StreamStaging::Register => 37,
+                _ => 192 + 37,
+            };
             buffers += 2 * devices as u32;
-            pinned += devices * 2 * c as u64 * (192 + 37);
+            pinned += devices * 2 * c as u64 * point;
         }
         // A witness copy per GPU worker (`witness_staging = "copy"`).
         if way.abc_on_backend && way.staging == WitnessStaging::Copy {

@@ -257,17 +257,22 @@ pub struct DevicePlan {
     /// Bytes a partition needs beside them (working memory, witness, chunk
     /// buffers): the backend's own count.
     pub partition_bytes: u64,
-    /// Points a streamed chunk holds (the backend's `stream_chunk` arithmetic),
-    /// where any set streams.
+    /// Points a streamed chunk of H's bases holds (the backend's `stream_chunk`
+    /// arithmetic), where any set streams.
     pub chunk: Option<usize>,
+    /// Points a streamed chunk of a split query's bases holds (at least
+    /// `chunk`: `footprint::Placement::split_chunk`), where any set streams.
+    pub split_chunk: Option<usize>,
     /// Bytes streamed over PCIe a partition (bases, and `a, b, c` from the host).
     pub transfer_bytes: u64,
 }
 
 impl DevicePlan {
-    /// Chunks a partition streams: each set not resident, in chunks of `chunk`.
+    /// Chunks a partition streams: each set not resident, H in chunks of
+    /// `chunk`, the split queries in chunks of `split_chunk`.
     pub fn chunks(&self, shape: &Shape) -> u64 {
         let Some(chunk) = self.chunk else { return 0 };
+        let split = self.split_chunk.unwrap_or(chunk);
         let lens = [
             shape.h,
             shape.l.bases,
@@ -277,8 +282,9 @@ impl DevicePlan {
         ];
         lens.iter()
             .zip(self.bases_resident)
-            .filter(|(_, r)| !r)
-            .map(|(n, _)| n.div_ceil(chunk.max(1)) as u64)
+            .enumerate()
+            .filter(|(_, (_, r))| !r)
+            .map(|(k, (n, _))| n.div_ceil(if k == 0 { chunk } else { split }.max(1)) as u64)
             .sum()
     }
 }
@@ -643,6 +649,7 @@ fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String
         resident_bytes: r1cs + kept,
         partition_bytes: placed.need - kept,
         chunk: placed.chunk,
+        split_chunk: placed.split_chunk,
         transfer_bytes: placed.streamed_bytes(sets) + abc_upload,
     })
 }

@@ -227,6 +227,8 @@ impl CudaBackend {
             &placement,
             shape.as_ref(),
         )?;
+        // The split queries' chunk: at least H's (`footprint::Placement::split_chunk`).
+        let split_chunk = placement.split_chunk.map_or(chunk, |s| s.max(chunk));
         let h_buffers = placement.h_buffers;
         let direct = match self.config.stream_staging {
             // SAFETY: the parameter sets outlive their registrations (the engine
@@ -283,12 +285,13 @@ impl CudaBackend {
         HostMarks::mark(&mut host, "shape and bases");
         let mut phases =
             Phases::start(&tuning.profiler, gpu, || format!("partition 2^{log}")).map_err(dev)?;
-        // G1 sets not resident stream through one pair of chunk buffers (allocated
-        // at the first streamed chunk, kept for L, A, B_G1 and H).
+        // G1 split queries not resident stream through a pair of chunk buffers of
+        // their chunk (allocated at the first streamed chunk), H's MSM through a
+        // pair of its own chunk after them (the same pair where the chunks agree).
         // SAFETY: `direct` holds only ranges registered by this backend, which
         // drops them only after waiting for the copy stream.
         let mut g1_stream =
-            unsafe { BaseStream::<G1>::new(gpu, stager, chunk).with_direct(direct.clone()) };
+            unsafe { BaseStream::<G1>::new(gpu, stager, split_chunk).with_direct(direct.clone()) };
         // With L, A and B resident, a, b, c (12 GiB at 2^27) travel on the copy stream
         // while the compute stream does L, A and B, and the transforms follow. The
         // queries' own data goes first: behind a, b, c on the copy engine it waited
@@ -443,6 +446,15 @@ impl CudaBackend {
         HostMarks::mark(&mut host, "spmv and H");
         // Uploads are done: unpin while the device works.
         drop(pinned);
+        // H's MSM streams in its own chunk (its scratch bounds it): the split
+        // queries' buffers go first, in stream order, where theirs is larger.
+        let mut g1_stream = if g1_stream.chunk() == chunk {
+            g1_stream
+        } else {
+            drop(g1_stream);
+            // SAFETY: as above.
+            unsafe { BaseStream::<G1>::new(gpu, stager, chunk).with_direct(direct.clone()) }
+        };
         let h_pending = match bases.get(&key::<G1>(h_bases)) {
             Some(resident) => vec![msm::msm(
                 gpu,
@@ -482,7 +494,7 @@ impl CudaBackend {
             (Some(m), None) => {
                 // SAFETY: as G1's.
                 let mut g2_stream =
-                    unsafe { BaseStream::<G2>::new(gpu, stager, chunk).with_direct(direct) };
+                    unsafe { BaseStream::<G2>::new(gpu, stager, split_chunk).with_direct(direct) };
                 Some(
                     query::<G2>(
                         gpu,
