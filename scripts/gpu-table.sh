@@ -27,6 +27,10 @@
 #     and the budget planned with the host)
 #   PLAN_HOST_GIB=N plans each cell as an N GiB host would while the cgroup stays
 #     the cell's (to run a cell the plan refuses)
+#   EXTRA_PARAMS='profile = true': a line added to each cell's [backend.params]
+#     after the plan's (a knob given wins over a planned one); with `profile = true`
+#     the device phases of every partition (`RUST_LOG=cuzk_cuda::profile=info`) go
+#     into the summary
 set -u
 out=${1:?usage: gpu-table.sh OUT}
 d=.device/run
@@ -40,6 +44,7 @@ say() { echo "$@" | tee -a "$sum"; }
 say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,memory.total,memory.free,pcie.link.gen.max,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader)"
 say "== cpus $(nproc), ram $(free -g | awk '/Mem:/{print $2}') GiB, cgroup $(cat /proc/self/cgroup)"
 
+[ -n "${EXTRA_PARAMS:-}" ] && export RUST_LOG="${RUST_LOG:-warn},cuzk_cuda::profile=info"
 free_gib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 | awk '{print int($1 / 1024)}')
 cores_all=$(nproc)
 
@@ -95,6 +100,7 @@ for dev in ${DEVICE_GIB:-16 24 32 48 80}; do
             fi
             expected=$(head -1 "$cfg" | grep -oE '[0-9.]+ s/proof')
             echo "device_memory_gib = $dev # emulated on a card with $free_gib GiB free" >>"$cfg"
+            [ -n "${EXTRA_PARAMS:-}" ] && printf '%s # given\n' "$EXTRA_PARAMS" >>"$cfg"
             t=$(date +%s)
             log=$work/$cell.txt
             in_cgroup $((host << 30)) timeout "${CELL_TIMEOUT:-540}" /usr/bin/time -v \
@@ -118,6 +124,7 @@ for dev in ${DEVICE_GIB:-16 24 32 48 80}; do
             rss=$(awk -F': ' '/Maximum resident/ {printf "%.1f GiB", $2 / 1048576}' "$log")
             say "== $cell: $ran in $secs s: ${sp:-?} ${busy:-} peak ${rss:-?} (planned ${expected:-?})"
             grep -E "s/proof|busy|error" "$log" | head -4 >>"$sum"
+            grep -E "phases|partition 2\^[0-9]+ [0-9.]+ ms" "$log" | grep -v "host partition" | head -24 >>"$sum"
             echo "| $dev | $host | $cores | $ran | ${sp:-} | ${busy#busy } | ${rss:-} | ${expected:-} | \`$cell.toml\` |" >>"$table"
         done
     done

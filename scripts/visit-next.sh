@@ -45,6 +45,11 @@
 #                                      # while it runs), then SnarkPack over 8192 proofs
 #   bash scripts/visit-next.sh OUT 10  # step 7 with the 8192-proof SnarkPack bench
 #                                      # beside it (the GPU's rows, the host's cores)
+#   bash scripts/visit-next.sh OUT 11  # issues 33 and 34: the 16 and 80 GiB cells of
+#                                      # step 2, one sector each, with every engine
+#                                      # partition's device phases profiled (where the
+#                                      # 16 GiB card's 6.3 s and the 80 GiB card's
+#                                      # 0.3 s over the pre-staged row go)
 #
 # Record each number in BENCHMARKS.md with the card it ran on (H100 or H200) and
 # the full-card cell of the same visit as its baseline.
@@ -68,5 +73,7 @@ case $step in
 10) AGG_PROOFS=8192 bash scripts/ni-device.sh "$out/ni" agg >"$out/agg-bg.txt" 2>&1 &
     bash "$0" "$out" 7
     wait; cat "$out/agg-bg.txt" ;;
-*) echo "step is 1 to 10" >&2; exit 2 ;;
+11) EXTRA_PARAMS="profile = true" DEVICE_GIB="16 80" HOST_GIB=125 CORES=16 JOBS=1 \
+    CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t11" ;;
+*) echo "step is 1 to 11" >&2; exit 2 ;;
 esac
