@@ -27,13 +27,14 @@
 #     and the budget planned with the host)
 #   PLAN_HOST_GIB=N plans each cell as an N GiB host would while the cgroup stays
 #     the cell's (to run a cell the plan refuses)
+#   RUN_DIR=.device/base: the binaries of another build (an A/B in one visit)
 #   EXTRA_PARAMS='profile = true': a line added to each cell's [backend.params]
 #     after the plan's (a knob given wins over a planned one); with `profile = true`
 #     the device phases of every partition (`RUST_LOG=cuzk_cuda::profile=info`) go
 #     into the summary
 set -u
 out=${1:?usage: gpu-table.sh OUT}
-d=.device/run
+d=${RUN_DIR:-.device/run}
 work=$out/logs
 mkdir -p "$work"
 export CUZK_CACHE_DIR=/tmp/cuzk-cache

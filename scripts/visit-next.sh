@@ -45,6 +45,8 @@
 #                                      # while it runs), then SnarkPack over 8192 proofs
 #   bash scripts/visit-next.sh OUT 10  # step 7 with the 8192-proof SnarkPack bench
 #                                      # beside it (the GPU's rows, the host's cores)
+#   bash scripts/visit-next.sh OUT 12  # issue 33: the 16 GiB cell, profiled, with an
+#                                      # earlier build (.device/base) and this one
 #   bash scripts/visit-next.sh OUT 11  # issues 33 and 34: the 16 and 80 GiB cells of
 #                                      # step 2, one sector each, with every engine
 #                                      # partition's device phases profiled (where the
@@ -75,5 +77,11 @@ case $step in
     wait; cat "$out/agg-bg.txt" ;;
 11) EXTRA_PARAMS="profile = true" DEVICE_GIB="16 80" HOST_GIB=125 CORES=16 JOBS=1 \
     CELL_TIMEOUT=270 bash scripts/gpu-table.sh "$out/t11" ;;
-*) echo "step is 1 to 11" >&2; exit 2 ;;
+12) # The 16 GiB cell, profiled, with the binaries of two builds: .device/base (the
+    # pack of an earlier commit, unpacked there by the first call) against .device/run.
+    for b in base run; do
+        RUN_DIR=.device/$b EXTRA_PARAMS="profile = true" DEVICE_GIB=16 HOST_GIB=125 CORES=16 \
+            JOBS=1 CELL_TIMEOUT=240 bash scripts/gpu-table.sh "$out/t12-$b"
+    done ;;
+*) echo "step is 1 to 12" >&2; exit 2 ;;
 esac
