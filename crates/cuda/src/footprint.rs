@@ -148,7 +148,7 @@ fn split_bytes(
 /// Device bytes of the split queries' phase with the streamed ones in chunks of
 /// `split` points (`resident`: H, L, A, B_G1, B_G2 kept on the device): H's
 /// coefficients (computed before the queries run, kept for H's MSM after them)
-/// and [`split_bytes`] at that chunk. The two chunk buffers are not in it. H's
+/// and the split queries' scratch and data (`split_bytes`) at that chunk. The two chunk buffers are not in it. H's
 /// other buffers and its MSM's scratch are not alive then (the transforms have
 /// freed them, the MSM comes after), so the split queries may stream in larger
 /// chunks than H's MSM, whose scratch bounds its own chunk.
