@@ -23,6 +23,18 @@
 # but the session's device time ran out before it ended: 8 (JOBS=2 NI_JOBS=1)
 # and 9 again first. Call only when a visit is likely: refused calls cost device time.
 #
+# Since `1c32e31` (the split queries stream in chunks of their own, not yet run on a
+# device) the order is: 1 (the partition checks, among them the tight placements
+# that now stream L, A and B in larger chunks than H), 12 (the 16 GiB cell against
+# the previous build, both profiled: stage the earlier commit too and carry its
+# pack as .device/pack/base.tar.xz; the first call unpacks both:
+# `(cd .device && rm -rf run base b && tar -xJf pack/run.tar.xz && mkdir b &&
+# tar -xJf pack/base.tar.xz -C b && mv b/run base && rmdir b)`), then
+# `ni-device.sh OUT start` and `wait` (NI_JOBS=1; the PoRep stream of the sixth
+# visit, same card and plan, is its baseline, or step 8 on an H200), 5 (short, as
+# above), 11, 4, 6, 3. None of these ran in the session of 2026-12-07 21:50: no
+# machine could be started in four tries.
+#
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel
 #                                      # against the CPU after the refactor
