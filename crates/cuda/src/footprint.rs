@@ -99,7 +99,8 @@ pub fn working_bytes(
     let h_msm = MsmPlan::for_size(hm).scratch_bytes(tuning, hm)
         + big as u64 * 32
         + if hm < big { hm as u64 * 32 } else { 0 };
-    h.max(h_msm) + split_bytes(tuning, p, at_once)
+    // r2wg's table, kept once built, is still there while H's MSM runs.
+    h.max(h_msm + Ntt::kept_table_bytes(kernel, p.constraints)) + split_bytes(tuning, p, at_once)
 }
 
 /// Device bytes of the split queries (L, A, B_G1 and B_G2 where the backend does
@@ -147,12 +148,14 @@ fn split_bytes(
 
 /// Device bytes of the split queries' phase with the streamed ones in chunks of
 /// `split` points (`resident`: H, L, A, B_G1, B_G2 kept on the device): H's
-/// coefficients (computed before the queries run, kept for H's MSM after them)
-/// and the split queries' scratch and data (`split_bytes`) at that chunk. The two chunk buffers are not in it. H's
+/// coefficients (computed before the queries run, kept for H's MSM after them),
+/// r2wg's table where it runs (kept once built), and the split queries' scratch
+/// and data (`split_bytes`) at that chunk. The two chunk buffers are not in it. H's
 /// other buffers and its MSM's scratch are not alive then (the transforms have
 /// freed them, the MSM comes after), so the split queries may stream in larger
 /// chunks than H's MSM, whose scratch bounds its own chunk.
 pub fn split_phase_bytes(
+    kernel: NttKernel,
     tuning: &MsmTuning,
     p: &PartitionCounts,
     resident: [bool; 5],
@@ -160,7 +163,7 @@ pub fn split_phase_bytes(
 ) -> u64 {
     let big = 1u64 << crate::log_domain(p.constraints);
     let at_once = |k: usize, len: usize| if resident[k] { len } else { len.min(split) };
-    big * 32 + split_bytes(tuning, p, at_once)
+    big * 32 + Ntt::kept_table_bytes(kernel, p.constraints) + split_bytes(tuning, p, at_once)
 }
 
 /// Device bytes of a partition's witness (`[input, aux]`, 32 bytes a value), which
@@ -386,8 +389,9 @@ pub fn place(inp: &PlaceInput<'_>) -> Result<Placement, u64> {
         // The split queries' chunk: the largest their own phase fits (never
         // smaller than H's, which `l` already counts them at); a forced chunk is
         // every set's.
-        let split_least =
-            |s: usize| split_phase_bytes(inp.tuning, inp.counts, resident, s) + inp.witness;
+        let split_least = |s: usize| {
+            split_phase_bytes(inp.kernel, inp.tuning, inp.counts, resident, s) + inp.witness
+        };
         let split = match inp.forced_chunk {
             Some(_) => chunk,
             None if resident[1..].iter().all(|r| *r) => chunk,
@@ -648,7 +652,7 @@ mod tests {
                     .map(|(b, _)| b)
                     .sum();
                 let phase = kept
-                    + split_phase_bytes(&MsmTuning::DEFAULT, &p, pl.resident, split)
+                    + split_phase_bytes(inp.kernel, &MsmTuning::DEFAULT, &p, pl.resident, split)
                     + witness
                     + 2 * split as u64 * STREAM_BYTES_PER_POINT;
                 assert!(phase <= pl.need && pl.need <= inp.room, "{gib} GiB: {pl:?}");

@@ -544,13 +544,17 @@ impl Ntt {
     /// Device memory the H computation needs for `n` constraints with `kernel`
     /// (bytes): the three buffers, and for r2wg its table (kept once built).
     pub fn h_device_bytes(kernel: NttKernel, n: usize, buffers: HBuffers) -> u64 {
-        let log_n = crate::log_domain(n);
-        let big = 1u64 << log_n;
-        let table = match kernel {
-            NttKernel::Radix2WarpGlobal => Self::global_table_bytes(log_n),
+        let big = 1u64 << crate::log_domain(n);
+        buffers.count() * big * 32 + Self::kept_table_bytes(kernel, n)
+    }
+
+    /// Device memory `kernel` keeps for transforms of `n` constraints once it has
+    /// run one (r2wg's table; none for r2wf): alive through every later phase.
+    pub fn kept_table_bytes(kernel: NttKernel, n: usize) -> u64 {
+        match kernel {
+            NttKernel::Radix2WarpGlobal => Self::global_table_bytes(crate::log_domain(n)),
             _ => 0,
-        };
-        buffers.count() * big * 32 + table
+        }
     }
 
     /// The whole H computation for evaluations `a, b, c` (equal lengths): uploads them
