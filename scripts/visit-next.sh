@@ -23,17 +23,18 @@
 # but the session's device time ran out before it ended: 8 (JOBS=2 NI_JOBS=1)
 # and 9 again first. Call only when a visit is likely: refused calls cost device time.
 #
-# Since `1c32e31` (the split queries stream in chunks of their own, not yet run on a
-# device) the order is: 1 (the partition checks, among them the tight placements
-# that now stream L, A and B in larger chunks than H), 12 (the 16 GiB cell against
-# the previous build, both profiled: stage the earlier commit too and carry its
-# pack as .device/pack/base.tar.xz; the first call unpacks both:
-# `(cd .device && rm -rf run base b && tar -xJf pack/run.tar.xz && mkdir b &&
-# tar -xJf pack/base.tar.xz -C b && mv b/run base && rmdir b)`), then
-# `ni-device.sh OUT start` and `wait` (NI_JOBS=1; the PoRep stream of the sixth
-# visit, same card and plan, is its baseline, or step 8 on an H200), 5 (short, as
-# above), 11, 4, 6, 3. None of these ran in the session of 2026-12-07 21:50: no
-# machine could be started in four tries.
+# The seventh visit (2026-12-07 23:15 UTC, H100) ran 1 on `a1f7240` (every check
+# passes, the split queries streaming in chunks of their own) and 12 (the 16 GiB
+# cell's partitions 5.25 -> 3.20 s of device time; `9499f21`'s cell timed out
+# after 8 partitions, so only per-partition figures compare). Still to run, in
+# this order: the 16 GiB cell's steady rate on this build (step 2 with
+# DEVICE_GIB=16: the bar is 1.3x the full card's 19.0 s/proof), then
+# `ni-device.sh OUT start` and `wait` (NI_JOBS=1; the sixth visit's PoRep stream,
+# same card and plan, is its baseline, or step 8 on an H200), 5 (short, as above),
+# 11, 4, 6, 3. Step 12 carries an earlier build's pack as .device/pack/base.tar.xz;
+# the first call unpacks both: `(cd .device && rm -rf run base b && tar -xJf
+# pack/run.tar.xz && mkdir b && tar -xJf pack/base.tar.xz -C b && mv b/run base &&
+# rmdir b)`, and its cells need CELL_TIMEOUT >= 330 with profiling on.
 #
 #   bash scripts/visit-next.sh OUT 1   # device tests: the per-instance tuning (two
 #                                      # backends, one profiling) and every kernel
@@ -93,7 +94,7 @@ case $step in
     # pack of an earlier commit, unpacked there by the first call) against .device/run.
     for b in base run; do
         RUN_DIR=.device/$b EXTRA_PARAMS="profile = true" DEVICE_GIB=16 HOST_GIB=125 CORES=16 \
-            JOBS=1 CELL_TIMEOUT=240 bash scripts/gpu-table.sh "$out/t12-$b"
+            JOBS=1 CELL_TIMEOUT=330 bash scripts/gpu-table.sh "$out/t12-$b"
     done ;;
 *) echo "step is 1 to 12" >&2; exit 2 ;;
 esac
