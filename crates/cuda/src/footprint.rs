@@ -329,6 +329,11 @@ impl Placement {
         self.streamed_bytes(sets) + chunks * CHUNK_COST_BYTES + c
     }
 
+    /// Bytes of the sets kept on the device.
+    pub fn kept_bytes(&self, sets: [u64; 5]) -> u64 {
+        sets.iter().sum::<u64>() - self.streamed_bytes(sets)
+    }
+
     /// Bytes of the sets that stream (the transfer a partition makes).
     pub fn streamed_bytes(&self, sets: [u64; 5]) -> u64 {
         sets.iter()
@@ -645,13 +650,7 @@ mod tests {
                     split >= h && split <= MAX_AUTO_STREAM_CHUNK,
                     "{gib} GiB: {pl:?}"
                 );
-                let kept: u64 = sets
-                    .iter()
-                    .zip(pl.resident)
-                    .filter(|(_, r)| *r)
-                    .map(|(b, _)| b)
-                    .sum();
-                let phase = kept
+                let phase = pl.kept_bytes(sets)
                     + split_phase_bytes(inp.kernel, &MsmTuning::DEFAULT, &p, pl.resident, split)
                     + witness
                     + 2 * split as u64 * STREAM_BYTES_PER_POINT;

@@ -635,12 +635,7 @@ fn fit_device(shape: &Shape, way: Way, budget: u64) -> Result<DevicePlan, String
             )
         }
     })?;
-    let kept: u64 = sets
-        .iter()
-        .zip(placed.resident)
-        .filter(|(_, r)| *r)
-        .map(|(b, _)| b)
-        .sum();
+    let kept = placed.kept_bytes(sets);
     Ok(DevicePlan {
         budget,
         r1cs_resident: way.abc_on_backend,
